@@ -1,0 +1,81 @@
+"""The command line: ``calbench`` (headless tools) and ``calbench-play`` (the terminal app).
+
+Each sub-command lives in its own module under ``calbench_tui/commands/`` and exposes
+``register(subparsers)``; this file only wires them up and turns user mistakes into one
+clear line and a non-zero exit (never a traceback).  Command modules import their heavy
+dependencies (ortools, openai, textual, aiosqlite) inside their handlers, so
+``calbench --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .commands import UserError
+
+# Order = order in --help.  Each module registers one or more sub-commands.
+COMMAND_MODULES = [
+    "scenario",
+    "oracle",
+    "run",
+    "saves",
+    "llm",
+    "replay",
+    "report",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="calbench",
+        description="CalBench: schedule meetings across private calendars — humans, LLMs and "
+                    "reference protocols — and measure cost, fairness and privacy against an oracle.",
+        epilog="Play a seat yourself with 'calbench-play --seat 2'. Each command has its own --help.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(f"calbench_tui.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"calbench_tui.commands.{name}":
+                continue  # a command not built yet
+            raise
+        mod.register(sub)
+    return parser
+
+
+def _run(handler, args) -> int:
+    try:
+        rc = handler(args)
+        return int(rc or 0)
+    except UserError as exc:
+        print(f"calbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("calbench: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 0
+    return _run(args.handler, args)
+
+
+def play_main(argv: list[str] | None = None) -> int:
+    from .commands import play
+
+    parser = play.build_parser()
+    args = parser.parse_args(argv)
+    return _run(play.handle, args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Sub-commands of ``calbench``; one module each, registered by ``calbench_tui.cli``.
+
+Shared helpers for commands live here: :class:`UserError` (a mistake the user can fix:
+printed as one line, exit code 2) and the database location.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class UserError(Exception):
+    """A user mistake; the CLI prints ``calbench: error: <message>`` and exits non-zero."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def add_db_option(parser) -> None:
+    parser.add_argument("--db", metavar="PATH", default=None,
+                        help="SQLite database (default: $CALBENCH_DB, else the platform's user data directory)")
+
+
+def db_path(arg: str | None) -> str:
+    """--db, else $CALBENCH_DB, else calbench.db in the platform's user data directory."""
+    if arg:
+        return arg
+    env = os.environ.get("CALBENCH_DB")
+    if env:
+        return env
+    from platformdirs import user_data_dir
+
+    d = user_data_dir("calbench", appauthor=False)
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, "calbench.db")

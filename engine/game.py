@@ -1,0 +1,450 @@
+"""The async orchestrator: one game, round by round (SPEC §4).
+
+``run_game`` is the only place that awaits seats and emits events.  Rules live in
+``engine.rules``, transitions in ``engine.state``, observations in ``engine.observe``.
+A round is CHEAP_TALK → VOLUNTARY → DECISION → RESOLUTION.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .actions import CHANNELS, Message, Reschedule, Schedule, actions_to_json
+from .events import MESSAGE_EVENT_TYPES, Clock, EventLog, EventSink, LogicalClock, wall_clock
+from .model import Task, calendar_to_json
+from .observe import (
+    DecisionObservation,
+    Delivered,
+    SeatBriefing,
+    TurnObservation,
+    VoluntaryObservation,
+    meeting_view,
+    seat_view,
+)
+from .render import render_calendar
+from .rules import BatchOutcome, Rejection, check_batch
+from .seats import Persona, Reply
+from .state import GameState, apply_outcome, initial_state, resolve_round, state_hash
+
+CALBENCH_VERSION = "0.1.0"
+
+
+@dataclass(frozen=True)
+class GameConfig:
+    max_turns_per_round: int = 15
+    decision_retries: int = 3
+    channels: tuple[str, ...] = ("dm",)
+    seat_timeout: float | None = None  # seconds per persona call; None = wait for ever (humans)
+    nosy_agent_ids: tuple[int, ...] = ()
+    deterministic: bool = False  # logical clock and a game id derived from the inputs
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.channels if c not in CHANNELS]
+        if bad or not self.channels:
+            raise ValueError(f"unknown channel(s) {bad}; choose from {', '.join(CHANNELS)}")
+        if self.max_turns_per_round < 1:
+            raise ValueError("max_turns_per_round must be at least 1")
+        if self.decision_retries < 0:
+            raise ValueError("decision_retries must be 0 or more")
+
+    @property
+    def communication_protocol(self) -> str:
+        return "+".join(self.channels)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "max_turns_per_round": self.max_turns_per_round,
+            "decision_retries": self.decision_retries,
+            "channels": list(self.channels),
+            "communication_protocol": self.communication_protocol,
+            "seat_timeout": self.seat_timeout,
+            "nosy_agent_ids": list(self.nosy_agent_ids),
+            "deterministic": self.deterministic,
+            **({"extra": self.extra} if self.extra else {}),
+        }
+
+
+@dataclass
+class GameResult:
+    game_id: str
+    trace: dict[str, Any]
+    state: GameState
+    stopped: bool = False
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.trace["metrics"]
+
+
+MetricsFn = Callable[[Task, GameState, list[dict[str, Any]], GameConfig], tuple[dict[str, Any], dict[str, Any]]]
+
+
+def _default_metrics(task: Task, state: GameState, events: list[dict[str, Any]], config: GameConfig):
+    from .metrics import game_metrics
+
+    return game_metrics(task, state, events, config)
+
+
+class _Game:
+    def __init__(self, task: Task, seats: Sequence[Persona], config: GameConfig, log: EventLog) -> None:
+        if len(seats) != task.num_agents:
+            raise ValueError(f"the task has {task.num_agents} seats but {len(seats)} personas were given")
+        self.task = task
+        self.seats = list(seats)
+        self.config = config
+        self.log = log
+        self.state = initial_state(task)
+        self.messages_sent = [0] * task.num_agents
+
+    # -- observations -------------------------------------------------------------------
+    def view(self, seat: int, state: GameState | None = None):
+        st = state or self.state
+        return seat_view(seat, st.calendars, self.task.labels, self.task.meetings, st.costs[seat],
+                         self.task.cost_values, self.config.channels)
+
+    def render(self, seat: int, state: GameState | None = None) -> str:
+        return self.view(seat, state).render()
+
+    # -- persona calls --------------------------------------------------------------------
+    async def call(self, seat: int, method: str, obs, *, round: int, turn: int, phase: str,
+                   buffer: list[dict] | None = None) -> Reply:
+        """Await one persona call; failures become a recorded error reply, never an exception.
+
+        With ``buffer`` the error event is appended there instead of being emitted now.
+        """
+        fn = getattr(self.seats[seat], method)
+        t0 = time.perf_counter()
+        try:
+            if self.config.seat_timeout:
+                reply = await asyncio.wait_for(fn(obs), self.config.seat_timeout)
+            else:
+                reply = await fn(obs)
+        except asyncio.TimeoutError:
+            reply = Reply(error="seat_timeout", error_detail=f"no answer within {self.config.seat_timeout} s")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a persona's own failure never stops the game
+            reply = Reply(error="seat_error", error_detail=f"{type(exc).__name__}: {exc}")
+        if reply.latency_ms is None and reply.error:
+            reply.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+        if reply.error:
+            kind = "seat_timeout" if reply.error in ("seat_timeout", "infra_error") else "parse_error"
+            ev = self.log.make(kind, round=round, turn=turn, phase=phase, agent_id=seat,
+                               error=reply.error, detail=reply.error_detail, text=reply.text)
+            if buffer is not None:
+                buffer.append(ev)
+            else:
+                await self.log.add(ev)
+        return reply
+
+    # -- the game -------------------------------------------------------------------------
+    async def register(self) -> None:
+        task, cfg = self.task, self.config
+        for seat, persona in enumerate(self.seats):
+            briefing = SeatBriefing(self.view(seat), cfg.max_turns_per_round, cfg.decision_retries,
+                                    len(task.meetings), getattr(persona, "variant", None))
+            system_prompt = await persona.register(briefing)
+            await self.log.emit(
+                "agent_registered", round=-1, turn=-1, phase="GAME_START", agent_id=seat,
+                agent_type=persona.kind, model=persona.model, is_nosy_agent=seat in cfg.nosy_agent_ids,
+                system_prompt=system_prompt, calendar_render=self.render(seat),
+                calendar=calendar_to_json(task.calendars[seat]),
+                variant=getattr(persona, "variant", None),
+            )
+
+    async def play_round(self, r: int) -> None:
+        task, cfg = self.task, self.config
+        meeting = task.meetings[r]
+        await self.log.emit("round_start", round=r, turn=0, phase="CHEAP_TALK", agent_id=None,
+                            meeting=meeting.to_json(), speaker_order=list(meeting.speaker_order),
+                            communication_protocol=cfg.communication_protocol)
+        inbox: list[list[Delivered]] = [[] for _ in range(task.num_agents)]
+        received: list[list[Delivered]] = [[] for _ in range(task.num_agents)]
+        got_dm = [False] * task.num_agents
+        pending = [False] * task.num_agents  # a non-participant with activating mail
+        participants = set(meeting.participants)
+        activated: list[int] = []  # non-participants, in activation order
+        last_turn = 0
+
+        for turn in range(cfg.max_turns_per_round):
+            last_turn = turn
+            queue = list(meeting.speaker_order) + [a for a in activated if pending[a]]
+            spoken: set[int] = set()
+            anything_sent = False
+            i = 0
+            while i < len(queue):
+                seat = queue[i]
+                i += 1
+                if seat in spoken:
+                    continue
+                spoken.add(seat)
+                drained = tuple(inbox[seat])
+                inbox[seat].clear()
+                pending[seat] = False
+                obs = TurnObservation(self.view(seat), r, turn, cfg.max_turns_per_round,
+                                      meeting_view(meeting, seat, task.labels), seat in participants, drained)
+                persona = self.seats[seat]
+                prompt = persona.prompt(obs) if hasattr(persona, "prompt") else None
+                await self.log.emit("turn_start", round=r, turn=turn, phase="CHEAP_TALK", agent_id=seat,
+                                    inbox_drained=[m.to_json() for m in drained],
+                                    calendar_render=obs.view.render(), prompt_sent=prompt)
+                reply = await self.call(seat, "speak", obs, round=r, turn=turn, phase="CHEAP_TALK")
+                msgs = [a for a in reply.actions if isinstance(a, Message)]
+                await self.log.emit(
+                    "turn_end", round=r, turn=turn, phase="CHEAP_TALK", agent_id=seat,
+                    tool_calls=[dict(a.to_json(), meeting_id=meeting.id) if isinstance(a, Message) else a.to_json()
+                                for a in reply.actions],
+                    text=reply.text, thinking=reply.thinking, usage=reply.usage,
+                    latency_ms=reply.latency_ms, raw_api_response=reply.raw,
+                )
+                others = [a for a in reply.actions if not isinstance(a, Message)]
+                if others:
+                    await self.log.emit("parse_error", round=r, turn=turn, phase="CHEAP_TALK", agent_id=seat,
+                                        error="ignored_actions",
+                                        detail="schedule and reschedule are only valid in VOLUNTARY and DECISION; "
+                                               f"{len(others)} action(s) ignored", text=None)
+                for msg in msgs:
+                    recipients = await self._route(msg, seat, r, turn, meeting)
+                    if recipients is None:
+                        continue
+                    anything_sent = True
+                    self.messages_sent[seat] += 1
+                    d = Delivered(seat, msg.type, meeting.id, msg.content, r, turn, msg.payload,
+                                  msg.to if msg.type == "dm" else None)
+                    for rcp in recipients:
+                        inbox[rcp].append(d)
+                        received[rcp].append(d)
+                        if msg.type == "dm":
+                            got_dm[rcp] = True
+                        if rcp not in participants and msg.type in ("dm", "all_groupchat"):
+                            if rcp not in activated:
+                                activated.append(rcp)
+                            pending[rcp] = True
+                            if rcp not in spoken and rcp not in queue[i:]:
+                                queue.append(rcp)
+            if not anything_sent:
+                break
+
+        # VOLUNTARY: contacted non-participants may move their own items.
+        for seat in activated:
+            if got_dm[seat]:
+                await self._voluntary(seat, r, last_turn, meeting, tuple(received[seat]))
+
+        # DECISION: every participant, concurrently, on a frozen snapshot.
+        snapshot = self.state
+        results = await asyncio.gather(*[
+            self._decide(seat, r, last_turn, meeting, snapshot, tuple(received[seat]))
+            for seat in meeting.speaker_order
+        ])
+        staged: list[tuple[int, BatchOutcome, list[dict]]] = []
+        for seat, (events, outcome, actions) in zip(meeting.speaker_order, results):
+            for ev in events:
+                await self.log.add(ev)
+            if outcome is not None:
+                staged.append((seat, outcome, actions))
+        if len(staged) == len(meeting.participants):
+            for seat, outcome, actions in staged:
+                self.state = apply_outcome(self.state, task, seat, outcome)
+                await self.log.emit("batch_applied", round=r, turn=last_turn, phase="DECISION", agent_id=seat,
+                                    actions=actions, calendar_render_after=self.render(seat),
+                                    calendar_after=calendar_to_json(outcome.calendar), cost=outcome.cost)
+        else:
+            missing = sorted(set(meeting.participants) - {s for s, _, _ in staged})
+            for seat, outcome, actions in staged:
+                await self.log.emit("batch_rolled_back", round=r, turn=last_turn, phase="DECISION", agent_id=seat,
+                                    actions=actions,
+                                    reason=f"no valid batch from agent(s) {missing}; nothing was applied")
+
+        # RESOLUTION
+        self.state, res = resolve_round(self.state, task, r)
+        await self.log.emit("resolution", round=r, turn=last_turn, phase="RESOLUTION", agent_id=None,
+                            **res.to_json(), state_hash=state_hash(self.state.calendars),
+                            calendars=[calendar_to_json(c) for c in self.state.calendars])
+        for mid in res.consistency_violated_meeting_ids:
+            await self.log.emit("meeting_broken", round=r, turn=last_turn, phase="RESOLUTION", agent_id=None,
+                                meeting_id=mid)
+
+    async def _route(self, msg: Message, seat: int, r: int, turn: int, meeting) -> list[int] | None:
+        """Deliver a message; returns its recipients, or None when it cannot be sent."""
+        n = self.task.num_agents
+        problem = None
+        if msg.type not in self.config.channels:
+            problem = f"the {msg.type} channel is not enabled in this game (enabled: {', '.join(self.config.channels)})"
+        elif msg.type == "dm" and (msg.to is None or not 0 <= msg.to < n or msg.to == seat):
+            problem = f"a dm must go to another agent 0..{n - 1}, not {msg.to!r}"
+        if problem:
+            await self.log.emit("parse_error", round=r, turn=turn, phase="CHEAP_TALK", agent_id=seat,
+                                error="undeliverable", detail=problem, text=msg.content)
+            return None
+        if msg.type == "dm":
+            recipients = [msg.to]
+        elif msg.type == "participant_groupchat":
+            recipients = [a for a in meeting.speaker_order if a != seat]
+        else:
+            recipients = [a for a in range(n) if a != seat]
+        data: dict[str, Any] = {"from_agent": seat, "to_agent": msg.to if msg.type == "dm" else None,
+                                "meeting_id": meeting.id, "content": msg.content,
+                                "content_chars": len(msg.content), "channel": msg.type}
+        if msg.type != "dm":
+            data["recipients"] = recipients
+        if msg.payload is not None:
+            data["payload"] = msg.payload
+        await self.log.emit(MESSAGE_EVENT_TYPES[msg.type], round=r, turn=turn, phase="CHEAP_TALK",
+                            agent_id=seat, **data)
+        return recipients
+
+    async def _voluntary(self, seat: int, r: int, turn: int, meeting, received) -> None:
+        task, cfg = self.task, self.config
+        rejection: Rejection | None = None
+        for attempt in range(cfg.decision_retries + 1):
+            obs = VoluntaryObservation(self.view(seat), r, meeting_view(meeting, seat, task.labels), received,
+                                       attempt, cfg.decision_retries, str(rejection) if rejection else None)
+            persona = self.seats[seat]
+            prompt = persona.prompt(obs) if hasattr(persona, "prompt") else None
+            await self.log.emit("decide_start", round=r, turn=turn, phase="VOLUNTARY", agent_id=seat,
+                                calendar_render=obs.view.render(), prompt_sent=prompt)
+            reply = await self.call(seat, "volunteer", obs, round=r, turn=turn, phase="VOLUNTARY")
+            outcome = None if reply.error else check_batch(self.state.calendars[seat], reply.actions,
+                                                            meeting_id=meeting.id, require_schedule=False)
+            status = "applied" if isinstance(outcome, BatchOutcome) else ("failed" if reply.error else "rejected")
+            if isinstance(outcome, BatchOutcome) and not outcome.moves:
+                status = "nothing"
+            await self.log.emit("decide_end", round=r, turn=turn, phase="VOLUNTARY", agent_id=seat,
+                                tool_calls=actions_to_json(reply.actions), text=reply.text, thinking=reply.thinking,
+                                usage=reply.usage, latency_ms=reply.latency_ms, raw_api_response=reply.raw,
+                                retry_count=attempt, status=status)
+            if reply.error:
+                return
+            if isinstance(outcome, BatchOutcome):
+                if outcome.moves:
+                    self.state = apply_outcome(self.state, task, seat, outcome)
+                    await self.log.emit("batch_applied", round=r, turn=turn, phase="VOLUNTARY", agent_id=seat,
+                                        actions=_costed(reply.actions, outcome), calendar_render_after=self.render(seat),
+                                        calendar_after=calendar_to_json(outcome.calendar), cost=outcome.cost)
+                return
+            rejection = outcome
+            await self.log.emit("batch_rejected", round=r, turn=turn, phase="VOLUNTARY", agent_id=seat,
+                                attempt=attempt, conflict_description=str(rejection), rule=rejection.rule,
+                                actions=actions_to_json(reply.actions))
+
+    async def _decide(self, seat: int, r: int, turn: int, meeting, snapshot: GameState, received):
+        """Collect one participant's batch; events are buffered so the trace order is stable."""
+        task, cfg = self.task, self.config
+        events: list[dict] = []
+        view = self.view(seat, snapshot)
+        mv = meeting_view(meeting, seat, task.labels)
+        rejection: str | None = None
+        log = self.log
+        for attempt in range(cfg.decision_retries + 1):
+            obs = DecisionObservation(view, r, mv, received, attempt, cfg.decision_retries, rejection)
+            persona = self.seats[seat]
+            prompt = persona.prompt(obs) if hasattr(persona, "prompt") else None
+            events.append(log.make("decide_start", round=r, turn=turn, phase="DECISION", agent_id=seat,
+                                   calendar_snapshot_render=view.render(), prompt_sent=prompt))
+            reply = await self.call(seat, "decide", obs, round=r, turn=turn, phase="DECISION", buffer=events)
+            outcome: BatchOutcome | Rejection
+            if reply.error:
+                outcome = Rejection(0, f"Your reply could not be used: {reply.error_detail or reply.error}")
+            else:
+                outcome = check_batch(snapshot.calendars[seat], reply.actions, meeting_id=meeting.id,
+                                      require_schedule=True, meeting_cost=meeting.cost)
+            ok = isinstance(outcome, BatchOutcome)
+            events.append(log.make("decide_end", round=r, turn=turn, phase="DECISION", agent_id=seat,
+                                   tool_calls=actions_to_json(reply.actions), text=reply.text,
+                                   thinking=reply.thinking, usage=reply.usage, latency_ms=reply.latency_ms,
+                                   raw_api_response=reply.raw, retry_count=attempt,
+                                   status="pending" if ok else "rejected"))
+            if ok:
+                return events, outcome, _costed(reply.actions, outcome, meeting.cost)
+            rejection = str(outcome)
+            events.append(log.make("batch_rejected", round=r, turn=turn, phase="DECISION", agent_id=seat,
+                                   attempt=attempt, conflict_description=rejection, rule=outcome.rule,
+                                   actions=actions_to_json(reply.actions)))
+        return events, None, []
+
+
+def _costed(actions, outcome: BatchOutcome, meeting_cost: int = 1) -> list[dict[str, Any]]:
+    """The applied actions in the authors' shape: each with the cost it incurred."""
+    by_from = {mv.from_slot: mv.cost for mv in outcome.moves}
+    out = []
+    for a in actions:
+        d = a.to_json()
+        if isinstance(a, Reschedule):
+            d["cost"] = by_from.get(a.from_slot, 0)
+        elif isinstance(a, Schedule):
+            d["cost"] = meeting_cost
+        out.append(d)
+    return out
+
+
+async def run_game(
+    task: Task,
+    seats: Sequence[Persona],
+    config: GameConfig | None = None,
+    sink: EventSink | None = None,
+    *,
+    clock: Clock | None = None,
+    game_id: str | None = None,
+    metrics_fn: MetricsFn | None = None,
+    extra_config: dict[str, Any] | None = None,
+) -> GameResult:
+    """Play one game to the end and return its trace (SPEC §12).
+
+    Events reach ``sink`` as they happen.  If the game is cancelled (a human quits,
+    Ctrl-C), the events so far are already in the sink; the caller marks it stopped.
+    """
+    config = config or GameConfig()
+    if config.deterministic:
+        clock = clock or LogicalClock()
+        game_id = game_id or str(uuid.uuid5(uuid.NAMESPACE_URL, "calbench:" + repr((
+            task.task_id, task.seed, [getattr(s, "model", None) for s in seats], config.to_json()))))
+    clock = clock or wall_clock
+    game_id = game_id or str(uuid.uuid4())
+    log = EventLog(sink, clock)
+    g = _Game(task, seats, config, log)
+    started_at = clock()
+    from .metrics import optimal_cost_cached, greedy_cost_cached
+
+    agent_types = [s.kind for s in seats]
+    agent_models = [s.model or s.kind for s in seats]
+    await log.emit("game_start", round=-1, turn=-1, phase="GAME_START", agent_id=None,
+                   scenario_seed=task.seed, num_agents=task.num_agents, num_slots=task.num_slots,
+                   optimal_cost=optimal_cost_cached(task), greedy_cost=greedy_cost_cached(task),
+                   nosy_agent_ids=list(config.nosy_agent_ids),
+                   communication_protocol=config.communication_protocol,
+                   agent_types=agent_types, agent_models=agent_models, task_id=task.task_id)
+    await g.register()
+    for r in range(len(task.meetings)):
+        await g.play_round(r)
+    final_state, metrics = (metrics_fn or _default_metrics)(task, g.state, log.events, config)
+    final_state["per_agent_messages_sent"] = list(g.messages_sent)
+    await log.emit("game_end", round=len(task.meetings), turn=0, phase="GAME_END", agent_id=None, **metrics)
+    trace = {
+        "game_id": game_id,
+        "config": {
+            "num_agents": task.num_agents,
+            "agents": [{"type": s.kind, "model": s.model, "variant": getattr(s, "variant", None)} for s in seats],
+            "seed": task.seed,
+            "num_slots": task.num_slots,
+            "num_meetings": len(task.meetings),
+            "task_id": task.task_id,
+            **config.to_json(),
+            **(extra_config or {}),
+        },
+        "events": log.events,
+        "final_state": final_state,
+        "metrics": metrics,
+        "started_at": started_at,
+        "ended_at": clock(),
+        "stopped": False,
+        "calbench_version": CALBENCH_VERSION,
+        "suite_version": (task.row.get("calbench") or {}).get("suite_version"),
+        "task": task.to_row(),
+    }
+    return GameResult(game_id, trace, g.state)
+

@@ -1,0 +1,109 @@
+"""Private natural-language labels for errands and meetings (SPEC §2, paper A.1).
+
+The bank is three JSON files shipped in :mod:`engine.labels` (one per sensitivity tier).
+:func:`assign_labels` gives every errand and every meeting of a scenario a label and a
+tier, deterministically from the scenario's seed:
+
+* the random stream is ``random.Random(int.from_bytes(sha256(b"calbench-labels:<seed>")[:8]))``
+  (never ``hash()`` of a string, so it is the same in every process);
+* tiers are balanced: each agent's errands (in slot order) get a shuffled multiset with
+  every tier equally often (the remainder drawn without replacement), and likewise the
+  meetings (by id);
+* within a tier, labels are dealt from a seeded shuffle of the bank, so no label repeats
+  inside one scenario.  If a huge scenario exhausts a tier, the tier is dealt again with
+  a suffix (``"... (2)"``), which keeps every label distinct.
+
+Labels live beside the calendars (``Labels``), never inside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Iterator
+
+from engine.model import Errand, Label, Labels, TaskError
+
+__all__ = ["TIERS", "load_bank", "assign_labels", "label_rng"]
+
+#: Sensitivity tiers, least to most sensitive.
+TIERS: tuple[str, ...] = ("public", "neutral", "sensitive")
+
+
+@lru_cache(maxsize=1)
+def load_bank() -> dict[str, tuple[str, ...]]:
+    """The label bank: tier -> labels (file order).  Cached; works from an installed package."""
+    root = resources.files("engine.labels")
+    bank: dict[str, tuple[str, ...]] = {}
+    for tier in TIERS:
+        raw = json.loads(root.joinpath(f"{tier}.json").read_text(encoding="utf-8"))
+        if raw.get("tier") != tier or not isinstance(raw.get("labels"), list):
+            raise TaskError(f"label bank file {tier}.json must be {{'tier': '{tier}', 'labels': [...]}}")
+        labels = tuple(str(x).strip() for x in raw["labels"])
+        if len(set(labels)) != len(labels) or any(not x for x in labels):
+            raise TaskError(f"label bank file {tier}.json has empty or repeated labels")
+        bank[tier] = labels
+    return bank
+
+
+def label_rng(seed: int | str) -> random.Random:
+    """The label stream of a scenario, from its seed (or its task id when it has none)."""
+    digest = hashlib.sha256(f"calbench-labels:{seed}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _balanced_tiers(rng: random.Random, n: int) -> list[str]:
+    k = len(TIERS)
+    tiers = list(TIERS) * (n // k) + rng.sample(list(TIERS), n % k)
+    rng.shuffle(tiers)
+    return tiers
+
+
+def _dealer(rng: random.Random, labels: tuple[str, ...]) -> Iterator[str]:
+    order = list(labels)
+    rng.shuffle(order)
+    round_no = 1
+    while True:
+        for text in order:
+            yield text if round_no == 1 else f"{text} ({round_no})"
+        round_no += 1
+
+
+def _errand_ids(cal: Any) -> list[int]:
+    out = []
+    for it in cal:
+        if isinstance(it, Errand):
+            out.append(it.errand_id)
+        elif isinstance(it, dict) and "errand_id" in it:
+            out.append(int(it["errand_id"]))
+    return out
+
+
+def assign_labels(task_like: Any, seed: int | str) -> Labels:
+    """Labels for every errand ``(agent, errand_id)`` and every meeting id.
+
+    ``task_like`` is an :class:`engine.model.Task` or a task row dict (anything with
+    ``calendars`` and ``meetings``).  Pure: the same calendars, meetings and seed give the
+    same labels in every process.
+    """
+    if isinstance(task_like, dict):
+        calendars = task_like.get("calendars") or []
+        meeting_ids = [int(m["id"]) for m in task_like.get("meetings") or []]
+    else:
+        calendars = task_like.calendars
+        meeting_ids = [m.id for m in task_like.meetings]
+    bank = load_bank()
+    rng = label_rng(seed)
+    dealers = {tier: _dealer(rng, bank[tier]) for tier in TIERS}
+    errands: dict[tuple[int, int], Label] = {}
+    for agent, cal in enumerate(calendars):
+        ids = _errand_ids(cal)
+        for eid, tier in zip(ids, _balanced_tiers(rng, len(ids))):
+            errands[(agent, eid)] = Label(next(dealers[tier]), tier)
+    meetings: dict[int, Label] = {}
+    for mid, tier in zip(meeting_ids, _balanced_tiers(rng, len(meeting_ids))):
+        meetings[mid] = Label(next(dealers[tier]), tier)
+    return Labels(errands, meetings)

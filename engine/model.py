@@ -1,0 +1,261 @@
+"""Core data model: calendar items, meetings and the task row (SPEC §1–2).
+
+Inside the engine, calendars are tuples of small frozen dataclasses: immutable, hashable
+and cheap to copy, which keeps the pure state transitions fast (a scripted suite plays
+hundreds of games a second).  Pydantic is used at the boundaries, where untrusted JSON
+comes in (task rows, agent envelopes); see ``engine.actions`` and ``Task.from_row``.
+
+The task row *is* the authors' JSON-lines format, extended (SPEC §2): ``Task`` keeps the
+original row dict untouched and parses only what the engine needs, so every key the
+authors wrote survives a load/save round trip.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+class TaskError(ValueError):
+    """A task row that cannot be used; the message names what is wrong, in plain words."""
+
+
+@dataclass(frozen=True, slots=True)
+class Errand:
+    """A private commitment of one agent.  ``blocked`` errands never move."""
+
+    errand_id: int
+    cost: int
+    blocked: bool = False
+
+    @property
+    def item_id(self) -> int:
+        return self.errand_id
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"cost": self.cost, "errand_id": self.errand_id}
+        if self.blocked:
+            d["blocked"] = True
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class MeetingCopy:
+    """One participant's copy of a multi-agent meeting on its own calendar."""
+
+    meeting_id: int
+    cost: int = 1
+
+    @property
+    def item_id(self) -> int:
+        return self.meeting_id
+
+    @property
+    def blocked(self) -> bool:
+        return False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"meeting_id": self.meeting_id, "cost": self.cost}
+
+
+Item = Union[Errand, MeetingCopy, None]
+Calendar = tuple[Item, ...]
+
+
+def item_from_json(raw: Any, where: str = "calendar") -> Item:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise TaskError(f"{where}: expected null or an object, got {type(raw).__name__}")
+    try:
+        if "meeting_id" in raw:
+            return MeetingCopy(int(raw["meeting_id"]), int(raw.get("cost", 1)))
+        if "errand_id" in raw:
+            return Errand(int(raw["errand_id"]), int(raw.get("cost", 1)), bool(raw.get("blocked", False)))
+    except (TypeError, ValueError) as exc:
+        raise TaskError(f"{where}: bad item {raw!r} ({exc})") from None
+    raise TaskError(f"{where}: an item needs 'errand_id' or 'meeting_id', got {sorted(raw)}")
+
+
+def calendar_to_json(cal: Calendar) -> list[dict[str, Any] | None]:
+    return [None if it is None else it.to_json() for it in cal]
+
+
+@dataclass(frozen=True, slots=True)
+class Meeting:
+    """An incoming meeting: one per round, in task order."""
+
+    id: int
+    participants: tuple[int, ...]
+    speaker_order: tuple[int, ...]
+    cost: int = 1
+    duration: int = 1
+
+    @property
+    def initiator(self) -> int:
+        return min(self.participants)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "participants": list(self.participants),
+            "speaker_order": list(self.speaker_order),
+            "cost": self.cost,
+            "duration": self.duration,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    text: str
+    tier: str  # public | neutral | sensitive
+
+
+@dataclass(frozen=True, slots=True)
+class Labels:
+    """Private natural-language labels, kept beside the calendars (SPEC §2).
+
+    ``errands`` is keyed by ``(agent, errand_id)``; ``meetings`` by meeting id.
+    """
+
+    errands: dict[tuple[int, int], Label] = field(default_factory=dict)
+    meetings: dict[int, Label] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "errands": {f"{a}:{e}": {"label": l.text, "tier": l.tier} for (a, e), l in sorted(self.errands.items())},
+            "meetings": {str(m): {"label": l.text, "tier": l.tier} for m, l in sorted(self.meetings.items())},
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any] | None) -> "Labels":
+        if not raw:
+            return cls()
+        errands: dict[tuple[int, int], Label] = {}
+        for key, val in (raw.get("errands") or {}).items():
+            a, e = key.split(":")
+            errands[(int(a), int(e))] = Label(val["label"], val["tier"])
+        meetings = {int(k): Label(v["label"], v["tier"]) for k, v in (raw.get("meetings") or {}).items()}
+        return cls(errands, meetings)
+
+    def for_seat(self, seat: int, meeting_ids: set[int]) -> "Labels":
+        """Only what ``seat`` may see (SPEC §5): its own errands, its own meetings."""
+        return Labels(
+            {k: v for k, v in self.errands.items() if k[0] == seat},
+            {k: v for k, v in self.meetings.items() if k in meeting_ids},
+        )
+
+
+def _balanced_speaker_order(participants: tuple[int, ...]) -> tuple[int, ...]:
+    # The authors' rows carry no speaker order; their harness speaks in participant order.
+    return tuple(sorted(participants))
+
+
+@dataclass(slots=True)
+class Task:
+    """One task row.  ``row`` is the original JSON object, kept verbatim."""
+
+    row: dict[str, Any]
+    task_id: str
+    num_agents: int
+    num_slots: int
+    calendars: tuple[Calendar, ...]
+    meetings: tuple[Meeting, ...]
+    cost_values: tuple[int, ...]
+    labels: Labels
+    # Derived results (oracle solutions, feasible fraction) memoised per task object.
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- loading ---------------------------------------------------------------------
+    @classmethod
+    def from_row(cls, row: Any) -> "Task":
+        if not isinstance(row, dict):
+            raise TaskError(f"a task row must be a JSON object, got {type(row).__name__}")
+        for key in ("calendars", "meetings"):
+            if key not in row:
+                raise TaskError(f"task row is missing '{key}'")
+        params = row.get("params") or {}
+        raw_cals = row["calendars"]
+        if not isinstance(raw_cals, list) or not raw_cals or not all(isinstance(c, list) for c in raw_cals):
+            raise TaskError("'calendars' must be a non-empty list of lists")
+        num_agents = len(raw_cals)
+        num_slots = len(raw_cals[0])
+        if any(len(c) != num_slots for c in raw_cals):
+            raise TaskError("every calendar must have the same number of slots")
+        if params.get("num_slots") not in (None, num_slots):
+            raise TaskError(f"params.num_slots={params.get('num_slots')} but calendars have {num_slots} slots")
+        calendars = tuple(
+            tuple(item_from_json(it, f"calendar {a} slot {s}") for s, it in enumerate(cal))
+            for a, cal in enumerate(raw_cals)
+        )
+        meetings = []
+        if not isinstance(row["meetings"], list):
+            raise TaskError("'meetings' must be a list")
+        for k, m in enumerate(row["meetings"]):
+            try:
+                parts = tuple(int(p) for p in m["participants"])
+                order = tuple(int(p) for p in m.get("speaker_order") or _balanced_speaker_order(parts))
+                meetings.append(Meeting(int(m["id"]), parts, order, int(m.get("cost", 1)), int(m.get("duration", 1))))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise TaskError(f"meeting {k}: needs integer 'id' and 'participants' ({exc})") from None
+            if any(not 0 <= p < num_agents for p in parts):
+                raise TaskError(f"meeting {m['id']}: participant out of range 0..{num_agents - 1}")
+            if sorted(order) != sorted(parts):
+                raise TaskError(f"meeting {m['id']}: speaker_order must list exactly its participants")
+        if len({m.id for m in meetings}) != len(meetings):
+            raise TaskError("meeting ids must be unique")
+        cb = row.get("calbench") or {}
+        cost_values = params.get("cost_values")
+        if not cost_values:
+            seen = {it.cost for cal in calendars for it in cal if isinstance(it, Errand)}
+            cost_values = sorted(seen) or [1]
+        task_id = str(row.get("task_id", f"seed-{row.get('seed', '?')}"))
+        return cls(
+            row=row,
+            task_id=task_id,
+            num_agents=num_agents,
+            num_slots=num_slots,
+            calendars=calendars,
+            meetings=tuple(meetings),
+            cost_values=tuple(int(c) for c in cost_values),
+            labels=Labels.from_json(cb.get("labels")),
+        )
+
+    # -- helpers ---------------------------------------------------------------------
+    @property
+    def seed(self) -> int | None:
+        s = self.row.get("seed")
+        return int(s) if s is not None else None
+
+    @property
+    def cost_mode(self) -> str:
+        cb = self.row.get("calbench") or {}
+        if cb.get("cost_mode"):
+            return str(cb["cost_mode"])
+        return "uniform" if len(self.cost_values) <= 1 else "varied"
+
+    def level(self, shown_cost: int) -> int:
+        """1-based rank of a shown cost in ``cost_values`` (SPEC §2); prior meetings are 1."""
+        try:
+            return self.cost_values.index(shown_cost) + 1
+        except ValueError:
+            # A value outside the list (e.g. a meeting copy's cost 1 in a [10, 100] task).
+            return 1 + sum(1 for v in self.cost_values if v < shown_cost)
+
+    def meeting(self, meeting_id: int) -> Meeting:
+        for m in self.meetings:
+            if m.id == meeting_id:
+                return m
+        raise KeyError(meeting_id)
+
+    def to_row(self) -> dict[str, Any]:
+        """The row as JSON (a deep copy; the labels are written under ``calbench``)."""
+        row = copy.deepcopy(self.row)
+        if self.labels.errands or self.labels.meetings:
+            row.setdefault("calbench", {})["labels"] = self.labels.to_json()
+        return row
+
+    def with_labels(self, labels: Labels) -> "Task":
+        return Task(self.row, self.task_id, self.num_agents, self.num_slots, self.calendars,
+                    self.meetings, self.cost_values, labels)

@@ -1,0 +1,116 @@
+"""Game state and its pure transitions (SPEC §4).
+
+``GameState`` is immutable; every transition returns a new one.  The async orchestrator
+(``engine.game``) is the only place that awaits seats; replay (``engine.replay``) folds
+recorded batches through the same functions and never calls a persona.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .model import Calendar, Errand, MeetingCopy, Task, calendar_to_json
+from .rules import BatchOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    meeting_id: int
+    per_agent_slot: dict[int, int | None]
+    coordinated: bool
+    slot_conflicts: dict[str, list[int]]  # slot -> agents holding the meeting there (only when not coordinated)
+    consistency_violated_meeting_ids: tuple[int, ...]
+    blocked_slot_violations: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "meeting_id": self.meeting_id,
+            "per_agent_slot": {str(a): s for a, s in self.per_agent_slot.items()},
+            "coordinated": self.coordinated,
+            "slot_conflicts": self.slot_conflicts,
+            "consistency_violated_meeting_ids": list(self.consistency_violated_meeting_ids),
+            "blocked_slot_violations": list(self.blocked_slot_violations),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GameState:
+    calendars: tuple[Calendar, ...]
+    costs: tuple[int, ...]  # per agent, shown units
+    costs_levels: tuple[int, ...]  # per agent, cost levels (1/2/3)
+    round: int = 0  # rounds resolved so far
+    resolutions: tuple[Resolution, ...] = ()
+    scheduled: frozenset[int] = frozenset()  # meetings scheduled at the last resolution
+
+
+def initial_state(task: Task) -> GameState:
+    n = task.num_agents
+    return GameState(task.calendars, (0,) * n, (0,) * n)
+
+
+def batch_cost_levels(task: Task, outcome: BatchOutcome) -> int:
+    total = 0
+    for mv in outcome.moves:
+        if isinstance(mv.item, Errand):
+            total += task.level(mv.item.cost)
+        elif isinstance(mv.item, MeetingCopy):
+            total += mv.item.cost
+    return total
+
+
+def apply_outcome(state: GameState, task: Task, seat: int, outcome: BatchOutcome) -> GameState:
+    """Write a validated batch to ``seat``'s calendar and charge its cost."""
+    cals = list(state.calendars)
+    cals[seat] = outcome.calendar
+    costs = list(state.costs)
+    costs[seat] += outcome.cost
+    levels = list(state.costs_levels)
+    levels[seat] += batch_cost_levels(task, outcome)
+    return replace(state, calendars=tuple(cals), costs=tuple(costs), costs_levels=tuple(levels))
+
+
+def meeting_slot(calendar: Calendar, meeting_id: int) -> int | None:
+    for s, it in enumerate(calendar):
+        if isinstance(it, MeetingCopy) and it.meeting_id == meeting_id:
+            return s
+    return None
+
+
+def is_scheduled(calendars: tuple[Calendar, ...], participants: tuple[int, ...], meeting_id: int) -> bool:
+    slots = {meeting_slot(calendars[a], meeting_id) for a in participants}
+    return len(slots) == 1 and None not in slots
+
+
+def scheduled_meetings(state: GameState, task: Task) -> list[int]:
+    """Meetings whose participants all hold them in one common slot (in task order)."""
+    return [m.id for m in task.meetings if is_scheduled(state.calendars, m.participants, m.id)]
+
+
+def resolve_round(state: GameState, task: Task, round_index: int) -> tuple[GameState, Resolution]:
+    meeting = task.meetings[round_index]
+    per_agent = {a: meeting_slot(state.calendars[a], meeting.id) for a in meeting.participants}
+    slots = set(per_agent.values())
+    coordinated = len(slots) == 1 and None not in slots
+    conflicts: dict[str, list[int]] = {}
+    if not coordinated:
+        for a, s in per_agent.items():
+            conflicts.setdefault(str(s), []).append(a)
+    # A prior meeting is violated when it counted as scheduled at the previous
+    # resolution but its copies no longer sit in one common slot.
+    violated = tuple(
+        m.id for m in task.meetings[:round_index]
+        if m.id in state.scheduled and not is_scheduled(state.calendars, m.participants, m.id)
+    )
+    now = frozenset(m.id for m in task.meetings[: round_index + 1]
+                    if is_scheduled(state.calendars, m.participants, m.id))
+    res = Resolution(meeting.id, per_agent, coordinated, conflicts, violated)
+    return replace(state, round=round_index + 1, resolutions=state.resolutions + (res,), scheduled=now), res
+
+
+def state_hash(calendars: tuple[Calendar, ...]) -> str:
+    """A short, stable digest of all calendars (recorded after every round)."""
+    blob = json.dumps([calendar_to_json(c) for c in calendars], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,28 @@
+"""Shared fixtures: where the authors' compatibility files live (skip cleanly if absent)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+REPO = Path(__file__).resolve().parents[1]
+COMPAT = REPO.parent / "shared" / "compat"
+
+
+@pytest.fixture(scope="session")
+def compat_dir() -> Path:
+    if not COMPAT.is_dir():
+        pytest.skip(f"authors' compatibility files not found at {COMPAT}")
+    return COMPAT
+
+
+@pytest.fixture(scope="session")
+def authors_tasks_path(compat_dir: Path) -> Path:
+    p = compat_dir / "authors_uniform_full.jsonl"
+    if not p.exists():
+        pytest.skip(f"{p} not found")
+    return p
