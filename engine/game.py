@@ -130,8 +130,8 @@ class _Game:
             raise
         except Exception as exc:  # a persona's own failure never stops the game
             reply = Reply(error="seat_error", error_detail=f"{type(exc).__name__}: {exc}")
-        if reply.latency_ms is None and reply.error:
-            reply.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+        if reply.latency_ms is None and reply.error and not self.config.deterministic:
+            reply.latency_ms = int((time.perf_counter() - t0) * 1000)
         if reply.error:
             kind = "seat_timeout" if reply.error in ("seat_timeout", "infra_error") else "parse_error"
             ev = self.log.make(kind, round=round, turn=turn, phase=phase, agent_id=seat,

@@ -375,7 +375,7 @@ def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = T
         w_max, w_total = 0, lex_span
     else:
         w_max, w_total = (1, max_total + 1) if max_expr is not None else (0, 1)
-    if w_total * (max_total + 1) < 2**62:
+    if w_total * (max_total + 1) < 2**50:
         # one solve: the stages folded into a single weighted objective
         obj = total * w_total
         if max_expr is not None and w_max:
@@ -398,7 +398,7 @@ def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = T
             run()
             model.add(max_expr == int(round(solver.objective_value)))
         if lexicographic:
-            chunk = max(1, int(60 / math.log2(base)))
+            chunk = max(1, int(50 / math.log2(base)))
             for start in range(0, len(units), chunk):
                 part = list(range(start, min(len(units), start + chunk)))
                 weights = [base ** (len(part) - 1 - j) for j in range(len(part))]
@@ -598,9 +598,10 @@ def feasible_fraction(task: Task, *, exact_limit: int = 10**7, samples: int = 20
 
     Exact (DP over subsets of meetings) when ``2^M · (#allowed pairs)`` is at most
     ``exact_limit``; otherwise estimated from ``samples`` uniformly random injective
-    assignments (seeded ``random.Random``) with a 95% Wilson interval.  When fewer than
-    50 samples hit, the estimate switches to sequential importance sampling (unbiased
-    for tiny fractions) with a normal 95% interval.
+    assignments (seeded ``random.Random``) with a 95% Wilson interval.  When the hits
+    would be too few for a useful interval (fewer than 5 in the first tenth of the
+    samples, or fewer than 50 in all), the estimate switches to sequential importance
+    sampling — unbiased, and precise for tiny fractions — with a normal 95% interval.
     """
     allowed = _allowed_slots(task)
     m, s_count = len(allowed), task.num_slots
@@ -616,30 +617,48 @@ def feasible_fraction(task: Task, *, exact_limit: int = 10**7, samples: int = 20
         return FeasibleFraction(d, True, d, d, f, "dp", 0)
 
     rng = random.Random(seed)
+    order = sorted(range(m), key=lambda k: len(allowed[k]))  # most constrained first
+    # Uniform sampling first; if a tenth of the budget shows the hits will be too few
+    # for a useful interval, switch to sequential importance sampling.
+    pilot = max(1, samples // 10)
+    hits = _uniform_hits(allowed, order, s_count, pilot, rng)
+    n_done = pilot
+    if hits >= 5:
+        hits += _uniform_hits(allowed, order, s_count, samples - pilot, rng)
+        n_done = samples
+        if hits >= 50:
+            lo, hi = _wilson(hits, n_done)
+            return FeasibleFraction(hits / n_done, False, lo, hi, None, "uniform", n_done)
+    n_sis = max(1000, min(samples, exact_limit // max(1, m * s_count)))
+    return _sis_estimate(allowed, order, s_count, n_sis, rng)
+
+
+def _uniform_hits(allowed: list[list[int]], order: list[int], num_slots: int, n: int, rng: random.Random) -> int:
+    """How many of ``n`` uniformly random injective assignments use only allowed pairs."""
     allowed_sets = [frozenset(a) for a in allowed]
-    # check the most constrained meetings first: samples fail fast
-    order = sorted(range(m), key=lambda k: len(allowed[k]))
-    slots = range(s_count)
-    hits = 0
+    m = len(allowed)
+    slots = range(num_slots)
     sample = rng.sample
-    for _ in range(samples):
+    hits = 0
+    for _ in range(n):
         pick = sample(slots, m)
         for k in order:
             if pick[k] not in allowed_sets[k]:
                 break
         else:
             hits += 1
-    if hits >= 50:
-        lo, hi = _wilson(hits, samples)
-        return FeasibleFraction(hits / samples, False, lo, hi, None, "uniform", samples)
+    return hits
 
-    # Sequential importance sampling (Knuth's estimator): assign meetings in order of
-    # fewest allowed slots, each uniformly among its allowed unused slots; the weight
-    # (product of the choice counts) is an unbiased estimate of F.
-    n_sis = max(1000, min(samples, exact_limit // max(1, m * s_count)))
-    log_total = math.lgamma(s_count + 1) - math.lgamma(s_count - m + 1)
+
+def _sis_estimate(allowed: list[list[int]], order: list[int], num_slots: int, n: int,
+                  rng: random.Random) -> FeasibleFraction:
+    """Sequential importance sampling (Knuth's estimator): assign meetings in ``order``,
+    each uniformly among its allowed unused slots; the product of the choice counts is
+    an unbiased estimate of ``F``.  Returns the mean ratio with a normal 95% interval."""
+    m = len(allowed)
+    log_total = math.lgamma(num_slots + 1) - math.lgamma(num_slots - m + 1)
     ratios = []
-    for _ in range(n_sis):
+    for _ in range(n):
         used: set[int] = set()
         log_w = 0.0
         for k in order:
@@ -650,10 +669,10 @@ def feasible_fraction(task: Task, *, exact_limit: int = 10**7, samples: int = 20
             log_w += math.log(len(cand))
             used.add(cand[rng.randrange(len(cand))])
         ratios.append(0.0 if log_w == -math.inf else math.exp(log_w - log_total))
-    mean = sum(ratios) / n_sis
-    var = sum((r - mean) ** 2 for r in ratios) / max(1, n_sis - 1)
-    half = 1.959964 * math.sqrt(var / n_sis)
-    return FeasibleFraction(mean, False, max(0.0, mean - half), min(1.0, mean + half), None, "sis", n_sis)
+    mean = sum(ratios) / n
+    var = sum((r - mean) ** 2 for r in ratios) / max(1, n - 1)
+    half = 1.959964 * math.sqrt(var / n)
+    return FeasibleFraction(mean, False, max(0.0, mean - half), min(1.0, mean + half), None, "sis", n)
 
 
 def difficulty_from_fraction(d: float) -> str:

@@ -1,0 +1,244 @@
+"""``calbench run``: play a suite headless, save every game, print the paper's Table 2.
+
+    calbench run --tasks canonical --agents imap
+    calbench run --tasks tasks.jsonl --agents imap,imap,dsm-welfare,imap,imap --json
+    calbench run --tasks canonical --agents llm:gpt-4o-mini --base-url http://localhost:8000/v1 \\
+                 --api-key-env OPENAI_API_KEY --concurrency 8
+
+Progress goes to stderr; the table (or, with ``--json``, one JSON document) to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from . import UserError, add_db_option, db_path
+
+CHANNEL_ALIASES = {
+    "dm": "dm",
+    "participant": "participant_groupchat",
+    "participant_groupchat": "participant_groupchat",
+    "all": "all_groupchat",
+    "all_groupchat": "all_groupchat",
+}
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run", help="play a suite of tasks headless and print Table 2 (coordination, excess, messages, fairness, VPS)",
+        description="Play every task of a suite with the given personas, save each game to the "
+                    "database, and print a summary table split by cost setting.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  calbench run --tasks canonical --agents imap\n"
+               "  calbench run --tasks canonical:0-9 --agents imap,imap,dsm-welfare,imap,imap --json\n"
+               "  calbench run --tasks tasks.jsonl --agents sdmap --shard 1/2 --db part1.db\n",
+    )
+    p.add_argument("--tasks", required=True, metavar="REF",
+                   help="task reference: canonical, canonical:0-9, seed:7, FILE.jsonl, FILE.jsonl:ROW_OR_ID, FILE.json")
+    p.add_argument("--agents", required=True, metavar="SPEC",
+                   help="one persona for every seat (imap) or a comma list with one per seat "
+                        "(imap,imap,dsm-welfare,imap,imap)")
+    p.add_argument("--concurrency", type=int, default=None, metavar="K",
+                   help="games in flight at once (default: 4 when a seat is an LLM; scripted suites "
+                        "run in one process unless K > 1, which splits them over up to K processes)")
+    add_db_option(p)
+    p.add_argument("--resume", action="store_true",
+                   help="skip tasks already completed in the database with the same agents and settings; "
+                        "rerun games a crash left running (marking them stopped)")
+    p.add_argument("--shard", metavar="I/N", default=None,
+                   help="run only every N-th task starting at the I-th (1-based), to split a suite across machines")
+    p.add_argument("--json", action="store_true", help="print games and summary as JSON on stdout")
+
+    g = p.add_argument_group("game settings")
+    g.add_argument("--channel", default="dm", metavar="LIST",
+                   help="message channels: dm, participant, all, or a comma list (dm,all); default dm")
+    g.add_argument("--max-turns", type=int, default=15, metavar="N", help="cheap-talk turns per round (default 15)")
+    g.add_argument("--retries", type=int, default=3, metavar="N", help="decision retries after a rejected batch (default 3)")
+    g.add_argument("--deterministic", action="store_true",
+                   help="logical clock and game ids derived from the inputs (byte-identical traces)")
+
+    llm = p.add_argument_group("LLM seats")
+    llm.add_argument("--base-url", default=None, metavar="URL", help="OpenAI-compatible endpoint")
+    llm.add_argument("--api-key-env", default=None, metavar="NAME",
+                     help="environment variable holding the API key (the key itself is never saved)")
+    llm.add_argument("--personas", default=None, metavar="FILE.toml", help="persona definitions (models, variants)")
+    llm.add_argument("--temperature", type=float, default=None)
+    llm.add_argument("--max-tokens", type=int, default=None, metavar="N")
+    llm.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="per LLM call")
+    llm.add_argument("--llm-concurrency", type=int, default=None, metavar="N", help="LLM requests in flight at once")
+    llm.add_argument("--reflection", action="store_true",
+                     help="ask LLM seats for belief reflections after each round (calibrated VPS)")
+    p.set_defaults(handler=handle)
+
+
+# ---------------------------------------------------------------------------------------
+def parse_channels(raw: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for part in raw.split(","):
+        part = part.strip().lower()
+        if not part:
+            continue
+        if part not in CHANNEL_ALIASES:
+            raise UserError(f"unknown channel {part!r}; choose from dm, participant, all (or a comma list)")
+        ch = CHANNEL_ALIASES[part]
+        if ch not in out:
+            out.append(ch)
+    if not out:
+        raise UserError("--channel needs at least one of dm, participant, all")
+    return tuple(out)
+
+
+def parse_shard(raw: str | None) -> tuple[int, int] | None:
+    if raw is None:
+        return None
+    try:
+        i_s, n_s = raw.split("/")
+        i, n = int(i_s), int(n_s)
+    except ValueError:
+        raise UserError(f"--shard must look like I/N (e.g. 1/4), got {raw!r}") from None
+    if n < 1 or not 1 <= i <= n:
+        raise UserError(f"--shard {raw}: need 1 ≤ I ≤ N")
+    return i, n
+
+
+_LLM_FLAGS = ("base_url", "api_key_env", "personas", "temperature", "max_tokens", "timeout",
+              "llm_concurrency", "reflection")
+
+
+def build_llm_settings(args) -> Any:
+    """LLMSettings from the flags (None when the LLM factory is not installed and no flag is set)."""
+    given = {k: getattr(args, k) for k in _LLM_FLAGS if getattr(args, k) not in (None, False)}
+    try:
+        from personas.llm.factory import LLMSettings
+    except ImportError:
+        if given:
+            raise UserError("LLM options were given but LLM personas are not available in this install") from None
+        return None
+    import dataclasses
+    import inspect
+
+    if dataclasses.is_dataclass(LLMSettings):
+        names = {f.name for f in dataclasses.fields(LLMSettings)}
+    elif hasattr(LLMSettings, "model_fields"):
+        names = set(LLMSettings.model_fields)
+    else:
+        names = set(inspect.signature(LLMSettings).parameters)
+    aliases = {"llm_concurrency": ("llm_concurrency", "concurrency"),
+               "personas": ("personas", "personas_file", "personas_path")}
+    kwargs = {}
+    for k, v in given.items():
+        for name in aliases.get(k, (k,)):
+            if name in names:
+                kwargs[name] = v
+                break
+        else:
+            raise UserError(f"--{k.replace('_', '-')} is not supported by this install's LLM personas")
+    try:
+        return LLMSettings(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"bad LLM settings: {exc}") from None
+
+
+def _check_spec(spec: str, num_agents: int, llm) -> None:
+    """Fail early, with the list of valid names, on an unknown persona or a wrong seat count."""
+    from personas.registry import make_personas
+
+    try:
+        from personas.registry import UnknownPersona
+    except ImportError:  # pragma: no cover - registry always defines it
+        UnknownPersona = KeyError
+    try:
+        make_personas(spec, num_agents, llm=llm)
+    except UnknownPersona as exc:
+        raise UserError(str(exc).strip("'\"")) from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UserError(f"--agents {spec}: {exc}") from None
+
+
+def handle(args) -> int:
+    from engine.model import TaskError
+    from engine.taskref import TaskRefError, resolve_tasks
+
+    from .. import runner
+
+    if args.max_turns < 1:
+        raise UserError("--max-turns must be at least 1")
+    if args.retries < 0:
+        raise UserError("--retries must be 0 or more")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise UserError("--concurrency must be at least 1")
+    channels = parse_channels(args.channel)
+    sh = parse_shard(args.shard)
+    spec = args.agents.strip()
+    if not spec:
+        raise UserError("--agents needs a persona name, e.g. imap")
+    try:
+        tasks = resolve_tasks(args.tasks)
+    except (TaskRefError, TaskError) as exc:
+        raise UserError(str(exc)) from None
+    if not tasks:
+        raise UserError(f"--tasks {args.tasks} names no tasks")
+    llm = build_llm_settings(args)
+    for n in sorted({t.num_agents for t in tasks}):
+        _check_spec(spec, n, llm)
+    if sh:
+        tasks = runner.shard(tasks, *sh)
+    settings = runner.RunSettings(channels=channels, max_turns=args.max_turns, retries=args.retries,
+                                  deterministic=args.deterministic, llm=llm)
+    path = db_path(args.db)
+    scripted = not runner._spec_uses_llm(spec)
+    k = args.concurrency or (1 if scripted else 4)
+
+    games = runner.run_cli_suite(tasks, spec, db=path, settings=settings, concurrency=k,
+                                 resume=args.resume, scripted=scripted, show_progress=True)
+    summary = runner.summarise(games)
+    if args.json:
+        doc = {"games": [g.to_json() for g in games], "summary": summary}
+        sys.stdout.write(json.dumps(doc) + "\n")
+    else:
+        print_table(summary, games)
+    failed = sum(1 for g in games if g.status == "failed")
+    if failed:
+        print(f"calbench: {failed} game(s) failed; see 'calbench saves' for the errors", file=sys.stderr)
+    return 0
+
+
+def print_table(summary: list[dict[str, Any]], games) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not summary:
+        console.print("No games were played (all tasks already completed? drop --resume to run them again).")
+        return
+    table = Table(title="CalBench suite", title_justify="left")
+    table.add_column("Method")
+    table.add_column("N", justify="right")
+    table.add_column("Coord.", justify="right")
+    table.add_column("Excess", justify="right")
+    table.add_column("Msgs.", justify="right")
+    table.add_column("Fair.", justify="right")
+    table.add_column("VPS", justify="right")
+    mode = None
+    for row in summary:
+        if row["cost_mode"] != mode:
+            mode = row["cost_mode"]
+            table.add_row(f"[bold]{mode.capitalize()} Cost[/bold]", "", "", "", "", "", "", end_section=False)
+        n = str(row["games"]) + (f" (+{row['failed']} failed)" if row.get("failed") else "")
+        table.add_row(
+            f"  {row['persona']}", n,
+            _fmt(row["coordination"], 100, "{:.1f}"), _fmt(row["excess"], 1, "{:.2f}"),
+            _fmt(row["messages_per_meeting"], 1, "{:.2f}"), _fmt(row["fairness"], 1, "{:.3f}"),
+            _fmt(row["vps"], 1, "{:.2f}"),
+        )
+    console.print(table)
+    console.print("Coord. = % of meetings scheduled; Excess and Fair. in cost levels per seat; "
+                  "Msgs. = messages per scheduled participant-meeting; VPS per game.", style="dim")
+
+
+def _fmt(v, scale, pattern) -> str:
+    return "–" if v is None else pattern.format(v * scale)

@@ -1,0 +1,151 @@
+"""Settings of one ``calbench-play`` session, and the remappable key bindings.
+
+``Settings`` is a plain dataclass built by ``commands/play.py`` from the command line (or
+by a test); the app never reads ``sys.argv`` or the environment itself, so tests inject
+exactly what they mean.  Key bindings have ids (Posting's idea); a TOML file in the
+platform's user config directory (``calbench/keys.toml``) remaps them::
+
+    # ~/.config/calbench/keys.toml
+    [keys]
+    end_turn = "e,ctrl+t"
+    propose  = "p"
+
+The file is read strictly: an unknown table, an unknown binding id or a value that is not
+a string is a one-line error naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable
+
+CHANNEL_ALIASES = {
+    "dm": "dm",
+    "dms": "dm",
+    "participant": "participant_groupchat",
+    "participants": "participant_groupchat",
+    "participant_groupchat": "participant_groupchat",
+    "group": "participant_groupchat",
+    "all": "all_groupchat",
+    "all_groupchat": "all_groupchat",
+    "broadcast": "all_groupchat",
+}
+CHANNEL_ORDER = ("dm", "participant_groupchat", "all_groupchat")
+CHANNEL_SHORT = {"dm": "dm", "participant_groupchat": "participant", "all_groupchat": "all"}
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message is one line."""
+
+
+def parse_channels(text: str | Iterable[str]) -> tuple[str, ...]:
+    """``"dm"``, ``"dm,participant"``, ``"dm+all"``, ``"every"`` → engine channel names, in order."""
+    if isinstance(text, str):
+        raw = text.replace("+", ",").split(",")
+    else:
+        raw = list(text)
+    out: set[str] = set()
+    for part in raw:
+        p = part.strip().lower()
+        if not p:
+            continue
+        if p in ("every", "*", "all-channels"):
+            out.update(CHANNEL_ORDER)
+            continue
+        if p not in CHANNEL_ALIASES:
+            raise SettingsError(f"unknown channel {part.strip()!r}; choose from dm, participant, all "
+                                "(combine with ',' e.g. dm,participant, or 'every')")
+        out.add(CHANNEL_ALIASES[p])
+    if not out:
+        raise SettingsError("no channel given; choose from dm, participant, all")
+    return tuple(c for c in CHANNEL_ORDER if c in out)
+
+
+@dataclass
+class Settings:
+    """Everything a play session needs to know before it starts."""
+
+    seat: int | None = None
+    agents: str | None = None  # persona spec for the other seats (personas.registry)
+    task: str | None = None  # task reference (engine.taskref); None = a generated scenario
+    seed: int | None = None  # scenario seed when no task is given
+    cost: str = "uniform"
+    channels: tuple[str, ...] = ("dm",)
+    db: str | None = None
+    base_url: str | None = None
+    resume: str | None = None
+    max_turns_per_round: int = 15
+    decision_retries: int = 3
+    deterministic: bool = False  # logical clock and derived game id (snapshots, tests)
+    show_help: bool = False  # the first-run help screen
+    setup: bool = False  # open the setup screen before the game
+    seat_personas: dict[int, str] = field(default_factory=dict)  # per-seat specs from the setup screen
+    keymap: dict[str, str] = field(default_factory=dict)
+    bot_delay: float = 0.0  # seconds a scripted seat waits before answering (readability)
+    export_dir: str | None = None  # where "export trace" writes (default: the current directory)
+
+    def with_(self, **kw) -> "Settings":
+        return replace(self, **kw)
+
+    @property
+    def channel_label(self) -> str:
+        return "+".join(CHANNEL_SHORT[c] for c in self.channels)
+
+
+# -- user config directory ------------------------------------------------------------------
+def config_dir() -> Path:
+    env = os.environ.get("CALBENCH_CONFIG_DIR")
+    if env:
+        return Path(env)
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("calbench", appauthor=False))
+
+
+def keys_path() -> Path:
+    return config_dir() / "keys.toml"
+
+
+def load_keymap(path: Path | str | None, known_ids: Iterable[str]) -> dict[str, str]:
+    """Read ``[keys]`` from a TOML file; a missing file is an empty keymap."""
+    p = Path(path) if path is not None else keys_path()
+    if not p.exists():
+        return {}
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"cannot read {p}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{p} is not valid TOML: {exc}") from None
+    extra = sorted(set(doc) - {"keys"})
+    if extra:
+        raise SettingsError(f"{p}: unknown table(s) {', '.join(extra)}; only [keys] is read")
+    keys = doc.get("keys", {})
+    if not isinstance(keys, dict):
+        raise SettingsError(f"{p}: [keys] must be a table of binding id = \"key,key\"")
+    known = set(known_ids)
+    out: dict[str, str] = {}
+    for k, v in keys.items():
+        if k not in known:
+            raise SettingsError(f"{p}: unknown binding id {k!r}; known ids: {', '.join(sorted(known))}")
+        if not isinstance(v, str) or not v.strip():
+            raise SettingsError(f"{p}: binding {k!r} must be a non-empty string like \"ctrl+e\"")
+        out[k] = v.strip()
+    return out
+
+
+def first_run() -> bool:
+    """True until the help screen has been shown once (a marker in the config dir)."""
+    return not (config_dir() / "seen-help").exists()
+
+
+def mark_help_seen() -> None:
+    try:
+        d = config_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "seen-help").write_text("1\n", encoding="utf-8")
+    except OSError:
+        pass  # a read-only home only means the help shows again

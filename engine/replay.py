@@ -1,0 +1,336 @@
+"""Replay: fold a trace's recorded batches over the initial calendars (SPEC §12).
+
+``fold_trace`` never calls a persona.  It starts from the initial calendars (the task
+row in our traces; the ``agent_registered`` calendar renders in the authors' traces,
+which carry no task row), re-validates every ``batch_applied`` with the same rules the
+game used (``engine.rules.check_batch``), applies it, and after each round compares the
+folded calendars with what the trace recorded: the ``resolution`` event's
+``state_hash`` and ``calendars`` (ours), its ``per_agent_slot`` and ``coordinated``
+(both), each batch's recorded calendar after (both), and ``final_state.calendars`` at
+the end.  Anything that does not match becomes a plain-words entry in ``problems``; a
+tampered or truncated trace is therefore detected.
+
+The result also answers "what did every calendar look like after event N"
+(:meth:`FoldResult.calendars_at`) for the replay viewer.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from .actions import EnvelopeError, actions_from_json
+from .model import Calendar, Errand, Task, TaskError, calendar_to_json, item_from_json
+from .render import parse_calendar_render
+from .rules import BatchOutcome, check_batch
+from .state import meeting_slot, state_hash
+
+Calendars = tuple[Calendar, ...]
+
+
+class TraceError(ValueError):
+    """A trace that cannot be folded at all (no initial calendars, not a trace)."""
+
+
+@dataclass
+class FoldResult:
+    game_id: str | None
+    source: str  # "calbench" (our trace, with a task row) or "authors"
+    verified: bool
+    rounds: list[dict[str, Any]]  # {round, meeting_id, coordinated, state_hash, matches, seq}
+    calendars: list[Calendars]  # folded calendars after each round, in round order
+    initial_calendars: Calendars
+    final_calendars: Calendars
+    problems: list[str]
+    metrics: dict[str, Any] | None = None
+    costs: list[int] = field(default_factory=list)  # per agent, shown units, from the folded batches
+    last_seq: int | None = None  # the last event folded
+    _checkpoints: list[tuple[int, Calendars]] = field(default_factory=list, repr=False)
+
+    def calendars_at(self, seq: int) -> Calendars:
+        """All calendars after every event with sequence number ``<= seq`` was folded."""
+        keys = [s for s, _ in self._checkpoints]
+        i = bisect.bisect_right(keys, seq)
+        return self.initial_calendars if i == 0 else self._checkpoints[i - 1][1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "game_id": self.game_id,
+            "source": self.source,
+            "verified": self.verified,
+            "rounds": self.rounds,
+            "final_calendars": [calendar_to_json(c) for c in self.final_calendars],
+            "costs": self.costs,
+            "metrics": self.metrics,
+            "problems": self.problems,
+        }
+
+
+def _first_difference(a: Calendars, b: Calendars) -> str:
+    """Where two sets of calendars first differ, in words: '(agent 3 slot 7)'."""
+    if len(a) != len(b):
+        return f"({len(a)} calendars folded, {len(b)} recorded)"
+    for agent, (ca, cb) in enumerate(zip(a, b)):
+        if len(ca) != len(cb):
+            return f"(agent {agent}: {len(ca)} slots folded, {len(cb)} recorded)"
+        for slot, (x, y) in enumerate(zip(ca, cb)):
+            if x != y:
+                return f"(agent {agent} slot {slot})"
+    return ""
+
+
+def _calendars_from_json(raw: Any, where: str) -> Calendars:
+    if not isinstance(raw, list):
+        raise TaskError(f"{where}: expected a list of calendars")
+    return tuple(tuple(item_from_json(it, f"{where}, agent {a} slot {s}") for s, it in enumerate(cal))
+                 for a, cal in enumerate(raw))
+
+
+def _seq_of(ev: dict[str, Any], index: int) -> int:
+    s = ev.get("seq")
+    return s if isinstance(s, int) and not isinstance(s, bool) else index
+
+
+def _initial(trace: dict[str, Any], events: list[dict[str, Any]]) -> tuple[Calendars, Task | None, str]:
+    row = trace.get("task")
+    if isinstance(row, dict):
+        try:
+            task = Task.from_row(row)
+        except TaskError as exc:
+            raise TraceError(f"the trace's task row cannot be read: {exc}") from None
+        return task.calendars, task, "calbench"
+    cals: dict[int, Calendar] = {}
+    for ev in events:
+        if ev.get("type") != "agent_registered":
+            continue
+        d = ev.get("data") or {}
+        agent = d.get("agent_id")
+        if not isinstance(agent, int):
+            continue
+        try:
+            if isinstance(d.get("calendar"), list):
+                cals[agent] = tuple(item_from_json(it, f"agent {agent} slot {s}") for s, it in enumerate(d["calendar"]))
+            elif isinstance(d.get("calendar_render"), str):
+                cals[agent] = parse_calendar_render(d["calendar_render"])
+        except (TaskError, ValueError) as exc:
+            raise TraceError(f"agent {agent}'s registered calendar cannot be read: {exc}") from None
+    if not cals:
+        raise TraceError("the trace has no task row and no agent_registered calendars, "
+                         "so there is nothing to fold the batches over")
+    n = max(cals) + 1
+    missing = [a for a in range(n) if a not in cals]
+    if missing:
+        raise TraceError(f"no registered calendar for agent(s) {missing}")
+    return tuple(cals[a] for a in range(n)), None, "authors"
+
+
+def _expected_rounds(trace: dict[str, Any], task: Task | None) -> int | None:
+    if task is not None:
+        return len(task.meetings)
+    n = (trace.get("config") or {}).get("num_meetings")
+    return n if isinstance(n, int) else None
+
+
+def _resolution_slots(d: dict[str, Any]) -> dict[int, int | None] | None:
+    raw = d.get("per_agent_slot")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return {int(k): v for k, v in raw.items()}
+    except (TypeError, ValueError):
+        return None
+
+
+def fold_trace(trace: dict[str, Any], upto_seq: int | None = None) -> FoldResult:
+    """Fold ``trace``'s ``batch_applied`` events (up to ``upto_seq``, inclusive) and verify them."""
+    if not isinstance(trace, dict) or not isinstance(trace.get("events"), list):
+        raise TraceError("not a trace: expected a JSON object with an 'events' list")
+    events: list[dict[str, Any]] = [e for e in trace["events"] if isinstance(e, dict)]
+    initial, task, source = _initial(trace, events)
+    cals = list(initial)
+    problems: list[str] = []
+    rounds: list[dict[str, Any]] = []
+    per_round: list[Calendars] = []
+    checkpoints: list[tuple[int, Calendars]] = []
+    costs = [0] * len(cals)
+    meetings: dict[int, dict[str, Any]] = {}  # round -> meeting json (from round_start or the task)
+    if task is not None:
+        meetings = {r: m.to_json() for r, m in enumerate(task.meetings)}
+    last_seq: int | None = None
+    prev_seq: int | None = None
+    saw_game_end = False
+
+    def agent_ok(agent: Any, seq: int, what: str) -> bool:
+        if isinstance(agent, int) and 0 <= agent < len(cals):
+            return True
+        problems.append(f"event {seq} ({what}): agent {agent!r} is not a seat of this game")
+        return False
+
+    for index, ev in enumerate(events):
+        seq = _seq_of(ev, index)
+        if upto_seq is not None and seq > upto_seq:
+            break
+        if prev_seq is not None and seq != prev_seq + 1:
+            problems.append(f"events are missing or out of order: event {seq} follows event {prev_seq}")
+        prev_seq = seq
+        last_seq = seq
+        etype = ev.get("type")
+        d = ev.get("data") or {}
+        r = d.get("round")
+
+        if etype == "round_start" and isinstance(d.get("meeting"), dict):
+            if isinstance(r, int):
+                meetings[r] = d["meeting"]
+
+        elif etype == "batch_applied":
+            agent = d.get("agent_id")
+            where = f"round {r}, agent {agent}"
+            if not agent_ok(agent, seq, "batch_applied"):
+                continue
+            phase = d.get("phase")
+            meeting = meetings.get(r) if isinstance(r, int) else None
+            if meeting is None:
+                problems.append(f"event {seq} ({where}): a batch for a round whose meeting is unknown")
+                continue
+            try:
+                actions = actions_from_json(d.get("actions") or [])
+            except EnvelopeError as exc:
+                problems.append(f"event {seq} ({where}): the recorded actions cannot be read: {exc}")
+                continue
+            mcost = meeting.get("cost", 1)
+            for a in d.get("actions") or []:  # the cost recorded on the schedule action wins
+                if isinstance(a, dict) and a.get("type") == "schedule" and isinstance(a.get("cost"), int):
+                    mcost = a["cost"]
+            outcome = check_batch(cals[agent], actions, meeting_id=meeting.get("id"),
+                                  require_schedule=phase == "DECISION", meeting_cost=mcost)
+            if not isinstance(outcome, BatchOutcome):
+                problems.append(f"event {seq} ({where}): the recorded batch breaks the rules, "
+                                f"so the game could not have applied it: {outcome}")
+                continue
+            cals[agent] = outcome.calendar
+            costs[agent] += outcome.cost
+            checkpoints.append((seq, tuple(cals)))
+            recorded: Calendar | None = None
+            try:
+                if isinstance(d.get("calendar_after"), list):
+                    recorded = tuple(item_from_json(it) for it in d["calendar_after"])
+                elif isinstance(d.get("calendar_render_after"), str):
+                    recorded = parse_calendar_render(d["calendar_render_after"])
+            except (TaskError, ValueError):
+                problems.append(f"event {seq} ({where}): the recorded calendar after the batch cannot be read")
+            if recorded is not None and recorded != outcome.calendar:
+                diff = _first_difference((outcome.calendar,), (recorded,)).replace("agent 0", f"agent {agent}")
+                problems.append(f"event {seq} ({where}): the calendar after the batch differs from the "
+                                f"recorded one {diff}")
+
+        elif etype == "resolution":
+            mid = d.get("meeting_id")
+            meeting = meetings.get(r) if isinstance(r, int) else None
+            matches: bool | None = None
+            here = tuple(cals)
+            h = state_hash(here)
+            label = f"round {r}"
+            checks: list[bool] = []
+            if meeting is not None and mid is not None and meeting.get("id") != mid:
+                problems.append(f"{label}: the resolution is for meeting {mid} but the round's meeting is "
+                                f"{meeting.get('id')}")
+                checks.append(False)
+            slots = _resolution_slots(d)
+            coordinated_folded = None
+            if slots is not None and isinstance(mid, int):
+                folded = {a: meeting_slot(cals[a], mid) if 0 <= a < len(cals) else None for a in slots}
+                coordinated_folded = len(set(folded.values())) == 1 and None not in folded.values()
+                bad = [a for a in sorted(slots) if folded[a] != slots[a]]
+                if bad:
+                    a = bad[0]
+                    problems.append(f"{label}: agent {a} holds meeting {mid} at slot {folded[a]} after the "
+                                    f"folded batches, but the trace records slot {slots[a]}")
+                checks.append(not bad)
+                if isinstance(d.get("coordinated"), bool) and d["coordinated"] != coordinated_folded:
+                    problems.append(f"{label}: the trace records the meeting as "
+                                    f"{'coordinated' if d['coordinated'] else 'not coordinated'}, "
+                                    f"but the folded calendars say otherwise")
+                    checks.append(False)
+            if isinstance(d.get("state_hash"), str):
+                ok = d["state_hash"] == h
+                checks.append(ok)
+                if not ok and not isinstance(d.get("calendars"), list):
+                    problems.append(f"{label}: the state hash after the round differs from the recorded one")
+            if isinstance(d.get("calendars"), list):
+                try:
+                    rec = _calendars_from_json(d["calendars"], f"{label} recorded calendars")
+                except TaskError as exc:
+                    problems.append(f"{label}: the recorded calendars cannot be read: {exc}")
+                    checks.append(False)
+                else:
+                    diff = _first_difference(here, rec)
+                    if diff:
+                        problems.append(f"{label}: calendars after the round differ from the recorded state {diff}")
+                    checks.append(not diff)
+            if checks:
+                matches = all(checks)
+            rounds.append({
+                "round": r,
+                "seq": seq,
+                "meeting_id": mid,
+                "coordinated": d.get("coordinated", coordinated_folded),
+                "state_hash": h,
+                "matches": matches,
+            })
+            per_round.append(here)
+
+        elif etype == "game_end":
+            saw_game_end = True
+
+    final = tuple(cals)
+    complete = upto_seq is None or not events or upto_seq >= _seq_of(events[-1], len(events) - 1)
+    if complete:
+        stopped = bool(trace.get("stopped"))
+        expected = _expected_rounds(trace, task)
+        resolved = len(rounds)
+        if not stopped:
+            if expected is not None and resolved < expected:
+                problems.append(f"the trace ends after {resolved} of {expected} rounds but is not marked "
+                                f"stopped (truncated?)")
+            if not saw_game_end:
+                problems.append("the trace has no game_end event but is not marked stopped (truncated?)")
+        fs = trace.get("final_state")
+        recorded_costs = fs.get("per_agent_cost") if isinstance(fs, dict) else None
+        if source == "calbench" and isinstance(recorded_costs, list) and recorded_costs != costs:
+            bad = next((a for a, (x, y) in enumerate(zip(costs, recorded_costs)) if x != y), len(costs))
+            problems.append(f"the folded batches cost agent {bad} "
+                            f"{costs[bad] if bad < len(costs) else '?'}, but the final state records "
+                            f"{recorded_costs[bad] if bad < len(recorded_costs) else '?'}")
+        if isinstance(fs, dict) and isinstance(fs.get("calendars"), list):
+            try:
+                rec = _calendars_from_json(fs["calendars"], "final_state.calendars")
+            except TaskError as exc:
+                problems.append(f"final_state.calendars cannot be read: {exc}")
+            else:
+                diff = _first_difference(final, rec)
+                if diff:
+                    problems.append(f"the folded final calendars differ from the recorded final state {diff}")
+
+    return FoldResult(
+        game_id=trace.get("game_id"),
+        source=source,
+        verified=not problems,
+        rounds=rounds,
+        calendars=per_round,
+        initial_calendars=initial,
+        final_calendars=final,
+        problems=problems,
+        metrics=trace.get("metrics") if isinstance(trace.get("metrics"), dict) else None,
+        costs=costs,
+        last_seq=last_seq,
+        _checkpoints=checkpoints,
+    )
+
+
+def errand_cost_values(calendars: Calendars) -> list[int]:
+    """The distinct errand costs on some calendars (to tell uniform from varied)."""
+    return sorted({it.cost for cal in calendars for it in cal if isinstance(it, Errand)})
+
+
+__all__ = ["FoldResult", "TraceError", "fold_trace", "errand_cost_values"]

@@ -1,0 +1,168 @@
+"""Task references: one string naming one or more tasks (command line, configs, traces).
+
+Accepted forms:
+
+* ``canonical`` — the 90-task canonical suite; ``canonical:7``, ``canonical:0-44`` and
+  comma lists of both (``canonical:0-2,45``);
+* ``seed:7`` — ``generate_scenario(7)`` with default arguments;
+* ``PATH.jsonl`` — every row of a JSON-lines task file (the authors' or ours);
+  ``PATH.jsonl:TASK_ID`` — the row with that ``task_id``; ``PATH.jsonl:3`` — row index 3
+  (0-based; when a value is both a task id and an index, the task id wins);
+* ``PATH.json`` — one task row, or a trace carrying its task under ``"task"`` (a list of
+  rows gives them all).
+
+Loading a file never runs the oracle: the rows carry their own ``optimal`` etc.  A row
+without ``calbench.labels`` gets labels hydrated from its ``seed`` (or, without a seed,
+its ``task_id``) by :func:`engine.labelbank.assign_labels`; the row itself is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.labelbank import assign_labels
+from engine.model import Task, TaskError
+
+__all__ = ["TaskRefError", "ACCEPTED_FORMS", "resolve_tasks", "load_task_file", "hydrate_labels"]
+
+ACCEPTED_FORMS = (
+    "canonical, canonical:N, canonical:A-B, seed:N, PATH.jsonl, PATH.jsonl:TASK_ID, "
+    "PATH.jsonl:ROW or PATH.json"
+)
+
+
+class TaskRefError(ValueError):
+    """A task reference that names nothing; the message is one line."""
+
+
+def _bad(ref: str, why: str) -> TaskRefError:
+    return TaskRefError(f"bad task reference {ref!r}: {why}; expected {ACCEPTED_FORMS}.")
+
+
+def hydrate_labels(task: Task) -> Task:
+    """The task with labels; a row that has none gets them from its seed (or task id)."""
+    if task.labels.errands or task.labels.meetings:
+        return task
+    key: int | str = task.seed if task.seed is not None else task.task_id
+    return task.with_labels(assign_labels(task, key))
+
+
+def _row_task(row: Any, where: str) -> Task:
+    try:
+        return hydrate_labels(Task.from_row(row))
+    except TaskError as exc:
+        raise TaskError(f"{where}: {exc}") from None
+
+
+def load_task_file(path: str | Path) -> list[Task]:
+    """Every task in a ``.jsonl`` file (one row per non-blank line) or a ``.json`` file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"cannot read task file {p}: {exc}") from None
+    if p.suffix == ".json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        return _tasks_from_json_doc(doc, p)
+    tasks = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{p} line {lineno}: not valid JSON ({exc.msg})") from None
+        tasks.append(_row_task(row, f"{p} line {lineno}"))
+    return tasks
+
+
+def _tasks_from_json_doc(doc: Any, p: Path) -> list[Task]:
+    if isinstance(doc, list):
+        return [_row_task(row, f"{p} item {k}") for k, row in enumerate(doc)]
+    if isinstance(doc, dict):
+        if isinstance(doc.get("task"), dict):
+            return [_row_task(doc["task"], f"{p} (trace task)")]
+        if "calendars" in doc:
+            return [_row_task(doc, str(p))]
+        if "events" in doc:
+            tid = (doc.get("config") or {}).get("task_id")
+            hint = f" (its config names task_id {tid!r}: load it as TASKFILE.jsonl:{tid})" if tid else ""
+            raise TaskError(f"{p} is a trace without a 'task' key{hint}")
+    raise TaskError(f"{p} holds neither a task row (with 'calendars') nor a trace with a 'task' key")
+
+
+def _canonical(ref: str, spec: str) -> list[Task]:
+    from engine.suite import CANONICAL_SIZE, canonical_task
+
+    ids: list[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        lo_s, sep, hi_s = part.partition("-")
+        if not lo_s.isdigit() or (sep and not hi_s.isdigit()):
+            raise _bad(ref, f"{part!r} is not a task number or range")
+        lo = int(lo_s)
+        hi = int(hi_s) if sep else lo
+        if lo > hi:
+            raise _bad(ref, f"range {part!r} runs backwards")
+        if hi >= CANONICAL_SIZE:
+            raise _bad(ref, f"canonical ids are 0-{CANONICAL_SIZE - 1}, got {hi}")
+        ids.extend(range(lo, hi + 1))
+    return [canonical_task(i) for i in ids]
+
+
+def _select(ref: str, tasks: list[Task], path: Path, sel: str) -> list[Task]:
+    by_id = [t for t in tasks if t.task_id == sel]
+    if by_id:
+        return by_id
+    if sel.isdigit():
+        k = int(sel)
+        if k < len(tasks):
+            return [tasks[k]]
+        raise _bad(ref, f"{path} has {len(tasks)} rows, so no row {k}, and no task has id {sel!r}")
+    raise _bad(ref, f"no task in {path} has id {sel!r}")
+
+
+def resolve_tasks(ref: str) -> list[Task]:
+    """The tasks a reference names (see the module docstring), in order."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise _bad(str(ref), "it is empty")
+    ref = ref.strip()
+    if ref == "canonical":
+        from engine.suite import canonical_suite
+
+        return canonical_suite()
+    if ref.startswith("canonical:"):
+        return _canonical(ref, ref[len("canonical:"):])
+    if ref.startswith("seed:"):
+        raw = ref[len("seed:"):].strip()
+        try:
+            seed = int(raw)
+        except ValueError:
+            raise _bad(ref, f"seed {raw!r} is not a whole number") from None
+        from engine.generate import generate_scenario
+
+        return [generate_scenario(seed)]
+    whole = Path(ref)
+    if whole.is_file():
+        if whole.suffix not in (".jsonl", ".json"):
+            raise _bad(ref, "a task file must end in .jsonl or .json")
+        return load_task_file(whole)
+    if ":" in ref:
+        path_s, sel = ref.rsplit(":", 1)
+        path = Path(path_s)
+        if path.is_file():
+            if path.suffix != ".jsonl":
+                raise _bad(ref, "only a .jsonl file takes a :TASK_ID or :ROW selector")
+            if not sel:
+                raise _bad(ref, "the selector after ':' is empty")
+            return _select(ref, load_task_file(path), path, sel)
+        if path.suffix in (".jsonl", ".json"):
+            raise _bad(ref, f"no such file {path_s!r}")
+    if whole.suffix in (".jsonl", ".json"):
+        raise _bad(ref, f"no such file {ref!r}")
+    raise _bad(ref, "it is not a suite, a seed or an existing task file")

@@ -1,0 +1,70 @@
+-- The CalBench save database (SQLite, WAL).  Forward migrations, applied in order.
+--
+-- Each block that starts with a line "-- migration N: what it does" is one step.  A new
+-- database runs every step; an older one runs only the steps above the version recorded in
+-- schema_version, each in its own transaction.  Never edit a step that has shipped: add a
+-- new one below.  saves/store.py may also run a Python backfill after a step (see
+-- BACKFILLS there).  JSON columns hold UTF-8 JSON text.
+
+-- migration 1: games and their events
+CREATE TABLE games (
+    game_id      TEXT PRIMARY KEY,
+    task_id      TEXT,
+    task_row     TEXT,                       -- JSON: the full task row (NULL for the authors' traces)
+    config       TEXT NOT NULL DEFAULT '{}', -- JSON: the trace's config (never an API key)
+    agents       TEXT NOT NULL DEFAULT '',   -- the persona spec string, e.g. "imap,imap,dsm-welfare"
+    settings_key TEXT NOT NULL DEFAULT '',   -- agents + settings, for --resume
+    status       TEXT NOT NULL DEFAULT 'running'
+                 CHECK (status IN ('running', 'completed', 'stopped', 'failed')),
+    started_at   TEXT,
+    ended_at     TEXT,
+    final_state  TEXT,                       -- JSON
+    metrics      TEXT                        -- JSON
+);
+CREATE INDEX games_by_settings ON games (settings_key, status);
+
+CREATE TABLE events (
+    game_id   TEXT NOT NULL REFERENCES games (game_id) ON DELETE CASCADE,
+    seq       INTEGER NOT NULL,
+    type      TEXT NOT NULL,
+    timestamp TEXT,
+    round     INTEGER,
+    agent_id  INTEGER,
+    data      TEXT NOT NULL,                 -- JSON: the event's data (round, turn, phase, agent_id, ...)
+    PRIMARY KEY (game_id, seq)
+);
+
+-- migration 2: per-seat results, where a game came from, headline numbers for listings
+ALTER TABLE games ADD COLUMN cost_mode TEXT;
+ALTER TABLE games ADD COLUMN source TEXT NOT NULL DEFAULT 'calbench';   -- calbench | authors
+ALTER TABLE games ADD COLUMN calbench_version TEXT;
+ALTER TABLE games ADD COLUMN coordination REAL;   -- metrics.coordination_rate
+ALTER TABLE games ADD COLUMN excess_cost REAL;    -- mean per-seat excess cost
+ALTER TABLE games ADD COLUMN extra TEXT;          -- JSON: other top-level trace keys (suite_version, ...)
+CREATE INDEX games_by_task ON games (task_id);
+
+CREATE TABLE seat_results (
+    game_id             TEXT NOT NULL REFERENCES games (game_id) ON DELETE CASCADE,
+    agent_id            INTEGER NOT NULL,
+    persona             TEXT,
+    model               TEXT,
+    meetings_assigned   INTEGER,
+    meetings_scheduled  INTEGER,
+    success             REAL,
+    cost                REAL,      -- cost levels (1/2/3)
+    cost_shown          REAL,      -- shown units (1/10/100 or the authors' values)
+    oracle_cost         REAL,
+    oracle_cost_shown   REAL,
+    excess              REAL,
+    excess_shown        REAL,
+    signed_excess       REAL,
+    signed_excess_shown REAL,
+    adjusted_cost       REAL,
+    fairness            REAL,
+    messages_sent       INTEGER,
+    messages_received   INTEGER,
+    messages_per_meeting REAL,
+    vps                 REAL,
+    data                TEXT,      -- JSON: the whole per-seat record
+    PRIMARY KEY (game_id, agent_id)
+);

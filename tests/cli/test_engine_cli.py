@@ -1,0 +1,80 @@
+"""``calbench scenario`` and ``calbench oracle`` as a user runs them (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def calbench(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "calbench_tui.cli", *args], capture_output=True, text=True)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_help_is_fast_and_lists_commands():
+    t0 = time.perf_counter()
+    proc = calbench("--help")
+    elapsed = time.perf_counter() - t0
+    for cmd in ("scenario", "oracle"):
+        assert cmd in proc.stdout
+    heavy = subprocess.run([sys.executable, "-c", "import sys; from calbench_tui.cli import build_parser; build_parser(); "
+                            "print(sorted(m for m in ('ortools','openai','textual','aiosqlite') if m in sys.modules))"],
+                           capture_output=True, text=True, check=True)
+    assert heavy.stdout.strip() == "[]"
+    assert elapsed < 5  # generous bound for a loaded machine; the import check above is the real guard
+
+
+def test_scenario_json_is_deterministic_and_well_formed():
+    a = calbench("scenario", "--seed", "11", "--cost", "varied", "--json").stdout
+    b = calbench("scenario", "--seed", "11", "--cost", "varied", "--json").stdout
+    assert a == b
+    row = json.loads(a)
+    assert row["seed"] == 11 and row["params"]["cost_values"] == [1, 10, 100]
+    assert len(row["calendars"]) == 5 and len(row["calendars"][0]) == 16 and len(row["meetings"]) == 5
+    assert row["calbench"]["cost_mode"] == "varied" and row["calbench"]["labels"]["errands"]
+
+
+def test_scenario_summary_and_task_reference():
+    out = calbench("scenario", "--task", "canonical:7").stdout
+    assert "canonical-007" in out and "Meetings" in out
+
+
+@pytest.mark.parametrize("args, words", [
+    (["scenario", "--density", "1.5"], "density"),
+    (["scenario", "--task", "canonical:999"], "canonical"),
+    (["scenario", "--agents", "two"], "invalid int"),
+    (["scenario", "--bogus"], "unrecognized"),
+    (["oracle", "no/such/file.jsonl"], "no/such/file.jsonl"),
+])
+def test_bad_input_is_one_clear_line(args, words):
+    proc = calbench(*args, check=False)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert words in proc.stderr
+
+
+def test_broken_task_line_names_file_and_line(tmp_path):
+    f = tmp_path / "broken.jsonl"
+    good = calbench("scenario", "--seed", "1", "--json").stdout
+    f.write_text(good + "{not json\n")
+    proc = calbench("oracle", str(f), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "broken.jsonl" in proc.stderr and "2" in proc.stderr
+
+
+def test_oracle_agrees_with_the_authors_file(authors_tasks_path):
+    out = json.loads(calbench("oracle", str(authors_tasks_path), "--json").stdout)
+    assert len(out["tasks"]) == 108
+    assert out["agree"] + out["disagree"] == 108
+    for t in out["tasks"]:
+        assert set(t) >= {"task_id", "optimal_cost", "file_optimal_cost", "agent_costs", "feasible_fraction",
+                          "difficulty", "seconds"}
+        if t["status"] == "disagree":
+            assert "capacity" in t["reason"]  # the only allowed cause (SPEC §3)
+    assert out["disagree"] == 0
