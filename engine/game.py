@@ -100,15 +100,27 @@ class _Game:
         self.log = log
         self.state = initial_state(task)
         self.messages_sent = [0] * task.num_agents
+        self._views: dict[int, tuple] = {}  # seat -> (calendar, penalty, view, render)
 
     # -- observations -------------------------------------------------------------------
-    def view(self, seat: int, state: GameState | None = None):
+    def _cached(self, seat: int, state: GameState | None) -> tuple:
+        # A seat's view only changes when its calendar or penalty does: build it (and its
+        # render, the costliest string of a turn) once per change, not once per turn.
         st = state or self.state
-        return seat_view(seat, st.calendars, self.task.labels, self.task.meetings, st.costs[seat],
-                         self.task.cost_values, self.config.channels)
+        cal, pen = st.calendars[seat], st.costs[seat]
+        hit = self._views.get(seat)
+        if hit is None or hit[0] is not cal or hit[1] != pen:
+            view = seat_view(seat, st.calendars, self.task.labels, self.task.meetings, pen,
+                             self.task.cost_values, self.config.channels)
+            hit = (cal, pen, view, view.render())
+            self._views[seat] = hit
+        return hit
+
+    def view(self, seat: int, state: GameState | None = None):
+        return self._cached(seat, state)[2]
 
     def render(self, seat: int, state: GameState | None = None) -> str:
-        return self.view(seat, state).render()
+        return self._cached(seat, state)[3]
 
     # -- persona calls --------------------------------------------------------------------
     async def call(self, seat: int, method: str, obs, *, round: int, turn: int, phase: str,
@@ -192,7 +204,7 @@ class _Game:
                 prompt = persona.prompt(obs) if hasattr(persona, "prompt") else None
                 await self.log.emit("turn_start", round=r, turn=turn, phase="CHEAP_TALK", agent_id=seat,
                                     inbox_drained=[m.to_json() for m in drained],
-                                    calendar_render=obs.view.render(), prompt_sent=prompt)
+                                    calendar_render=self.render(seat), prompt_sent=prompt)
                 reply = await self.call(seat, "speak", obs, round=r, turn=turn, phase="CHEAP_TALK")
                 msgs = [a for a in reply.actions if isinstance(a, Message)]
                 await self.log.emit(
@@ -307,7 +319,7 @@ class _Game:
             persona = self.seats[seat]
             prompt = persona.prompt(obs) if hasattr(persona, "prompt") else None
             await self.log.emit("decide_start", round=r, turn=turn, phase="VOLUNTARY", agent_id=seat,
-                                calendar_render=obs.view.render(), prompt_sent=prompt)
+                                calendar_render=self.render(seat), prompt_sent=prompt)
             reply = await self.call(seat, "volunteer", obs, round=r, turn=turn, phase="VOLUNTARY")
             outcome = None if reply.error else check_batch(self.state.calendars[seat], reply.actions,
                                                             meeting_id=meeting.id, require_schedule=False)
@@ -345,7 +357,7 @@ class _Game:
             persona = self.seats[seat]
             prompt = persona.prompt(obs) if hasattr(persona, "prompt") else None
             events.append(log.make("decide_start", round=r, turn=turn, phase="DECISION", agent_id=seat,
-                                   calendar_snapshot_render=view.render(), prompt_sent=prompt))
+                                   calendar_snapshot_render=self.render(seat, snapshot), prompt_sent=prompt))
             reply = await self.call(seat, "decide", obs, round=r, turn=turn, phase="DECISION", buffer=events)
             outcome: BatchOutcome | Rejection
             if reply.error:

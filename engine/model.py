@@ -12,7 +12,6 @@ authors wrote survives a load/save round trip.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -250,10 +249,16 @@ class Task:
         raise KeyError(meeting_id)
 
     def to_row(self) -> dict[str, Any]:
-        """The row as JSON (a deep copy; the labels are written under ``calbench``)."""
-        row = copy.deepcopy(self.row)
+        """The row as JSON, with the labels written under ``calbench``.
+
+        A shallow copy: the nested values are shared with ``self.row``, which nobody
+        mutates (treat both as read-only).
+        """
+        row = dict(self.row)
         if self.labels.errands or self.labels.meetings:
-            row.setdefault("calbench", {})["labels"] = self.labels.to_json()
+            if "labels_json" not in self.cache:
+                self.cache["labels_json"] = self.labels.to_json()
+            row["calbench"] = {**(row.get("calbench") or {}), "labels": self.cache["labels_json"]}
         return row
 
     def with_labels(self, labels: Labels) -> "Task":

@@ -1,0 +1,207 @@
+"""Conversation panes: a log, one thread per DM peer, the participant and all-agent groupchats.
+
+Each thread is a line-based :class:`textual.widgets.RichLog` (only visible lines are
+painted, old lines are pruned), so a pane with thousands of messages stays responsive.
+The thread bar shows unread counts and is clickable; ``[`` / ``]`` switch threads.  The
+composer is a one-line input: ``enter`` queues the message for your turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import ContentSwitcher, Input, RichLog, Static
+
+MAX_LINES = 5000
+CHANNEL_THREAD = {"participant_groupchat": "participant", "all_groupchat": "all"}
+
+
+@dataclass
+class Thread:
+    key: str  # "log" | "dm:3" | "participant" | "all"
+    title: str
+    channel: str | None  # engine channel to send on, None for the log
+    to: int | None = None
+    unread: int = 0
+
+
+def thread_of(event: dict, seat: int) -> str:
+    """Which thread a (projected) message event belongs to, for seat ``seat``."""
+    ch = event.get("channel")
+    if ch == "dm":
+        peer = event.get("to_agent") if event.get("from_agent") == seat else event.get("from_agent")
+        return f"dm:{peer}"
+    return CHANNEL_THREAD.get(ch, "log")
+
+
+def message_text(event: dict, seat: int) -> Text:
+    """One chat line: who → whom, the words, and a tag naming a typed payload."""
+    t = Text()
+    t.append(f"r{(event.get('round') or 0) + 1}·{(event.get('turn') or 0) + 1} ", style="dim")
+    frm = event.get("from_agent")
+    me = frm == seat
+    t.append("you" if me else f"Agent {frm}", style="bold green" if me else "bold cyan")
+    if event.get("channel") == "dm":
+        to = event.get("to_agent")
+        t.append(" → " + ("you" if to == seat else f"Agent {to}"), style="dim")
+    t.append(": ")
+    t.append(str(event.get("content") or ""))
+    payload = event.get("payload")
+    if isinstance(payload, dict):
+        kind = payload.get("type") or payload.get("kind") or "typed"
+        t.append(f"  ⟨{kind}⟩", style="dim")
+    return t
+
+
+class ThreadBar(Static):
+    DEFAULT_CSS = """
+    ThreadBar { height: 1; background: $panel; }
+    """
+
+
+class ChatPanel(Vertical):
+    DEFAULT_CSS = """
+    ChatPanel { height: 1fr; }
+    ChatPanel ContentSwitcher { height: 1fr; }
+    ChatPanel RichLog { height: 1fr; background: $surface; scrollbar-size-vertical: 1; }
+    ChatPanel #outbox { height: auto; max-height: 3; color: $text-muted; }
+    ChatPanel #composer { height: 1; }
+    ChatPanel #to { height: 1; color: $text-muted; }
+    """
+
+    class Send(Message):
+        """The person pressed enter in the composer."""
+
+        def __init__(self, thread: Thread, text: str) -> None:
+            super().__init__()
+            self.thread = thread
+            self.text = text
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.threads: dict[str, Thread] = {"log": Thread("log", "Log", None)}
+        self.order: list[str] = ["log"]
+        self.active = "log"
+        self.seat: int | None = None
+        self.count = 0
+
+    def compose(self) -> ComposeResult:
+        yield ThreadBar(id="threads")
+        with ContentSwitcher(initial="t-log"):
+            yield RichLog(id="t-log", wrap=True, min_width=20, max_lines=MAX_LINES)
+        yield Static("", id="outbox")
+        yield Static("", id="to")
+        yield Input(placeholder="write a message, enter queues it", id="composer", compact=True)
+
+    # -- threads ------------------------------------------------------------------------
+    def setup(self, seat: int, num_agents: int, channels: tuple[str, ...]) -> None:
+        self.seat = seat
+        new: list[Thread] = []
+        if "dm" in channels:
+            new += [Thread(f"dm:{a}", f"DM{a}", "dm", a) for a in range(num_agents) if a != seat]
+        if "participant_groupchat" in channels:
+            new.append(Thread("participant", "Group", "participant_groupchat"))
+        if "all_groupchat" in channels:
+            new.append(Thread("all", "All", "all_groupchat"))
+        switcher = self.query_one(ContentSwitcher)
+        for th in new:
+            if th.key in self.threads:
+                continue
+            self.threads[th.key] = th
+            self.order.append(th.key)
+            switcher.mount(RichLog(id=self._dom_id(th.key), wrap=True, min_width=20, max_lines=MAX_LINES))
+        first = next((k for k in self.order if k != "log"), "log")
+        self.show(first)
+
+    @staticmethod
+    def _dom_id(key: str) -> str:
+        return "t-" + key.replace(":", "-")
+
+    def log_for(self, key: str) -> RichLog:
+        return self.query_one("#" + self._dom_id(key), RichLog)
+
+    def show(self, key: str) -> None:
+        if key not in self.threads:
+            return
+        self.active = key
+        self.threads[key].unread = 0
+        self.query_one(ContentSwitcher).current = self._dom_id(key)
+        self._refresh_bar()
+
+    def cycle(self, delta: int) -> None:
+        i = self.order.index(self.active)
+        self.show(self.order[(i + delta) % len(self.order)])
+
+    def thread(self) -> Thread:
+        return self.threads[self.active]
+
+    def writable_thread(self) -> Thread | None:
+        th = self.threads[self.active]
+        if th.channel is not None:
+            return th
+        return next((self.threads[k] for k in self.order if self.threads[k].channel), None)
+
+    def _refresh_bar(self) -> None:
+        self.query_one(ThreadBar).update(self._bar_content())
+        target = self.writable_thread()
+        to = self.query_one("#to", Static)
+        if target is None:
+            to.update("")
+        elif target.channel == "dm":
+            to.update(f"to Agent {target.to} (dm) · [ ] switch · i write")
+        else:
+            to.update(f"to the {target.title.lower()} chat · [ ] switch · i write")
+
+    def _bar_content(self) -> str:
+        parts = []
+        for key in self.order:
+            th = self.threads[key]
+            label = th.title + (f"({th.unread})" if th.unread else "")
+            if key == self.active:
+                label = f"[reverse b]{label}[/]"
+            elif th.unread:
+                label = f"[b]{label}[/]"
+            parts.append(f"[@click=screen.thread('{key}')]{label}[/]")
+        return "│".join(parts)
+
+    # -- content ------------------------------------------------------------------------
+    def add_message(self, event: dict) -> None:
+        key = thread_of(event, self.seat if self.seat is not None else -1)
+        if key not in self.threads:
+            key = "log"
+        self.log_for(key).write(message_text(event, self.seat if self.seat is not None else -1))
+        self.count += 1
+        if key != self.active and event.get("from_agent") != self.seat:
+            self.threads[key].unread += 1
+            self._refresh_bar()
+
+    def note(self, text: str | Text, *, also_active: bool = False) -> None:
+        line = text if isinstance(text, Text) else Text(text, style="italic")
+        self.log_for("log").write(line)
+        if also_active and self.active != "log":
+            self.log_for(self.active).write(line)
+
+    def set_outbox(self, lines: list[str]) -> None:
+        box = self.query_one("#outbox", Static)
+        if not lines:
+            box.update("")
+            return
+        head = f"queued for your turn ({len(lines)}; e sends them and ends the turn, u takes the last back):"
+        box.update(Text(head + "\n" + "\n".join("  " + s for s in lines[-2:]), overflow="ellipsis"))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if not text:
+            return
+        target = self.writable_thread()
+        if target is None:
+            self.notify("No channel to write on in this game.", severity="warning")
+            return
+        event.input.value = ""
+        self.post_message(self.Send(target, text))

@@ -1,0 +1,98 @@
+"""The seats bar: each seat's kind and state (thinking…, waiting, done, slow, failed).
+
+It shows nothing private: the kind of persona is public (the game's config), the state is
+what the whole table can see (who is taking a turn).  A seat that takes long is shown as
+``slow Ns``; one whose answer timed out or could not be read as ``failed``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.widget import Widget
+
+SLOW_AFTER = 8.0  # seconds
+
+
+class SeatsBar(Widget):
+    DEFAULT_CSS = """
+    SeatsBar { height: 1; background: $panel; padding: 0 1; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.kinds: list[str] = []
+        self.states: list[str] = []
+        self.since: list[float] = []
+        self.failed: list[str | None] = []
+        self.seat: int | None = None
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if any(s == "thinking" and time.monotonic() - t >= SLOW_AFTER for s, t in zip(self.states, self.since)):
+            self.refresh()
+
+    def setup(self, kinds: list[str], seat: int | None) -> None:
+        self.kinds = list(kinds)
+        self.states = ["waiting"] * len(kinds)
+        self.since = [time.monotonic()] * len(kinds)
+        self.failed = [None] * len(kinds)
+        self.seat = seat
+        self.refresh()
+
+    def set_state(self, agent: int, state: str) -> None:
+        if 0 <= agent < len(self.states):
+            if self.states[agent] != state:
+                self.since[agent] = time.monotonic()
+            self.states[agent] = state
+            if state == "thinking":
+                self.failed[agent] = None
+            self.refresh()
+
+    def set_failed(self, agent: int, why: str) -> None:
+        if 0 <= agent < len(self.failed):
+            self.failed[agent] = why
+            self.refresh()
+
+    def all(self, state: str) -> None:
+        for a in range(len(self.states)):
+            self.set_state(a, state)
+
+    def describe(self, agent: int) -> str:
+        st = self.states[agent]
+        if self.failed[agent]:
+            return "failed"
+        if st == "thinking":
+            if agent == self.seat:
+                return "your turn"
+            waited = time.monotonic() - self.since[agent]
+            return f"slow {waited:.0f}s" if waited >= SLOW_AFTER else "thinking…"
+        return st
+
+    def render(self) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        n = len(self.kinds)
+        width = max(8, (self.size.width - 2) // max(n, 1) - 3) if self.size.width else 14
+        for a in range(n):
+            if a:
+                t.append(" │ ", style="dim")
+            kind = "you" if a == self.seat else self.kinds[a]
+            desc = self.describe(a)
+            cell = f"{a} {kind} {desc}"
+            if len(cell) > width:
+                kind = kind[: max(3, width - len(desc) - 3)]
+                cell = f"{a} {kind} {desc}"[:width]
+            style = ""
+            if desc == "failed" or desc.startswith("slow"):
+                style = "bold red"
+            elif desc in ("thinking…", "your turn"):
+                style = "bold"
+            elif desc == "done":
+                style = "green"
+            if a == self.seat:
+                style += " underline"
+            t.append(cell, style=style.strip())
+        return t

@@ -1,0 +1,704 @@
+"""The save database: games, their events and per-seat results, in SQLite (DESIGN "Persistence").
+
+One :class:`Store` wraps one aiosqlite connection in WAL mode.  Games are created when
+they start (``create_game``), their events arrive through a sink as they happen
+(``sink``), and ``finish_game`` stores the final state, the metrics and one
+``seat_results`` row per seat.  JSON traces (ours and the paper authors') come in and
+go out through ``import_trace`` / ``load_trace``.
+
+Durability, in the two modes a sink offers:
+
+* ``durable=True`` (interactive games) commits every event as it is emitted, so a kill
+  loses at most the event being written;
+* ``durable=False`` (headless scripted suites, where events come at microsecond rates)
+  buffers and commits at phase boundaries — a ``resolution`` or ``game_end`` event, or
+  every 200 events — in one transaction each; a kill loses at most the phase being
+  written (and ``--resume`` reruns an unfinished game anyway).
+
+WAL with ``synchronous=NORMAL`` keeps every committed transaction across a process kill
+(only a power cut may lose the last ones); the database is never left corrupt.
+
+The schema lives in ``schema.sql`` as numbered forward migrations; ``Store.open`` applies
+the missing ones in order.  API keys are never written here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import sqlite3
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterable
+
+import aiosqlite
+
+STATUSES = ("running", "completed", "stopped", "failed")
+FLUSH_TYPES = frozenset({"resolution", "game_end"})
+FLUSH_EVERY = 200
+
+# Top-level trace keys that have their own column; anything else goes to games.extra.
+_KNOWN_KEYS = frozenset({"game_id", "config", "events", "final_state", "metrics", "started_at", "ended_at",
+                         "stopped", "calbench_version", "task", "saved"})
+
+_SEAT_COLUMNS = ("meetings_assigned", "meetings_scheduled", "success", "cost", "cost_shown", "oracle_cost",
+                 "oracle_cost_shown", "excess", "excess_shown", "signed_excess", "signed_excess_shown",
+                 "adjusted_cost", "fairness", "messages_sent", "messages_received", "messages_per_meeting", "vps")
+
+_GAME_LIST_COLUMNS = ("game_id", "task_id", "agents", "status", "started_at", "ended_at", "coordination",
+                      "excess_cost", "cost_mode", "source")
+
+
+class StoreError(Exception):
+    """Something about the save database the user can act on; the message says what."""
+
+
+class GameNotFound(StoreError, LookupError):
+    """No saved game matches the id (or prefix) given."""
+
+
+# -- schema ----------------------------------------------------------------------------------
+
+_MIGRATION_HEADER = re.compile(r"^--\s*migration\s+(\d+)\s*:\s*(.*)$", re.M)
+
+
+def _split_statements(sql: str) -> list[str]:
+    """Split a script into statements (comments kept inside; semicolons in comments are fine)."""
+    out, buf = [], ""
+    for line in sql.splitlines(keepends=True):
+        if not buf and line.lstrip().startswith("--"):
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
+
+
+def load_migrations(text: str | None = None) -> list[tuple[int, str, list[str]]]:
+    """``[(version, title, statements), ...]`` from schema.sql, checked to be 1, 2, 3, ..."""
+    if text is None:
+        text = resources.files("saves").joinpath("schema.sql").read_text(encoding="utf-8")
+    heads = list(_MIGRATION_HEADER.finditer(text))
+    steps = []
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        steps.append((int(m.group(1)), m.group(2).strip(), _split_statements(text[m.end():end])))
+    versions = [v for v, _, _ in steps]
+    if versions != list(range(1, len(steps) + 1)):
+        raise RuntimeError(f"schema.sql migrations must be numbered 1, 2, 3, ... (found {versions})")
+    return steps
+
+
+MIGRATIONS = load_migrations()
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _num(v: Any) -> Any:
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def cost_mode_of_row(row: dict[str, Any] | None) -> str | None:
+    """'uniform' or 'varied' for a task row (the engine's rule), None if unknown."""
+    if not isinstance(row, dict):
+        return None
+    try:
+        from engine.model import Task
+
+        return Task.from_row(row).cost_mode
+    except Exception:
+        return None
+
+
+def _cost_mode_from_events(trace: dict[str, Any]) -> str | None:
+    """For a trace without a task row: read the registered calendars' errand costs."""
+    from engine.render import parse_calendar_render
+    from engine.model import Errand
+
+    costs: set[int] = set()
+    for ev in trace.get("events") or []:
+        if isinstance(ev, dict) and ev.get("type") == "agent_registered":
+            render = (ev.get("data") or {}).get("calendar_render")
+            if isinstance(render, str):
+                try:
+                    costs |= {it.cost for it in parse_calendar_render(render) if isinstance(it, Errand)}
+                except ValueError:
+                    pass
+    if not costs:
+        return None
+    return "varied" if len(costs) > 1 else "uniform"
+
+
+def _event_row(game_id: str, ev: dict[str, Any], seq: int) -> tuple:
+    data = ev.get("data")
+    if not isinstance(data, dict):
+        data = {}
+    rnd, agent = data.get("round"), data.get("agent_id")
+    return (game_id, seq, str(ev.get("type")), ev.get("timestamp"),
+            rnd if isinstance(rnd, int) else None, agent if isinstance(agent, int) else None, _dumps(data))
+
+
+_INSERT_EVENT = ("INSERT OR REPLACE INTO events (game_id, seq, type, timestamp, round, agent_id, data) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)")
+
+
+def _headline(trace: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(coordination, excess_cost) for the games listing."""
+    metrics = trace.get("metrics") if isinstance(trace.get("metrics"), dict) else {}
+    fs = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
+    coord = _num(metrics.get("coordination_rate"))
+    excess = _num(metrics.get("excess"))
+    if excess is None:
+        burden = metrics.get("per_agent_excess_burden") or fs.get("per_agent_excess_burden")
+        if isinstance(burden, list):
+            excess = _mean([b for b in burden if _num(b) is not None])
+    return coord, excess
+
+
+def _agents_of(config: dict[str, Any]) -> list[dict[str, Any]]:
+    agents = config.get("agents") if isinstance(config, dict) else None
+    return [a if isinstance(a, dict) else {"type": str(a)} for a in agents] if isinstance(agents, list) else []
+
+
+def _seat_rows(game_id: str, trace: dict[str, Any], agents_spec: str) -> list[tuple]:
+    """seat_results rows: from metrics.per_seat (ours), else from final_state (the authors')."""
+    config = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+    metrics = trace.get("metrics") if isinstance(trace.get("metrics"), dict) else {}
+    fs = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
+    cfg_agents = _agents_of(config)
+    spec = [s.strip() for s in agents_spec.split(",")] if agents_spec else []
+
+    seats: list[dict[str, Any]]
+    if isinstance(metrics.get("per_seat"), list):
+        seats = [dict(s) for s in metrics["per_seat"] if isinstance(s, dict)]
+    else:
+        cost = fs.get("per_agent_cost")
+        if not isinstance(cost, list):
+            return []
+        n = len(cost)
+
+        def col(key: str) -> list:
+            v = fs.get(key)
+            return v if isinstance(v, list) and len(v) == n else [None] * n
+
+        oracle, excess, sent, received = (col("oracle_per_agent_cost"), col("per_agent_excess_burden"),
+                                          col("per_agent_messages_sent"), col("per_agent_messages_received"))
+        assigned, scheduled = [0] * n, [0] * n
+        for ev in trace.get("events") or []:
+            if isinstance(ev, dict) and ev.get("type") == "round_start":
+                m = (ev.get("data") or {}).get("meeting") or {}
+                for p in m.get("participants") or []:
+                    if isinstance(p, int) and 0 <= p < n:
+                        assigned[p] += 1
+        for out in fs.get("round_outcomes") or []:
+            if isinstance(out, dict) and out.get("coordinated"):
+                for p in (out.get("per_agent_slot") or {}):
+                    if str(p).isdigit() and int(p) < n:
+                        scheduled[int(p)] += 1
+        seats = []
+        for a in range(n):
+            signed = cost[a] - oracle[a] if _num(cost[a]) is not None and _num(oracle[a]) is not None else None
+            seats.append({
+                "agent_id": a, "meetings_assigned": assigned[a], "meetings_scheduled": scheduled[a],
+                "success": scheduled[a] / assigned[a] if assigned[a] else None,
+                "cost_shown": cost[a], "oracle_cost_shown": oracle[a], "excess_shown": excess[a],
+                "signed_excess_shown": signed, "messages_sent": sent[a], "messages_received": received[a],
+                "messages_per_meeting": (sent[a] / max(scheduled[a], 1)) if _num(sent[a]) is not None else None,
+            })
+    rows = []
+    for i, s in enumerate(seats):
+        a = s.get("agent_id", i)
+        if not isinstance(a, int):
+            a = i
+        persona = spec[a] if len(spec) == len(seats) else (cfg_agents[a].get("type") if a < len(cfg_agents) else None)
+        model = s.get("model") or (cfg_agents[a].get("model") if a < len(cfg_agents) else None)
+        rows.append((game_id, a, persona, model, *[_num(s.get(c)) for c in _SEAT_COLUMNS], _dumps(s)))
+    return rows
+
+
+_INSERT_SEAT = (f"INSERT OR REPLACE INTO seat_results (game_id, agent_id, persona, model, {', '.join(_SEAT_COLUMNS)}, "
+                f"data) VALUES ({', '.join('?' * (len(_SEAT_COLUMNS) + 5))})")
+
+
+def _check_trace(trace: Any) -> None:
+    if not isinstance(trace, dict):
+        raise StoreError(f"not a trace: expected a JSON object, got {type(trace).__name__}")
+    gid = trace.get("game_id")
+    if not isinstance(gid, str) or not gid.strip():
+        raise StoreError("not a trace: 'game_id' is missing or not a string")
+    events = trace.get("events")
+    if not isinstance(events, list):
+        raise StoreError("not a trace: 'events' is missing or not a list")
+    for i, ev in enumerate(events):
+        if not isinstance(ev, dict) or not isinstance(ev.get("type"), str) or not isinstance(ev.get("data"), dict):
+            raise StoreError(f"not a trace: event {i} needs a 'type' string and a 'data' object")
+    if "config" in trace and not isinstance(trace["config"], dict):
+        raise StoreError("not a trace: 'config' must be an object")
+    seqs = [ev.get("seq", i) for i, ev in enumerate(events)]
+    bad = next((s for s in seqs if not isinstance(s, int) or isinstance(s, bool)), None)
+    if bad is not None:
+        raise StoreError(f"not a trace: an event 'seq' must be an integer, got {bad!r}")
+    if len(set(seqs)) != len(seqs):
+        raise StoreError("not a trace: two events share one 'seq'")
+
+
+# -- backfills run after a migration step, inside its transaction -----------------------------
+
+async def _backfill_v2(db: aiosqlite.Connection) -> None:
+    """Fill the columns and seat rows migration 2 added, from what version 1 stored."""
+    async with db.execute("SELECT game_id, task_row, config, agents, final_state, metrics FROM games") as cur:
+        games = await cur.fetchall()
+    for gid, task_row, config, agents, final_state, metrics in games:
+        row = _loads(task_row)
+        trace = {"config": _loads(config) or {}, "final_state": _loads(final_state), "metrics": _loads(metrics)}
+        coord, excess = _headline(trace)
+        await db.execute("UPDATE games SET cost_mode = ?, coordination = ?, excess_cost = ?, "
+                         "source = ? WHERE game_id = ?",
+                         (cost_mode_of_row(row), coord, excess, "calbench" if row is not None else "authors", gid))
+        rows = _seat_rows(gid, trace, agents or "")
+        if rows:
+            await db.executemany(_INSERT_SEAT, rows)
+
+
+BACKFILLS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {2: _backfill_v2}
+
+
+# -- the sink --------------------------------------------------------------------------------
+
+class StoreSink:
+    """An ``engine.events.EventSink`` writing one game's events to the store."""
+
+    def __init__(self, store: "Store", game_id: str, durable: bool) -> None:
+        self.store = store
+        self.game_id = game_id
+        self.durable = durable
+        self.buffer: list[tuple] = []
+        self.written = 0  # events committed through this sink
+        self.closed = False
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        if self.closed:
+            raise StoreError(f"the event sink for game {self.game_id} is closed")
+        seq = event.get("seq")
+        row = _event_row(self.game_id, event, seq if isinstance(seq, int) else self.written + len(self.buffer))
+        if self.durable:
+            await self.store._write_events([row], single=True)
+            self.written += 1
+            return
+        self.buffer.append(row)
+        if event.get("type") in FLUSH_TYPES or len(self.buffer) >= FLUSH_EVERY:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if not self.buffer:
+            return
+        rows = list(self.buffer)
+        await self.store._write_events(rows)
+        del self.buffer[: len(rows)]  # only once committed: a cancelled flush keeps them for the next one
+        self.written += len(rows)
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        await self.flush()
+        self.closed = True
+        self.store._forget_sink(self)
+
+    async def __aenter__(self) -> "StoreSink":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+
+# -- the store -------------------------------------------------------------------------------
+
+class Store:
+    """The save database.  Open with ``await Store.open(path)`` (``":memory:"`` for tests)."""
+
+    def __init__(self, db: aiosqlite.Connection, path: str) -> None:
+        self._db = db
+        self.path = path
+        self._lock = asyncio.Lock()
+        self._sinks: dict[str, list[StoreSink]] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, path: str | os.PathLike) -> "Store":
+        path = os.fspath(path)
+        memory = path == ":memory:" or path.startswith("file::memory:")
+        if not memory and not path.startswith("file:"):
+            parent = Path(path).expanduser().resolve().parent
+            parent.mkdir(parents=True, exist_ok=True)
+            path = str(Path(path).expanduser())
+        try:
+            db = await aiosqlite.connect(path, isolation_level=None, uri=path.startswith("file:"))
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the save database {path}: {exc}") from None
+        store = cls(db, path)
+        try:
+            await db.execute("PRAGMA busy_timeout = 10000")
+            if not memory:
+                async with db.execute("PRAGMA journal_mode = WAL") as cur:
+                    mode = (await cur.fetchone())[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"{path}: SQLite refused WAL mode (journal_mode is {mode})")
+            await db.execute("PRAGMA synchronous = NORMAL")
+            await db.execute("PRAGMA foreign_keys = ON")
+            await store._migrate()
+        except sqlite3.DatabaseError as exc:
+            await db.close()
+            raise StoreError(f"{path} is not a usable CalBench database: {exc}") from None
+        except BaseException:
+            await db.close()
+            raise
+        return store
+
+    async def close(self) -> None:
+        for sinks in list(self._sinks.values()):
+            for s in list(sinks):
+                await s.aclose()
+        await self._db.close()
+
+    async def __aenter__(self) -> "Store":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # -- migrations -----------------------------------------------------------------------
+    async def schema_version(self) -> int:
+        async with self._db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version") as cur:
+            return (await cur.fetchone())[0]
+
+    async def _migrate(self) -> None:
+        db = self._db
+        await db.execute("CREATE TABLE IF NOT EXISTS schema_version "
+                         "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+        current = await self.schema_version()
+        if current > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} was written by a newer CalBench (schema version {current}; this "
+                             f"one knows up to {SCHEMA_VERSION}); upgrade calbench to open it")
+        for version, title, statements in MIGRATIONS:
+            if version <= current:
+                continue
+            async with self._tx():
+                try:
+                    for stmt in statements:
+                        await db.execute(stmt)
+                    if version in BACKFILLS:
+                        await BACKFILLS[version](db)
+                except sqlite3.Error as exc:
+                    raise StoreError(f"{self.path}: migration {version} ({title}) failed: {exc}") from None
+                await db.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                                 (version, _now()))
+
+    # -- transactions ---------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _tx(self):
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    await self._db.execute("ROLLBACK")
+                raise
+            else:
+                await self._db.execute("COMMIT")
+
+    async def _write_events(self, rows: list[tuple], single: bool = False) -> None:
+        try:
+            if single:  # autocommit: one statement, one transaction
+                async with self._lock:
+                    await self._db.execute(_INSERT_EVENT, rows[0])
+            else:
+                async with self._tx() as db:
+                    await db.executemany(_INSERT_EVENT, rows)
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"cannot save events of game {rows[0][0]}: {exc} "
+                             "(was create_game called first?)") from None
+
+    # -- games ----------------------------------------------------------------------------
+    async def create_game(self, game_id: str, *, task_row: dict[str, Any], config: dict[str, Any], agents: str,
+                          settings_key: str, started_at: str) -> None:
+        """Record a game that starts now (status ``running``).
+
+        A game id that is saved already but not completed (an interrupted run being
+        rerun with the same deterministic id) is replaced; a completed one is an error.
+        """
+        from engine.game import CALBENCH_VERSION
+
+        async with self._tx() as db:
+            async with db.execute("SELECT status FROM games WHERE game_id = ?", (game_id,)) as cur:
+                old = await cur.fetchone()
+            if old is not None:
+                if old[0] == "completed":
+                    raise StoreError(f"game {game_id} is already saved and completed")
+                await db.execute("DELETE FROM games WHERE game_id = ?", (game_id,))
+            await db.execute(
+                "INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "
+                "cost_mode, source, calbench_version) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, 'calbench', ?)",
+                (game_id, str(task_row.get("task_id")) if task_row.get("task_id") is not None else None,
+                 _dumps(task_row), _dumps(config), agents, settings_key, started_at, cost_mode_of_row(task_row),
+                 CALBENCH_VERSION))
+
+    def sink(self, game_id: str, *, durable: bool = True) -> StoreSink:
+        s = StoreSink(self, game_id, durable)
+        self._sinks.setdefault(game_id, []).append(s)
+        return s
+
+    def _forget_sink(self, sink: StoreSink) -> None:
+        sinks = self._sinks.get(sink.game_id)
+        if sinks and sink in sinks:
+            sinks.remove(sink)
+            if not sinks:
+                del self._sinks[sink.game_id]
+
+    async def _flush_sinks(self, game_id: str) -> None:
+        for s in list(self._sinks.get(game_id, ())):
+            await s.flush()
+
+    async def finish_game(self, game_id: str, trace: dict[str, Any], status: str = "completed") -> None:
+        """Store a game's end: final state, metrics, seat results; events the sink missed are added."""
+        if status not in STATUSES:
+            raise StoreError(f"unknown status {status!r}; choose from {', '.join(STATUSES)}")
+        if status == "completed" and trace.get("stopped"):
+            status = "stopped"
+        await self._flush_sinks(game_id)
+        async with self._tx() as db:
+            async with db.execute("SELECT agents FROM games WHERE game_id = ?", (game_id,)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                await self._insert_game(db, dict(trace, game_id=game_id), status)
+                return
+            agents = row[0]
+            async with db.execute("SELECT MAX(seq) FROM events WHERE game_id = ?", (game_id,)) as cur:
+                top = (await cur.fetchone())[0]
+            missing = [_event_row(game_id, ev, ev.get("seq", i)) for i, ev in enumerate(trace.get("events") or [])
+                       if isinstance(ev, dict) and (top is None or ev.get("seq", i) > top)]
+            if missing:
+                await db.executemany(_INSERT_EVENT, missing)
+            coord, excess = _headline(trace)
+            extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
+            task = trace.get("task")
+            await db.execute(
+                "UPDATE games SET status = ?, ended_at = ?, final_state = ?, metrics = ?, config = ?, "
+                "task_row = COALESCE(?, task_row), coordination = ?, excess_cost = ?, extra = ?, "
+                "calbench_version = COALESCE(?, calbench_version), "
+                "cost_mode = COALESCE(cost_mode, ?) WHERE game_id = ?",
+                (status, trace.get("ended_at") or _now(), _dumps(trace.get("final_state")),
+                 _dumps(trace.get("metrics")), _dumps(trace.get("config") or {}),
+                 _dumps(task) if isinstance(task, dict) else None, coord, excess, _dumps(extra) if extra else None,
+                 trace.get("calbench_version"), cost_mode_of_row(task), game_id))
+            await db.execute("DELETE FROM seat_results WHERE game_id = ?", (game_id,))
+            rows = _seat_rows(game_id, trace, agents)
+            if rows:
+                await db.executemany(_INSERT_SEAT, rows)
+
+    async def mark_status(self, game_id: str, status: str) -> None:
+        if status not in STATUSES:
+            raise StoreError(f"unknown status {status!r}; choose from {', '.join(STATUSES)}")
+        await self._flush_sinks(game_id)
+        async with self._tx() as db:
+            cur = await db.execute(
+                "UPDATE games SET status = ?, ended_at = CASE WHEN ? = 'running' THEN ended_at "
+                "ELSE COALESCE(ended_at, ?) END WHERE game_id = ?", (status, status, _now(), game_id))
+            if cur.rowcount == 0:
+                raise GameNotFound(f"no saved game {game_id}")
+
+    async def delete_game(self, game_id: str) -> bool:
+        async with self._tx() as db:
+            cur = await db.execute("DELETE FROM games WHERE game_id = ?", (game_id,))
+            return cur.rowcount > 0
+
+    # -- import / export ------------------------------------------------------------------
+    async def _insert_game(self, db: aiosqlite.Connection, trace: dict[str, Any], status: str) -> None:
+        gid = trace["game_id"]
+        config = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+        task = trace.get("task") if isinstance(trace.get("task"), dict) else None
+        saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
+        source = saved.get("source") or ("calbench" if task is not None or "calbench_version" in trace else "authors")
+        agents = saved.get("agents")
+        if not isinstance(agents, str):
+            agents = ",".join(str(a.get("type")) for a in _agents_of(config))
+        settings_key = saved.get("settings_key")
+        if not isinstance(settings_key, str):
+            settings_key = f"{source}:{config.get('experiment_name') or agents}"
+        task_id = (task or {}).get("task_id") or config.get("task_id")
+        cost_mode = cost_mode_of_row(task) or (None if task else _cost_mode_from_events(trace))
+        coord, excess = _headline(trace)
+        extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
+        await db.execute(
+            "INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "
+            "ended_at, final_state, metrics, cost_mode, source, calbench_version, coordination, excess_cost, extra) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (gid, str(task_id) if task_id is not None else None, _dumps(task) if task else None, _dumps(config),
+             agents, settings_key, status, trace.get("started_at"), trace.get("ended_at"),
+             _dumps(trace["final_state"]) if "final_state" in trace else None,
+             _dumps(trace["metrics"]) if "metrics" in trace else None,
+             cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None))
+        events = trace.get("events") or []
+        await db.executemany(_INSERT_EVENT, [_event_row(gid, ev, ev.get("seq", i)) for i, ev in enumerate(events)])
+        rows = _seat_rows(gid, trace, agents)
+        if rows:
+            await db.executemany(_INSERT_SEAT, rows)
+
+    async def import_trace(self, trace: dict[str, Any]) -> bool:
+        """Save a JSON trace (ours or the authors'); False when its game id is saved already."""
+        _check_trace(trace)
+        saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
+        status = saved.get("status") if saved.get("status") in STATUSES else None
+        if status is None:
+            status = "stopped" if trace.get("stopped") or "final_state" not in trace else "completed"
+        async with self._tx() as db:
+            async with db.execute("SELECT 1 FROM games WHERE game_id = ?", (trace["game_id"],)) as cur:
+                if await cur.fetchone() is not None:
+                    return False
+            await self._insert_game(db, trace, status)
+        return True
+
+    async def resolve_game_id(self, game_id: str) -> str:
+        """The full id of the one game whose id is ``game_id`` or starts with it."""
+        prefix = game_id.strip()
+        if not prefix:
+            raise GameNotFound("no game id given")
+        async with self._db.execute("SELECT game_id FROM games WHERE game_id = ?", (prefix,)) as cur:
+            if await cur.fetchone() is not None:
+                return prefix
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        async with self._db.execute("SELECT game_id FROM games WHERE game_id LIKE ? ESCAPE '\\' "
+                                    "ORDER BY game_id LIMIT 6", (like,)) as cur:
+            hits = [r[0] for r in await cur.fetchall()]
+        if not hits:
+            raise GameNotFound(f"no saved game matches {prefix!r} (see 'calbench games')")
+        if len(hits) > 1:
+            shown = ", ".join(h[:12] + "…" for h in hits[:5])
+            more = " and more" if len(hits) > 5 else ""
+            raise GameNotFound(f"{prefix!r} matches several saved games ({shown}{more}); give more characters")
+        return hits[0]
+
+    async def load_events(self, game_id: str, *, from_seq: int = 0) -> list[dict[str, Any]]:
+        async with self._db.execute("SELECT seq, type, timestamp, data FROM events WHERE game_id = ? AND seq >= ? "
+                                    "ORDER BY seq", (game_id, from_seq)) as cur:
+            return [{"seq": s, "type": t, "timestamp": ts, "data": json.loads(d)} for s, t, ts, d in
+                    await cur.fetchall()]
+
+    async def load_trace(self, game_id: str) -> dict[str, Any]:
+        """The trace of one saved game (SPEC §12 shape); a unique id prefix is enough."""
+        gid = await self.resolve_game_id(game_id)
+        async with self._db.execute(
+                "SELECT config, final_state, metrics, started_at, ended_at, status, calbench_version, task_row, "
+                "extra, agents, settings_key, source, cost_mode FROM games WHERE game_id = ?", (gid,)) as cur:
+            (config, final_state, metrics, started_at, ended_at, status, version, task_row, extra, agents,
+             settings_key, source, cost_mode) = await cur.fetchone()
+        trace: dict[str, Any] = {
+            "game_id": gid,
+            "config": _loads(config) or {},
+            "events": await self.load_events(gid),
+            "final_state": _loads(final_state),
+            "metrics": _loads(metrics),
+            "started_at": started_at,
+            "ended_at": ended_at,
+            "stopped": status != "completed",
+        }
+        if version is not None:
+            trace["calbench_version"] = version
+        for k, v in (_loads(extra) or {}).items():
+            trace.setdefault(k, v)
+        if task_row is not None:
+            trace["task"] = _loads(task_row)
+        trace["saved"] = {"agents": agents, "settings_key": settings_key, "status": status, "source": source,
+                          "cost_mode": cost_mode}
+        return trace
+
+    # -- queries --------------------------------------------------------------------------
+    async def list_games(self, *, status: str | None = None, task_id: str | None = None,
+                         settings_key: str | None = None, source: str | None = None) -> list[dict[str, Any]]:
+        where, args = self._filters(status=status, task_id=task_id, settings_key=settings_key, source=source)
+        async with self._db.execute(f"SELECT {', '.join(_GAME_LIST_COLUMNS)} FROM games {where} "
+                                    "ORDER BY started_at, game_id", args) as cur:
+            return [dict(zip(_GAME_LIST_COLUMNS, r)) for r in await cur.fetchall()]
+
+    @staticmethod
+    def _filters(prefix: str = "", **kw: Any) -> tuple[str, list[Any]]:
+        clauses, args = [], []
+        for col, val in kw.items():
+            if val is None:
+                continue
+            if isinstance(val, (list, tuple, set, frozenset)):
+                vals = list(val)
+                clauses.append(f"{prefix}{col} IN ({', '.join('?' * len(vals))})" if vals else "0")
+                args.extend(vals)
+            else:
+                clauses.append(f"{prefix}{col} = ?")
+                args.append(val)
+        return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+    async def completed_task_ids(self, settings_key: str) -> set[str]:
+        async with self._db.execute("SELECT DISTINCT task_id FROM games WHERE settings_key = ? AND "
+                                    "status = 'completed' AND task_id IS NOT NULL", (settings_key,)) as cur:
+            return {r[0] for r in await cur.fetchall()}
+
+    async def running_game_ids(self, settings_key: str | None = None) -> list[str]:
+        where, args = self._filters(status="running", settings_key=settings_key)
+        async with self._db.execute(f"SELECT game_id FROM games {where} ORDER BY started_at, game_id", args) as cur:
+            return [r[0] for r in await cur.fetchall()]
+
+    async def game_results(self, *, settings_key: str | Iterable[str] | None = None,
+                           task_id: str | Iterable[str] | None = None, source: str | None = None,
+                           status: str | None = "completed", cost_mode: str | None = None,
+                           game_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """One row per (game, seat), joining ``games`` and ``seat_results``, for reports.
+
+        Keys: game_id, task_id, agents, settings_key, status, source, cost_mode, coordination,
+        excess_cost, started_at, agent_id, persona, model, the seat metrics
+        (meetings_assigned … vps) and ``seat`` (the full per-seat record).
+        """
+        def norm(v):
+            return v if v is None or isinstance(v, str) else tuple(v)
+
+        where, args = self._filters("g.", settings_key=norm(settings_key), task_id=norm(task_id), source=source,
+                                    status=status, cost_mode=cost_mode,
+                                    game_id=tuple(game_ids) if game_ids is not None else None)
+        gcols = ("game_id", "task_id", "agents", "settings_key", "status", "source", "cost_mode", "coordination",
+                 "excess_cost", "started_at")
+        scols = ("agent_id", "persona", "model", *_SEAT_COLUMNS)
+        sql = (f"SELECT {', '.join('g.' + c for c in gcols)}, {', '.join('s.' + c for c in scols)}, s.data "
+               f"FROM games g JOIN seat_results s ON s.game_id = g.game_id {where} "
+               "ORDER BY g.started_at, g.game_id, s.agent_id")
+        out = []
+        async with self._db.execute(sql, args) as cur:
+            for r in await cur.fetchall():
+                d = dict(zip(gcols + scols, r[:-1]))
+                d["seat"] = _loads(r[-1])
+                out.append(d)
+        return out
+
+    async def integrity_check(self) -> str:
+        async with self._db.execute("PRAGMA integrity_check") as cur:
+            return (await cur.fetchone())[0]
