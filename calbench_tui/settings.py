@@ -86,6 +86,8 @@ class Settings:
     keymap: dict[str, str] = field(default_factory=dict)
     bot_delay: float = 0.0  # seconds a scripted seat waits before answering (readability)
     export_dir: str | None = None  # where "export trace" writes (default: the current directory)
+    cursor_blink: bool = True  # off in snapshot tests
+    llm_available: bool = False  # an endpoint or key is configured: the setup screen offers llm seats
 
     def with_(self, **kw) -> "Settings":
         return replace(self, **kw)

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .actions import CHANNELS, Message, Reschedule, Schedule, actions_to_json
+from .actions import CHANNELS, Message, Reschedule, Schedule, actions_from_json, actions_to_json
 from .events import MESSAGE_EVENT_TYPES, Clock, EventLog, EventSink, LogicalClock, wall_clock
 from .model import Task, calendar_to_json
 from .observe import (
@@ -25,6 +25,7 @@ from .observe import (
     meeting_view,
     seat_view,
 )
+from .reflection import ReflectionObservation, reflection_event_data
 from .render import render_calendar
 from .rules import BatchOutcome, Rejection, check_batch
 from .seats import Persona, Reply
@@ -155,12 +156,58 @@ class _Game:
         return reply
 
     # -- the game -------------------------------------------------------------------------
-    async def register(self) -> None:
+    def restore(self, events: list[dict[str, Any]]) -> int:
+        """Fold the complete rounds of an earlier, stopped run of this game (``--resume``).
+
+        Keeps the events up to the last ``resolution`` (the rest — a round cut short — is
+        dropped and replayed), re-validates every ``batch_applied`` with the rules, checks
+        each round's recorded ``state_hash``, and continues the event numbering.  Returns
+        the round to play next.  Raises ``ValueError`` for a trace that does not fold.
+        """
+        task = self.task
+        last = max((i for i, e in enumerate(events) if e.get("type") == "resolution"), default=None)
+        if last is None:
+            prefix = [e for e in events if e.get("type") in ("game_start", "agent_registered")]
+        else:
+            prefix = list(events[: last + 1])
+        state = initial_state(task)
+        sent = [0] * task.num_agents
+        for ev in prefix:
+            t, d = ev.get("type"), ev.get("data") or {}
+            if t == "batch_applied":
+                seat, r = d.get("agent_id"), d.get("round")
+                meeting = task.meetings[r]
+                outcome = check_batch(state.calendars[seat], actions_from_json(d.get("actions") or []),
+                                      meeting_id=meeting.id, require_schedule=d.get("phase") == "DECISION",
+                                      meeting_cost=meeting.cost)
+                if not isinstance(outcome, BatchOutcome):
+                    raise ValueError(f"cannot resume: the batch of event {ev.get('seq')} breaks the rules ({outcome})")
+                state = apply_outcome(state, task, seat, outcome)
+            elif t == "resolution":
+                state, _ = resolve_round(state, task, d.get("round"))
+                if d.get("state_hash") not in (None, state_hash(state.calendars)):
+                    raise ValueError(f"cannot resume: round {d.get('round')} does not fold to its recorded state")
+            elif t in MESSAGE_EVENT_TYPES.values():
+                sent[d["from_agent"]] += 1
+        self.state = state
+        self.messages_sent = sent
+        self.log.events = prefix
+        self.log.seq = (prefix[-1]["seq"] + 1) if prefix else 0
+        return state.round
+
+    async def register(self, *, emit: bool = True, history: list[dict[str, Any]] | None = None) -> None:
+        """Brief every seat.  On resume (``emit=False``) nothing is recorded again, and a
+        persona with a ``resume(events)`` method gets its own earlier events (its prompts and
+        replies — never another seat's) to rebuild its thread."""
         task, cfg = self.task, self.config
         for seat, persona in enumerate(self.seats):
             briefing = SeatBriefing(self.view(seat), cfg.max_turns_per_round, cfg.decision_retries,
                                     len(task.meetings), getattr(persona, "variant", None))
             system_prompt = await persona.register(briefing)
+            if not emit:
+                if history is not None and hasattr(persona, "resume"):
+                    await persona.resume([e for e in history if (e.get("data") or {}).get("agent_id") == seat])
+                continue
             await self.log.emit(
                 "agent_registered", round=-1, turn=-1, phase="GAME_START", agent_id=seat,
                 agent_type=persona.kind, model=persona.model, is_nosy_agent=seat in cfg.nosy_agent_ids,
@@ -212,7 +259,7 @@ class _Game:
                     tool_calls=[dict(a.to_json(), meeting_id=meeting.id) if isinstance(a, Message) else a.to_json()
                                 for a in reply.actions],
                     text=reply.text, thinking=reply.thinking, usage=reply.usage,
-                    latency_ms=reply.latency_ms, raw_api_response=reply.raw,
+                    latency_ms=reply.latency_ms, raw_api_response=reply.raw, **_extra(reply),
                 )
                 others = [a for a in reply.actions if not isinstance(a, Message)]
                 if others:
@@ -280,6 +327,46 @@ class _Game:
         for mid in res.consistency_violated_meeting_ids:
             await self.log.emit("meeting_broken", round=r, turn=last_turn, phase="RESOLUTION", agent_id=None,
                                 meeting_id=mid)
+        await self._reflect(r, last_turn, meeting, received)
+
+    async def _reflect(self, r: int, turn: int, meeting, received) -> None:
+        """Measurement-only reflection calls (SPEC §8, paper F.3), after RESOLUTION.
+
+        Every persona with an ``async reflect(obs) -> dict | None`` method is asked,
+        concurrently; a persona without the method, or answering ``None``, is skipped.
+        Answers are recorded as ``reflection`` events in seat order; a failure is
+        recorded on the event and never stops the game.
+        """
+        task, cfg = self.task, self.config
+        askers = [(seat, fn) for seat, p in enumerate(self.seats)
+                  if callable(fn := getattr(p, "reflect", None))]
+        if not askers:
+            return
+        participants = set(meeting.participants)
+
+        async def ask(seat: int, fn):
+            obs = ReflectionObservation(self.view(seat), r, meeting_view(meeting, seat, task.labels),
+                                        tuple(received[seat]),
+                                        tuple(a for a in range(task.num_agents) if a != seat), seat in participants)
+            try:
+                if cfg.seat_timeout:
+                    return await asyncio.wait_for(fn(obs), cfg.seat_timeout)
+                return await fn(obs)
+            except asyncio.TimeoutError:
+                return {"error": "seat_timeout", "error_detail": f"no answer within {cfg.seat_timeout} s"}
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # measurement only: never stops the game
+                return {"error": "seat_error", "error_detail": f"{type(exc).__name__}: {exc}"}
+
+        answers = await asyncio.gather(*(ask(seat, fn) for seat, fn in askers))
+        for (seat, _), ans in zip(askers, answers):
+            if ans is None:
+                continue
+            await self.log.emit("reflection", round=r, turn=turn, phase="RESOLUTION", agent_id=seat,
+                                **reflection_event_data(ans, seat=seat, num_agents=task.num_agents,
+                                                        num_slots=task.num_slots,
+                                                        model=getattr(self.seats[seat], "model", None)))
 
     async def _route(self, msg: Message, seat: int, r: int, turn: int, meeting) -> list[int] | None:
         """Deliver a message; returns its recipients, or None when it cannot be sent."""
@@ -329,7 +416,7 @@ class _Game:
             await self.log.emit("decide_end", round=r, turn=turn, phase="VOLUNTARY", agent_id=seat,
                                 tool_calls=actions_to_json(reply.actions), text=reply.text, thinking=reply.thinking,
                                 usage=reply.usage, latency_ms=reply.latency_ms, raw_api_response=reply.raw,
-                                retry_count=attempt, status=status)
+                                retry_count=attempt, status=status, **_extra(reply))
             if reply.error:
                 return
             if isinstance(outcome, BatchOutcome):
@@ -370,7 +457,7 @@ class _Game:
                                    tool_calls=actions_to_json(reply.actions), text=reply.text,
                                    thinking=reply.thinking, usage=reply.usage, latency_ms=reply.latency_ms,
                                    raw_api_response=reply.raw, retry_count=attempt,
-                                   status="pending" if ok else "rejected"))
+                                   status="pending" if ok else "rejected", **_extra(reply)))
             if ok:
                 return events, outcome, _costed(reply.actions, outcome, meeting.cost)
             rejection = str(outcome)
@@ -378,6 +465,11 @@ class _Game:
                                    attempt=attempt, conflict_description=rejection, rule=outcome.rule,
                                    actions=actions_to_json(reply.actions)))
         return events, None, []
+
+
+def _extra(reply: Reply) -> dict[str, Any]:
+    """A persona's ``Reply.extra`` (e.g. an LLM seat's retry counters), when it has one."""
+    return {"extra": reply.extra} if reply.extra else {}
 
 
 def _costed(actions, outcome: BatchOutcome, meeting_cost: int = 1) -> list[dict[str, Any]]:
@@ -404,11 +496,17 @@ async def run_game(
     game_id: str | None = None,
     metrics_fn: MetricsFn | None = None,
     extra_config: dict[str, Any] | None = None,
+    resume_events: list[dict[str, Any]] | None = None,
 ) -> GameResult:
     """Play one game to the end and return its trace (SPEC §12).
 
     Events reach ``sink`` as they happen.  If the game is cancelled (a human quits,
     Ctrl-C), the events so far are already in the sink; the caller marks it stopped.
+
+    ``resume_events``: the events of an earlier, stopped run of this game (same task,
+    seats and config).  Its complete rounds are folded (``_Game.restore``), nothing of
+    them is emitted again, the seats are briefed on the folded state, and play continues
+    at the first incomplete round; the trace holds the old events and the new ones.
     """
     config = config or GameConfig()
     if config.deterministic:
@@ -424,14 +522,20 @@ async def run_game(
 
     agent_types = [s.kind for s in seats]
     agent_models = [s.model or s.kind for s in seats]
-    await log.emit("game_start", round=-1, turn=-1, phase="GAME_START", agent_id=None,
-                   scenario_seed=task.seed, num_agents=task.num_agents, num_slots=task.num_slots,
-                   optimal_cost=optimal_cost_cached(task), greedy_cost=greedy_cost_cached(task),
-                   nosy_agent_ids=list(config.nosy_agent_ids),
-                   communication_protocol=config.communication_protocol,
-                   agent_types=agent_types, agent_models=agent_models, task_id=task.task_id)
-    await g.register()
-    for r in range(len(task.meetings)):
+    if resume_events:
+        first_round = g.restore(resume_events)
+        started_at = next((e.get("timestamp") for e in g.log.events if e.get("type") == "game_start"), started_at)
+        await g.register(emit=False, history=g.log.events)
+    else:
+        first_round = 0
+        await log.emit("game_start", round=-1, turn=-1, phase="GAME_START", agent_id=None,
+                       scenario_seed=task.seed, num_agents=task.num_agents, num_slots=task.num_slots,
+                       optimal_cost=optimal_cost_cached(task), greedy_cost=greedy_cost_cached(task),
+                       nosy_agent_ids=list(config.nosy_agent_ids),
+                       communication_protocol=config.communication_protocol,
+                       agent_types=agent_types, agent_models=agent_models, task_id=task.task_id)
+        await g.register()
+    for r in range(first_round, len(task.meetings)):
         await g.play_round(r)
     final_state, metrics = (metrics_fn or _default_metrics)(task, g.state, log.events, config)
     final_state["per_agent_messages_sent"] = list(g.messages_sent)

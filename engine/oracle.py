@@ -242,74 +242,144 @@ def _agent_vector(inst: _Instance, choice: Sequence[_Option], levels: bool = Fal
     return v
 
 
-def _solve_bnb(inst: _Instance, node_limit: int = BNB_NODE_LIMIT) -> tuple[bool, list[_Option] | None]:
-    """Depth-first branch and bound on (total, max agent cost, lexicographic options).
+def _solve_bnb(inst: _Instance, node_limit: int = BNB_NODE_LIMIT) -> tuple[bool, list[_Option] | None, list[_Option] | None]:
+    """Pure-Python depth-first branch and bound with forward checking.
 
-    Returns ``(finished, choice)``; ``finished`` is False when the node budget ran out.
-    Options are explored in index order, so the first schedule reaching the best
-    (total, max) pair is the lexicographically smallest one; only strict improvements
-    replace the incumbent.
+    Phase A finds the optimal pair (total cost, largest agent cost), exploring each
+    unit's options cheapest first; phase B walks the options in index order and stops
+    at the first schedule reaching that pair, which is therefore the lexicographically
+    smallest optimal one.  The lower bound on the cost still to come is the sum, over
+    the remaining units, of their cheapest option not in conflict with the cells taken
+    so far (a unit with none left prunes the node).
+
+    Returns ``(finished, choice, incumbent)``: ``finished`` is False when ``node_limit``
+    nodes did not suffice (``incumbent`` is then the best schedule seen, or None);
+    ``choice`` is None when no feasible schedule exists.
     """
     units = inst.units
     u_count = len(units)
     if any(not u.options for u in units):
-        return True, None
-    # Lower bound on the cost still to come: the cheapest option of each remaining unit.
-    suffix_min = [0] * (u_count + 1)
-    for i in range(u_count - 1, -1, -1):
-        suffix_min[i] = suffix_min[i + 1] + min(o.cost for o in units[i].options)
-    occupied: set[tuple[int, int]] = set()
-    agent = [0] * inst.num_agents
-    choice: list[_Option | None] = [None] * u_count
-    best: list = [math.inf, math.inf, None]  # total, max, choice
-    nodes = 0
+        return True, None, None
     options = [u.options for u in units]
+    costs = [[o.cost for o in opts] for opts in options]
+    by_cost = [sorted(range(len(opts)), key=lambda p, c=c: (c[p], p)) for opts, c in zip(options, costs)]
+    by_index = [list(range(len(opts))) for opts in options]
+    # cover[cell] = options (unit, position) that use the cell; blocked[u][p] = taken cells
+    cover: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for i, opts in enumerate(options):
+        for p, o in enumerate(opts):
+            for c in o.cells:
+                cover.setdefault(c, []).append((i, p))
+    opt_cover = [[[cover[c] for c in o.cells] for o in opts] for opts in options]
+    agent_cost = [[o.agent_cost for o in opts] for opts in options]
+    blocked = [[0] * len(opts) for opts in options]
+    agent = [0] * inst.num_agents
+    choice = [0] * u_count
+    nodes = 0
+    best_total, best_max = math.inf, math.inf
+    best_choice: list[int] | None = None
 
-    def dfs(i: int, total: int, cur_max: int) -> bool:
-        nonlocal nodes
+    class _Budget(Exception):
+        pass
+
+    def rest_bound(i: int) -> int:
+        """Cheapest unblocked option of every unit from i on; -1 on a wipe-out."""
+        lb = 0
+        for j in range(i, u_count):
+            bj = blocked[j]
+            cj = costs[j]
+            for p in by_cost[j]:
+                if not bj[p]:
+                    lb += cj[p]
+                    break
+            else:
+                return -1
+        return lb
+
+    def place(i: int, p: int, sign: int) -> None:
+        for lst in opt_cover[i][p]:
+            for j, q in lst:
+                blocked[j][q] += sign
+        for a, c, _ in agent_cost[i][p]:
+            agent[a] += sign * c
+
+    def dfs(i: int, total: int, cur_max: int, phase_b: bool) -> bool:
+        nonlocal nodes, best_total, best_max, best_choice
         nodes += 1
         if nodes > node_limit:
-            return False
+            raise _Budget
         if i == u_count:
-            if total < best[0] or (total == best[0] and cur_max < best[1]):
-                best[0], best[1], best[2] = total, cur_max, list(choice)
-            return True
-        rest = suffix_min[i + 1]
-        for o in options[i]:
-            lb = total + o.cost + rest
-            if lb > best[0]:
+            if phase_b:
+                best_choice = list(choice)
+                return True
+            if total < best_total or (total == best_total and cur_max < best_max):
+                best_total, best_max, best_choice = total, cur_max, list(choice)
+            return False
+        rest = rest_bound(i + 1)
+        if rest < 0:
+            return False
+        bi = blocked[i]
+        ci = costs[i]
+        for p in (by_index[i] if phase_b else by_cost[i]):
+            if bi[p]:
                 continue
-            cells = o.cells
-            if any(c in occupied for c in cells):
-                continue
+            lb = total + ci[p] + rest
+            if lb > best_total:
+                if phase_b:
+                    continue
+                break  # options are sorted by cost: the rest are no better
             new_max = cur_max
-            for a, c, _ in o.agent_cost:
+            for a, c, _ in agent_cost[i][p]:
                 v = agent[a] + c
                 if v > new_max:
                     new_max = v
-            if lb == best[0] and new_max >= best[1]:
+            if phase_b:
+                if new_max > best_max:
+                    continue
+            elif lb == best_total and new_max >= best_max:
                 continue
-            occupied.update(cells)
-            for a, c, _ in o.agent_cost:
-                agent[a] += c
-            choice[i] = o
-            ok = dfs(i + 1, total + o.cost, new_max)
-            for a, c, _ in o.agent_cost:
-                agent[a] -= c
-            occupied.difference_update(cells)
-            if not ok:
-                return False
-        return True
+            place(i, p, 1)
+            choice[i] = p
+            done = dfs(i + 1, total + ci[p], new_max, phase_b)
+            place(i, p, -1)
+            if done:
+                return True
+        return False
 
-    finished = dfs(0, 0, 0)
-    if not finished:
-        return False, None
-    return True, best[2]
+    def incumbent() -> list[_Option] | None:
+        return None if best_choice is None else [options[i][p] for i, p in enumerate(best_choice)]
+
+    try:
+        dfs(0, 0, 0, False)
+        if best_choice is None:
+            return True, None, None
+        dfs(0, 0, 0, True)  # finds a schedule: phase A's optimum is one
+    except _Budget:
+        return False, None, incumbent()
+    return True, incumbent(), None
 
 
-def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = True) -> list[_Option] | None:
+def _greedy_hint(inst: _Instance) -> list[_Option | None]:
+    """Each unit in turn takes its cheapest option clear of the cells already taken."""
+    taken: set[tuple[int, int]] = set()
+    out: list[_Option | None] = []
+    for u in inst.units:
+        pick = None
+        for o in sorted(u.options, key=lambda o: (o.cost, o.index)):
+            if not any(c in taken for c in o.cells):
+                pick = o
+                break
+        if pick is not None:
+            taken.update(pick.cells)
+        out.append(pick)
+    return out
+
+
+def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = True,
+                 hint: Sequence[_Option | None] | None = None) -> list[_Option] | None:
     """The reference solver (CP-SAT).  With ``fairness``/``lexicographic`` False only the
-    total cost is optimised (used for the relaxation's optimum)."""
+    total cost is optimised.  ``hint`` (default: a greedy schedule) seeds the search; it
+    changes the time to the optimum, never the schedule returned."""
     units = inst.units
     if any(not u.options for u in units):
         return None
@@ -332,6 +402,10 @@ def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = T
     for vs in cell_vars.values():
         if len(vs) > 1:
             model.add_at_most_one(vs)
+    for u, row, h in zip(units, xs, hint if hint is not None else _greedy_hint(inst)):
+        if h is not None:
+            for o, v in zip(u.options, row):
+                model.add_hint(v, o.index == h.index)
 
     flat_vars = [v for row in xs for v in row]
     flat_cost = [o.cost for u in units for o in u.options]
@@ -420,15 +494,16 @@ def _optimal(inst: _Instance, method: str) -> tuple[list[_Option] | None, str]:
     if method == "cpsat":
         return _solve_cpsat(inst), "cpsat"
     if method == "bnb":
-        finished, choice = _solve_bnb(inst, node_limit=10**12)
+        _, choice, _ = _solve_bnb(inst, node_limit=10**15)
         return choice, "bnb"
     if method != "auto":
         raise ValueError(f"unknown method {method!r}")
+    hint = None
     if len(inst.units) <= BNB_MAX_UNITS:
-        finished, choice = _solve_bnb(inst)
+        finished, choice, hint = _solve_bnb(inst)
         if finished:
             return choice, "bnb"
-    return _solve_cpsat(inst), "cpsat"
+    return _solve_cpsat(inst, hint=hint), "cpsat"
 
 
 # ---------------------------------------------------------------------------------

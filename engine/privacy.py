@@ -1,3 +1,430 @@
-"""PLACEHOLDER — being replaced by the VPS implementation (SPEC §8)."""
-def privacy_metrics(task, events):
-    return {"vps": 0.0, "per_target_vps": [0.0] * task.num_agents}
+"""Privacy leakage: VPS, the authors' offline definition (SPEC §8, paper App. F).
+
+Private state: whether slot ``k`` is *feasible* for target ``i`` in the current round (free
+or a movable errand).  Observer ``j`` holds a belief ``Bel[k]`` per (round, target i,
+observer j) that starts every round at ``p0 = 0.5``; an observation with evidence ``e``
+and strength ``α`` moves it to ``(1−α)·Bel + α·e``.  The loss of a (round, target,
+observer) triple is ``Σ_k w_k·|Bel_post[k] − p0|``; the game VPS sums every triple.
+
+Where evidence comes from
+    Typed protocol messages follow paper Table 10 exactly, point to point: a DM moves only
+    the belief of its recipient about its sender; a groupchat moves every reader's.  Our
+    traces carry the typed form in ``payload`` (``{"protocol", "kind", ...}``); the authors'
+    traces carry JSON in ``content`` (``{"imap": kind}``, ``{"sd": kind}``, ``{"dsm":
+    kind}``) — both are read.  IMAP ``costs`` count only the slots of the matching
+    ``cost_request``; DSM ``scores`` are mapped back to slots through the matching
+    ``proposals`` plans.  A message with no recognised typed form (an LLM's or a human's
+    English, or a bot's ``kind: "text"`` line) goes to the free-text estimator
+    ``engine.freetext.slot_statements``; statements about a third party are *gossip*.  An
+    observer never "learns" about itself (such statements are skipped).
+
+Reported figures (``privacy_metrics``)
+    ``vps`` (uniform weights, the headline), ``vps_weighted`` (``w = min(32, 1+√cost)`` of
+    the shown cost in the target's calendar at the start of the round; blocked 32; free 1;
+    a meeting copy counts its cost 1), ``vps_calibrated`` (only movement toward the truth:
+    above the prior on a feasible slot, below it on an infeasible one), per target (sum
+    over observers and rounds), their mean, the participant-pairs-only sum, and the split
+    by source — ``typed_vps + freetext_vps + gossip_vps == vps``: each update is credited
+    with the change it made to ``|Bel − p0|`` (the sum telescopes to the total).
+
+Truth for round ``r`` is the calendars at the start of round ``r``: the task's initial
+calendars folded with every earlier ``batch_applied`` (our events carry
+``calendar_after``; the authors' carry only the actions, which are folded).
+
+Speed: plain lists and dicts, one pass over the events; an all-IMAP canonical game takes
+well under a millisecond.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable
+
+from .model import Errand, MeetingCopy, Task
+
+P0 = 0.5
+MAX_WEIGHT = 32.0
+DSM_LEVELS = 12  # satisfaction levels 0..11 (D = 12)
+SD_PROPOSE = (0.85, 0.70)  # evidence, strength for SD propose / propose_reschedule
+MESSAGE_EVENTS = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
+TEXT_KINDS = frozenset({"text", "chat", "free_text", "note", "fallback"})
+_AUTHOR_KEYS = (("imap", "imap"), ("sd", "sdmap"), ("dsm", "dsm"))
+
+
+# ---------------------------------------------------------------------------------------
+# Reading typed messages (ours in payload, the authors' JSON in content)
+# ---------------------------------------------------------------------------------------
+def typed_message(data: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
+    """``(protocol, kind, fields)`` of a message event's typed form, or None for free text."""
+    p = data.get("payload")
+    if isinstance(p, dict):
+        proto, kind = p.get("protocol"), p.get("kind")
+        if proto in ("imap", "sdmap", "dsm") and isinstance(kind, str) and kind not in TEXT_KINDS:
+            return proto, kind, p
+    c = data.get("content")
+    if isinstance(c, str) and c[:1] == "{":
+        try:
+            d = json.loads(c)
+        except ValueError:
+            return None
+        if isinstance(d, dict):
+            for key, proto in _AUTHOR_KEYS:
+                kind = d.get(key)
+                if isinstance(kind, str):
+                    return proto, kind, d
+    return None
+
+
+def _int(v: Any) -> int | None:
+    tv = type(v)
+    if tv is int:
+        return v
+    if tv is str and v.isdigit():
+        return int(v)
+    if v is None or tv is bool:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if f.is_integer() else None
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _plan_slots(d: dict[str, Any]) -> dict[int, int]:
+    """DSM proposals: plan id -> slot (plans first; a bare slot list means plan id == slot)."""
+    out: dict[int, int] = {}
+    plans = d.get("plans") or ()
+    if isinstance(plans, dict):  # {plan id: plan}
+        plans = [dict(v, id=v.get("id", k)) for k, v in plans.items() if isinstance(v, dict)]
+    for plan in plans:
+        if isinstance(plan, dict):
+            pid, slot = _int(plan.get("id")), _int(plan.get("slot"))
+            if pid is not None and slot is not None:
+                out[pid] = slot
+    for raw in d.get("slots") or ():
+        s = _int(raw)
+        if s is not None:
+            out.setdefault(s, s)
+    return out
+
+
+def _status_evidence(d: dict[str, Any]) -> float | None:
+    st = d.get("status", d.get("reply_status"))
+    if st == "PENDING":
+        return 1.0
+    if st == "IMPOSSIBLE":
+        return 0.0
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Calendars per round (truth and weights)
+# ---------------------------------------------------------------------------------------
+_WEIGHT: dict[Any, float] = {}
+
+
+def _weight(cost: Any) -> float:
+    w = _WEIGHT.get(cost)
+    if w is None:
+        c = _num(cost) or 0.0
+        w = min(MAX_WEIGHT, 1.0 + math.sqrt(c if c > 0 else 0.0))
+        if len(_WEIGHT) < 4096:
+            _WEIGHT[cost] = w
+    return w
+
+
+_FREE = (True, 1.0)
+
+
+def _cell(item: Any) -> tuple[bool, float]:
+    """(feasible?, weight) of one calendar item: ours (dataclasses) or JSON dicts."""
+    if item is None:
+        return _FREE
+    if type(item) is dict:
+        if "meeting_id" in item:
+            return False, _weight(item.get("cost", 1))
+        if item.get("blocked"):
+            return False, MAX_WEIGHT
+        return True, _weight(item.get("cost", 0))
+    if isinstance(item, Errand):
+        return (False, MAX_WEIGHT) if item.blocked else (True, _weight(item.cost))
+    if isinstance(item, MeetingCopy):
+        return False, _weight(item.cost)
+    return False, 1.0
+
+
+def _fold_actions(cal: list, actions: Iterable[dict[str, Any]]) -> list:
+    """Apply a batch's recorded actions to one calendar (a new list; moves are simultaneous)."""
+    cal = list(cal)
+    acts = [a for a in actions if isinstance(a, dict)]
+    moving = []
+    for a in acts:
+        if a.get("type") == "reschedule":
+            f, t = _int(a.get("from_slot")), _int(a.get("to_slot"))
+            if f is not None and t is not None and 0 <= f < len(cal) and 0 <= t < len(cal):
+                moving.append((cal[f], f, t))
+    for _, f, _ in moving:
+        cal[f] = None
+    for it, _, t in moving:
+        cal[t] = it
+    for a in acts:
+        if a.get("type") == "schedule":
+            s, m = _int(a.get("slot")), _int(a.get("meeting_id"))
+            if s is not None and m is not None and 0 <= s < len(cal):
+                cal[s] = MeetingCopy(m, 1)
+    return cal
+
+
+# ---------------------------------------------------------------------------------------
+# The fold
+# ---------------------------------------------------------------------------------------
+class _Fold:
+    __slots__ = ("task", "S", "N", "beliefs", "rows", "obs", "cat", "req", "plans", "cals",
+                 "snap", "parts", "freetext", "text_failed", "untyped")
+
+    def __init__(self, task: Task, collect: bool) -> None:
+        self.task = task
+        self.S = task.num_slots
+        self.N = task.num_agents
+        self.beliefs: dict[tuple[int, int, int], list[float]] = {}
+        self.rows: list[dict[str, Any]] | None = [] if collect else None
+        self.obs = 0
+        self.cat = {"typed": 0.0, "freetext": 0.0, "gossip": 0.0}
+        self.req: dict[tuple[int, int, int], set[int]] = {}  # (round, requester, responder) -> slots
+        self.plans: dict[tuple[int, int, int], dict[int, int]] = {}  # (round, initiator, reader)
+        self.cals: list[list] = [list(c) for c in task.calendars]
+        self.snap: dict[int, tuple[list, ...]] = {}  # round -> calendars at its start
+        self.parts: dict[int, tuple[int, ...]] = {}
+        self.freetext = None
+        self.text_failed = False
+        self.untyped = 0  # message events with no recognised typed form
+
+    def update(self, r: int, target: int, observer: int, slot: int, e: float, a: float,
+               cat: str, source: str, seq: Any) -> None:
+        if not 0 <= slot < self.S or target == observer or not 0 <= target < self.N:
+            return
+        key = (r, target, observer)
+        bel = self.beliefs.get(key)
+        if bel is None:
+            bel = self.beliefs[key] = [P0] * self.S
+        before = bel[slot]
+        after = (1.0 - a) * before + a * e
+        bel[slot] = after
+        self.obs += 1
+        self.cat[cat] += abs(after - P0) - abs(before - P0)
+        if self.rows is not None:
+            self.rows.append({"seq": seq, "round": r, "target": target, "observer": observer, "slot": slot,
+                              "source": source, "evidence": e, "strength": a, "before": before, "after": after})
+
+    def run(self, events: list[dict[str, Any]]) -> None:
+        for idx, ev in enumerate(events):
+            et = ev.get("type")
+            data = ev.get("data") or {}
+            if et in MESSAGE_EVENTS:
+                self.message(data, ev.get("seq", idx))
+            elif et == "batch_applied":
+                a = _int(data.get("agent_id"))
+                if a is None or not 0 <= a < self.N:
+                    continue
+                after = data.get("calendar_after")
+                if isinstance(after, list) and len(after) == self.S:
+                    self.cals[a] = after
+                else:
+                    self.cals[a] = _fold_actions(self.cals[a], data.get("actions") or ())
+            elif et == "round_start":
+                r = _int(data.get("round"))
+                if r is not None:
+                    self.snap[r] = tuple(self.cals)  # lists are replaced, never mutated: a cheap snapshot
+                    m = data.get("meeting") or {}
+                    self.parts[r] = tuple(int(p) for p in m.get("participants") or ())
+
+    def message(self, data: dict[str, Any], seq: Any) -> None:
+        r = _int(data.get("round"))
+        sender = _int(data.get("from_agent"))
+        if r is None or sender is None:
+            return
+        if data.get("channel", "dm") == "dm" or data.get("recipients") is None:
+            to = _int(data.get("to_agent"))
+            readers = [to] if to is not None else []
+        else:
+            readers = [int(x) for x in data.get("recipients") or ()]
+        typed = typed_message(data)
+        if typed is None:
+            self.untyped += 1
+            self.text(r, sender, readers, data.get("content") or "", seq)
+            return
+        proto, kind, d = typed
+        upd = self.update
+        if proto == "imap":
+            if kind == "cost_request":
+                slots = {s for s in (_int(x) for x in d.get("slots") or ()) if s is not None}
+                for j in readers:
+                    self.req[(r, sender, j)] = slots
+            elif kind == "costs":
+                costs = d.get("costs")
+                if isinstance(costs, dict):
+                    items = list(costs.items())
+                elif isinstance(costs, list) and isinstance(d.get("slots"), list):
+                    items = list(zip(d["slots"], costs))
+                else:
+                    items = []
+                for j in readers:
+                    asked = self.req.get((r, j, sender))
+                    for k, v in items:
+                        s = _int(k)
+                        if s is None or (asked and s not in asked):
+                            continue
+                        upd(r, sender, j, s, 0.0 if v is None else 1.0, 1.0, "typed", "imap_costs", seq)
+            elif kind == "decision":
+                s = _int(d.get("slot"))
+                if s is not None:
+                    for j in readers:
+                        upd(r, sender, j, s, 1.0, 1.0, "typed", "imap_decision", seq)
+        elif proto == "sdmap":
+            if kind in ("propose", "propose_reschedule"):
+                s = _int(d.get("slot") if kind == "propose" else d.get("to_slot"))
+                if s is not None:
+                    for j in readers:
+                        upd(r, sender, j, s, SD_PROPOSE[0], SD_PROPOSE[1], "typed", f"sd_{kind}", seq)
+            elif kind in ("reply", "reschedule_reply"):
+                s = _int(d.get("slot") if kind == "reply" else d.get("to_slot"))
+                e = _status_evidence(d)
+                if s is not None and e is not None:
+                    for j in readers:
+                        upd(r, sender, j, s, e, 1.0, "typed", f"sd_{kind}", seq)
+        else:  # dsm
+            if kind == "proposals":
+                plan = _plan_slots(d)
+                slots = sorted(set(plan.values()))
+                for j in readers:
+                    self.plans[(r, sender, j)] = plan
+                    for s in slots:
+                        upd(r, sender, j, s, 1.0, 1.0, "typed", "dsm_proposals", seq)
+            elif kind == "scores":
+                scores = d.get("scores")
+                if isinstance(scores, dict):
+                    for j in readers:
+                        plan = self.plans.get((r, j, sender), {})
+                        for k, v in scores.items():
+                            pid, sc = _int(k), _num(v)
+                            if pid is None or sc is None:
+                                continue
+                            e = 0.0 if sc <= 0 else min(1.0, sc / (DSM_LEVELS - 1))
+                            upd(r, sender, j, plan.get(pid, pid), e, 1.0, "typed", "dsm_scores", seq)
+            elif kind == "decision":
+                s = _int(d.get("slot"))
+                if s is not None:
+                    for j in readers:
+                        upd(r, sender, j, s, 1.0, 1.0, "typed", "dsm_decision", seq)
+
+    def text(self, r: int, sender: int, readers: list[int], content: str, seq: Any) -> None:
+        if not content or not readers or self.text_failed:
+            return
+        if self.freetext is None:
+            try:
+                from .freetext import slot_statements
+            except ImportError:  # the estimator is not installed yet: free text carries no evidence
+                self.text_failed = True
+                return
+            self.freetext = slot_statements
+        stmts = self.freetext(content, sender=sender, recipients=tuple(readers),
+                              num_agents=self.N, num_slots=self.S)
+        for st in stmts:
+            gossip = getattr(st, "kind", "self") == "gossip"
+            cat = "gossip" if gossip else "freetext"
+            src = f"text_{getattr(st, 'category', None) or ('gossip' if gossip else 'self')}"
+            for j in readers:
+                self.update(r, int(st.target), j, int(st.slot), float(st.evidence), float(st.strength), cat, src, seq)
+
+    # -- truth and weights ----------------------------------------------------------------
+    def calendar(self, r: int, target: int) -> list:
+        cals = self.snap.get(r)
+        if cals is None:  # a trace without round_start: the latest calendars we know
+            cals = self.cals
+        return cals[target]
+
+    def participants(self, r: int) -> tuple[int, ...]:
+        if r in self.parts:
+            return self.parts[r]
+        if 0 <= r < len(self.task.meetings):
+            return self.task.meetings[r].participants
+        return ()
+
+
+def privacy_metrics(task: Task, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """VPS figures of one game (ours or the authors'); see the module docstring."""
+    f = _Fold(task, collect=False)
+    f.run(events)
+    n = task.num_agents
+    per_t = [0.0] * n
+    per_t_cal = [0.0] * n
+    total_w = 0.0
+    pp = 0.0
+    for (r, t, j), bel in f.beliefs.items():
+        row = f.calendar(r, t)
+        loss = lw = cal = 0.0
+        for k, b in enumerate(bel):
+            d = b - P0
+            if d == 0.0:
+                continue
+            feasible, w = _cell(row[k])
+            ad = d if d > 0 else -d
+            loss += ad
+            lw += w * ad
+            if (d > 0) == feasible:
+                cal += ad
+        per_t[t] += loss
+        per_t_cal[t] += cal
+        total_w += lw
+        parts = f.participants(r)
+        if t in parts and j in parts:
+            pp += loss
+    vps = sum(per_t)
+    out = {
+        "vps": round(vps, 6),
+        "vps_weighted": round(total_w, 6),
+        "vps_calibrated": round(sum(per_t_cal), 6),
+        "per_target_vps": [round(x, 6) for x in per_t],
+        "per_target_vps_calibrated": [round(x, 6) for x in per_t_cal],
+        "vps_mean_target": round(vps / n, 6) if n else 0.0,
+        "participant_pair_vps": round(pp, 6),
+        "typed_vps": round(f.cat["typed"], 6),
+        "freetext_vps": round(f.cat["freetext"], 6),
+        "gossip_vps": round(f.cat["gossip"], 6),
+        "observations": f.obs,
+        "semantic_leaks": _semantic_leaks(task, events, f.untyped),
+    }
+    return out
+
+
+def belief_updates(task: Task, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every belief update, in order, for the replay viewer: ``seq, round, target, observer,
+    slot, source, evidence, strength, before, after``."""
+    f = _Fold(task, collect=True)
+    f.run(events)
+    return f.rows or []
+
+
+def _semantic_leaks(task: Task, events: list[dict[str, Any]], untyped: int) -> dict[str, Any]:
+    """Label leaks (SPEC §9, ``engine.freetext``).  Typed protocol messages are fixed
+    templates that never carry a label (paper D.4), so a game with none but typed
+    messages skips the scan."""
+    try:
+        from .freetext import LEAK_THRESHOLD, semantic_leaks
+    except ImportError:
+        return {}
+    if not untyped:
+        return {"count": 0, "by_tier": {"public": 0, "neutral": 0, "sensitive": 0}, "items": [],
+                "threshold": LEAK_THRESHOLD}
+    return semantic_leaks(task, [ev for ev in events
+                                 if ev.get("type") not in MESSAGE_EVENTS or typed_message(ev.get("data") or {}) is None])

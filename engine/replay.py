@@ -122,7 +122,7 @@ def _initial(trace: dict[str, Any], events: list[dict[str, Any]]) -> tuple[Calen
     missing = [a for a in range(n) if a not in cals]
     if missing:
         raise TraceError(f"no registered calendar for agent(s) {missing}")
-    return tuple(cals[a] for a in range(n)), None, "authors"
+    return tuple(cals[a] for a in range(n)), None, "calbench" if "calbench_version" in trace else "authors"
 
 
 def _expected_rounds(trace: dict[str, Any], task: Task | None) -> int | None:
@@ -333,4 +333,4 @@ def errand_cost_values(calendars: Calendars) -> list[int]:
     return sorted({it.cost for cal in calendars for it in cal if isinstance(it, Errand)})
 
 
-__all__ = ["FoldResult", "TraceError", "fold_trace", "errand_cost_values"]
+__all__ = ["FoldResult", "TraceError", "errand_cost_values", "fold_trace"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
@@ -63,7 +64,7 @@ class GameNotFound(StoreError, LookupError):
 
 # -- schema ----------------------------------------------------------------------------------
 
-_MIGRATION_HEADER = re.compile(r"^--\s*migration\s+(\d+)\s*:\s*(.*)$", re.M)
+_MIGRATION_HEADER = re.compile(r"^--\s*migration\s+(\d+)\s*:\s*(.*)$", re.MULTILINE)
 
 
 def _split_statements(sql: str) -> list[str]:
@@ -136,8 +137,8 @@ def cost_mode_of_row(row: dict[str, Any] | None) -> str | None:
 
 def _cost_mode_from_events(trace: dict[str, Any]) -> str | None:
     """For a trace without a task row: read the registered calendars' errand costs."""
-    from engine.render import parse_calendar_render
     from engine.model import Errand
+    from engine.render import parse_calendar_render
 
     costs: set[int] = set()
     for ev in trace.get("events") or []:
@@ -164,6 +165,12 @@ def _event_row(game_id: str, ev: dict[str, Any], seq: int) -> tuple:
 
 _INSERT_EVENT = ("INSERT OR REPLACE INTO events (game_id, seq, type, timestamp, round, agent_id, data) "
                  "VALUES (?, ?, ?, ?, ?, ?, ?)")
+_ROWS_PER_STATEMENT = 400  # 7 parameters a row; SQLite allows 32766 per statement
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_events_sql(n: int) -> str:
+    return _INSERT_EVENT + ", (?, ?, ?, ?, ?, ?, ?)" * (n - 1)
 
 
 def _headline(trace: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -234,14 +241,23 @@ def _seat_rows(game_id: str, trace: dict[str, Any], agents_spec: str) -> list[tu
         a = s.get("agent_id", i)
         if not isinstance(a, int):
             a = i
-        persona = spec[a] if len(spec) == len(seats) else (cfg_agents[a].get("type") if a < len(cfg_agents) else None)
-        model = s.get("model") or (cfg_agents[a].get("model") if a < len(cfg_agents) else None)
+        if len(spec) == len(seats) and 0 <= a < len(spec):
+            persona = spec[a]
+        else:
+            persona = cfg_agents[a].get("type") if 0 <= a < len(cfg_agents) else None
+        model = s.get("model") or (cfg_agents[a].get("model") if 0 <= a < len(cfg_agents) else None)
         rows.append((game_id, a, persona, model, *[_num(s.get(c)) for c in _SEAT_COLUMNS], _dumps(s)))
     return rows
 
 
+_SEAT_VALUES = f"({', '.join('?' * (len(_SEAT_COLUMNS) + 5))})"
 _INSERT_SEAT = (f"INSERT OR REPLACE INTO seat_results (game_id, agent_id, persona, model, {', '.join(_SEAT_COLUMNS)}, "
-                f"data) VALUES ({', '.join('?' * (len(_SEAT_COLUMNS) + 5))})")
+                f"data) VALUES {_SEAT_VALUES}")
+
+
+@functools.lru_cache(maxsize=16)
+def _insert_seats_sql(n: int) -> str:
+    return _INSERT_SEAT + f", {_SEAT_VALUES}" * (n - 1)
 
 
 def _check_trace(trace: Any) -> None:
@@ -306,7 +322,7 @@ class StoreSink:
         seq = event.get("seq")
         row = _event_row(self.game_id, event, seq if isinstance(seq, int) else self.written + len(self.buffer))
         if self.durable:
-            await self.store._write_events([row], single=True)
+            await self.store._write_events([row])
             self.written += 1
             return
         self.buffer.append(row)
@@ -314,6 +330,7 @@ class StoreSink:
             await self.flush()
 
     async def flush(self) -> None:
+        """Commit everything emitted so far, in one transaction."""
         if not self.buffer:
             return
         rows = list(self.buffer)
@@ -324,9 +341,11 @@ class StoreSink:
     async def aclose(self) -> None:
         if self.closed:
             return
-        await self.flush()
-        self.closed = True
-        self.store._forget_sink(self)
+        try:
+            await self.flush()
+        finally:
+            self.closed = True
+            self.store._forget_sink(self)
 
     async def __aenter__(self) -> "StoreSink":
         return self
@@ -353,7 +372,11 @@ class Store:
         memory = path == ":memory:" or path.startswith("file::memory:")
         if not memory and not path.startswith("file:"):
             parent = Path(path).expanduser().resolve().parent
-            parent.mkdir(parents=True, exist_ok=True)
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the folder {parent} for the save database: "
+                                 f"{exc.strerror or exc}") from None
             path = str(Path(path).expanduser())
         try:
             db = await aiosqlite.connect(path, isolation_level=None, uri=path.startswith("file:"))
@@ -379,10 +402,13 @@ class Store:
         return store
 
     async def close(self) -> None:
-        for sinks in list(self._sinks.values()):
-            for s in list(sinks):
-                await s.aclose()
-        await self._db.close()
+        """Flush every open sink, then close the connection."""
+        try:
+            for sinks in list(self._sinks.values()):
+                for s in list(sinks):
+                    await s.aclose()
+        finally:
+            await self._db.close()
 
     async def __aenter__(self) -> "Store":
         return self
@@ -407,6 +433,9 @@ class Store:
             if version <= current:
                 continue
             async with self._tx():
+                # Another process may have migrated while we waited for the write lock.
+                if await self.schema_version() >= version:
+                    continue
                 try:
                     for stmt in statements:
                         await db.execute(stmt)
@@ -431,11 +460,17 @@ class Store:
             else:
                 await self._db.execute("COMMIT")
 
-    async def _write_events(self, rows: list[tuple], single: bool = False) -> None:
+    async def _write_events(self, rows: list[tuple]) -> None:
+        """Commit event rows atomically.
+
+        Up to ``_ROWS_PER_STATEMENT`` rows go in one multi-row INSERT: one statement is one
+        transaction in autocommit mode, and one trip to the database thread (which is
+        what bulk writing is bound by).  More rows take an explicit transaction.
+        """
         try:
-            if single:  # autocommit: one statement, one transaction
+            if len(rows) <= _ROWS_PER_STATEMENT:
                 async with self._lock:
-                    await self._db.execute(_INSERT_EVENT, rows[0])
+                    await self._db.execute(_insert_events_sql(len(rows)), [v for r in rows for v in r])
             else:
                 async with self._tx() as db:
                     await db.executemany(_INSERT_EVENT, rows)
@@ -453,19 +488,21 @@ class Store:
         """
         from engine.game import CALBENCH_VERSION
 
+        values = (game_id, str(task_row.get("task_id")) if task_row.get("task_id") is not None else None,
+                  _dumps(task_row), _dumps(config), agents, settings_key, started_at, cost_mode_of_row(task_row),
+                  CALBENCH_VERSION)
+        sql = ("INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "
+               "cost_mode, source, calbench_version) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, 'calbench', ?)")
+        async with self._lock:  # the common case in one statement (autocommit)
+            cur = await self._db.execute(sql.replace("INSERT", "INSERT OR IGNORE", 1), values)
+            if cur.rowcount == 1:
+                return
         async with self._tx() as db:
-            async with db.execute("SELECT status FROM games WHERE game_id = ?", (game_id,)) as cur:
-                old = await cur.fetchone()
-            if old is not None:
-                if old[0] == "completed":
-                    raise StoreError(f"game {game_id} is already saved and completed")
-                await db.execute("DELETE FROM games WHERE game_id = ?", (game_id,))
-            await db.execute(
-                "INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "
-                "cost_mode, source, calbench_version) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, 'calbench', ?)",
-                (game_id, str(task_row.get("task_id")) if task_row.get("task_id") is not None else None,
-                 _dumps(task_row), _dumps(config), agents, settings_key, started_at, cost_mode_of_row(task_row),
-                 CALBENCH_VERSION))
+            old = await db.execute_fetchall("SELECT status FROM games WHERE game_id = ?", (game_id,))
+            if old and old[0][0] == "completed":
+                raise StoreError(f"game {game_id} is already saved and completed")
+            await db.execute("DELETE FROM games WHERE game_id = ?", (game_id,))
+            await db.execute(sql, values)
 
     def sink(self, game_id: str, *, durable: bool = True) -> StoreSink:
         s = StoreSink(self, game_id, durable)
@@ -490,35 +527,38 @@ class Store:
         if status == "completed" and trace.get("stopped"):
             status = "stopped"
         await self._flush_sinks(game_id)
-        async with self._tx() as db:
-            async with db.execute("SELECT agents FROM games WHERE game_id = ?", (game_id,)) as cur:
-                row = await cur.fetchone()
-            if row is None:
+        db = self._db
+        async with self._lock:
+            found = await db.execute_fetchall(
+                "SELECT agents, task_row IS NOT NULL, cost_mode, (SELECT MAX(seq) FROM events WHERE game_id = ?) "
+                "FROM games WHERE game_id = ?", (game_id, game_id))
+        if not found:
+            async with self._tx() as db:
                 await self._insert_game(db, dict(trace, game_id=game_id), status)
-                return
-            agents = row[0]
-            async with db.execute("SELECT MAX(seq) FROM events WHERE game_id = ?", (game_id,)) as cur:
-                top = (await cur.fetchone())[0]
-            missing = [_event_row(game_id, ev, ev.get("seq", i)) for i, ev in enumerate(trace.get("events") or [])
-                       if isinstance(ev, dict) and (top is None or ev.get("seq", i) > top)]
+            return
+        agents, has_task, cost_mode, top = found[0]
+        missing = [_event_row(game_id, ev, ev.get("seq", i)) for i, ev in enumerate(trace.get("events") or [])
+                   if isinstance(ev, dict) and (top is None or ev.get("seq", i) > top)]
+        coord, excess = _headline(trace)
+        extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
+        task = trace.get("task") if isinstance(trace.get("task"), dict) else None
+        seats = _seat_rows(game_id, trace, agents)
+        async with self._tx() as db:  # one commit: a game is 'completed' with all its events and seat rows
             if missing:
                 await db.executemany(_INSERT_EVENT, missing)
-            coord, excess = _headline(trace)
-            extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
-            task = trace.get("task")
+            if task is not None and not has_task:
+                await db.execute("UPDATE games SET task_row = ?, task_id = COALESCE(task_id, ?) WHERE game_id = ?",
+                                 (_dumps(task), task.get("task_id"), game_id))
+            if seats:
+                await db.execute(_insert_seats_sql(len(seats)), [v for r in seats for v in r])
             await db.execute(
-                "UPDATE games SET status = ?, ended_at = ?, final_state = ?, metrics = ?, config = ?, "
-                "task_row = COALESCE(?, task_row), coordination = ?, excess_cost = ?, extra = ?, "
-                "calbench_version = COALESCE(?, calbench_version), "
-                "cost_mode = COALESCE(cost_mode, ?) WHERE game_id = ?",
-                (status, trace.get("ended_at") or _now(), _dumps(trace.get("final_state")),
-                 _dumps(trace.get("metrics")), _dumps(trace.get("config") or {}),
-                 _dumps(task) if isinstance(task, dict) else None, coord, excess, _dumps(extra) if extra else None,
-                 trace.get("calbench_version"), cost_mode_of_row(task), game_id))
-            await db.execute("DELETE FROM seat_results WHERE game_id = ?", (game_id,))
-            rows = _seat_rows(game_id, trace, agents)
-            if rows:
-                await db.executemany(_INSERT_SEAT, rows)
+                "UPDATE games SET status = ?, started_at = COALESCE(?, started_at), ended_at = ?, "
+                "final_state = ?, metrics = ?, config = ?, coordination = ?, excess_cost = ?, extra = ?, "
+                "calbench_version = COALESCE(?, calbench_version), cost_mode = ? WHERE game_id = ?",
+                (status, trace.get("started_at"), trace.get("ended_at") or _now(), _dumps(trace.get("final_state")),
+                 _dumps(trace.get("metrics")), _dumps(trace.get("config") or {}), coord, excess,
+                 _dumps(extra) if extra else None, trace.get("calbench_version"),
+                 cost_mode or cost_mode_of_row(task), game_id))
 
     async def mark_status(self, game_id: str, status: str) -> None:
         if status not in STATUSES:
@@ -576,9 +616,8 @@ class Store:
         if status is None:
             status = "stopped" if trace.get("stopped") or "final_state" not in trace else "completed"
         async with self._tx() as db:
-            async with db.execute("SELECT 1 FROM games WHERE game_id = ?", (trace["game_id"],)) as cur:
-                if await cur.fetchone() is not None:
-                    return False
+            if await db.execute_fetchall("SELECT 1 FROM games WHERE game_id = ?", (trace["game_id"],)):
+                return False
             await self._insert_game(db, trace, status)
         return True
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -43,12 +44,14 @@ def register(subparsers) -> None:
                    help="one persona for every seat (imap) or a comma list with one per seat "
                         "(imap,imap,dsm-welfare,imap,imap)")
     p.add_argument("--concurrency", type=int, default=None, metavar="K",
-                   help="games in flight at once (default: 4 when a seat is an LLM; scripted suites "
-                        "run in one process unless K > 1, which splits them over up to K processes)")
+                   help="games in flight at once. LLM seats: K games in one process (default 4). "
+                        "Scripted suites are CPU-bound: K processes, at most one per CPU (default: one "
+                        "per CPU for 16 tasks or more, else 1)")
     add_db_option(p)
     p.add_argument("--resume", action="store_true",
-                   help="skip tasks already completed in the database with the same agents and settings; "
-                        "rerun games a crash left running (marking them stopped)")
+                   help="skip tasks already completed in the database with the same agents and settings "
+                        "(the table and --json still cover the whole suite); rerun games a crash left "
+                        "running, marking the old ones stopped")
     p.add_argument("--shard", metavar="I/N", default=None,
                    help="run only every N-th task starting at the I-th (1-based), to split a suite across machines")
     p.add_argument("--json", action="store_true", help="print games and summary as JSON on stdout")
@@ -65,7 +68,9 @@ def register(subparsers) -> None:
     llm.add_argument("--base-url", default=None, metavar="URL", help="OpenAI-compatible endpoint")
     llm.add_argument("--api-key-env", default=None, metavar="NAME",
                      help="environment variable holding the API key (the key itself is never saved)")
-    llm.add_argument("--personas", default=None, metavar="FILE.toml", help="persona definitions (models, variants)")
+    llm.add_argument("--personas", default=None, metavar="FILE.toml",
+                     help="per-seat LLM settings ([defaults], [seats.N]: model, base_url, variant, ...); "
+                          "a bare 'llm' seat in --agents takes its model from here")
     llm.add_argument("--temperature", type=float, default=None)
     llm.add_argument("--max-tokens", type=int, default=None, metavar="N")
     llm.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="per LLM call")
@@ -105,63 +110,63 @@ def parse_shard(raw: str | None) -> tuple[int, int] | None:
     return i, n
 
 
-_LLM_FLAGS = ("base_url", "api_key_env", "personas", "temperature", "max_tokens", "timeout",
-              "llm_concurrency", "reflection")
+_LLM_FLAGS = {  # flag attribute -> LLMSettings field
+    "base_url": "base_url", "api_key_env": "api_key_env", "temperature": "temperature",
+    "max_tokens": "max_tokens", "timeout": "timeout", "llm_concurrency": "concurrency", "reflection": "reflection",
+}
 
 
-def build_llm_settings(args) -> Any:
-    """LLMSettings from the flags (None when the LLM factory is not installed and no flag is set)."""
-    given = {k: getattr(args, k) for k in _LLM_FLAGS if getattr(args, k) not in (None, False)}
+def build_llm_settings(args, spec: str):
+    """(LLMSettings, {seat: LLMSettings} from --personas) for a spec with LLM seats, else (None, None)."""
+    from .. import runner
+
+    given = {field: getattr(args, flag) for flag, field in _LLM_FLAGS.items()
+             if getattr(args, flag) not in (None, False)}
+    if not runner.spec_uses_llm(spec):
+        if given or args.personas:
+            print("calbench: note: LLM options are ignored: no seat of --agents is an LLM", file=sys.stderr)
+        return None, None
+    from pydantic import ValidationError
+
+    from personas.llm.factory import LLMConfigError, LLMSettings, load_personas_file
+
     try:
-        from personas.llm.factory import LLMSettings
-    except ImportError:
-        if given:
-            raise UserError("LLM options were given but LLM personas are not available in this install") from None
-        return None
-    import dataclasses
-    import inspect
-
-    if dataclasses.is_dataclass(LLMSettings):
-        names = {f.name for f in dataclasses.fields(LLMSettings)}
-    elif hasattr(LLMSettings, "model_fields"):
-        names = set(LLMSettings.model_fields)
-    else:
-        names = set(inspect.signature(LLMSettings).parameters)
-    aliases = {"llm_concurrency": ("llm_concurrency", "concurrency"),
-               "personas": ("personas", "personas_file", "personas_path")}
-    kwargs = {}
-    for k, v in given.items():
-        for name in aliases.get(k, (k,)):
-            if name in names:
-                kwargs[name] = v
-                break
-        else:
-            raise UserError(f"--{k.replace('_', '-')} is not supported by this install's LLM personas")
+        base = LLMSettings(**given)
+    except ValidationError as exc:
+        errs = "; ".join(f"--{'-'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise UserError(f"bad LLM settings: {errs}") from None
+    per_seat = None
     try:
-        return LLMSettings(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"bad LLM settings: {exc}") from None
+        if args.personas:
+            per_seat = load_personas_file(args.personas, base)
+        for s in (per_seat.values() if per_seat else [base]):
+            s.resolve_api_key()  # no key for a remote endpoint: say so now, not at every request
+    except LLMConfigError as exc:
+        raise UserError(str(exc)) from None
+    return base, per_seat
 
 
-def _check_spec(spec: str, num_agents: int, llm) -> None:
+def _check_spec(spec: str, num_agents: int, settings, task_id: str) -> None:
     """Fail early, with the list of valid names, on an unknown persona or a wrong seat count."""
-    from personas.registry import make_personas
+    from personas.registry import PersonaSpecError, UnknownPersona
+
+    from .. import runner
 
     try:
-        from personas.registry import UnknownPersona
-    except ImportError:  # pragma: no cover - registry always defines it
-        UnknownPersona = KeyError
-    try:
-        make_personas(spec, num_agents, llm=llm)
+        runner.make_seats_for(spec, num_agents, settings)
     except UnknownPersona as exc:
-        raise UserError(str(exc).strip("'\"")) from None
-    except (ValueError, TypeError, KeyError) as exc:
+        raise UserError(str(exc)) from None
+    except PersonaSpecError as exc:
+        raise UserError(f"{exc} (task {task_id} has {num_agents} agents)") from None
+    except ValueError as exc:  # LLMConfigError and friends
         raise UserError(f"--agents {spec}: {exc}") from None
 
 
 def handle(args) -> int:
     from engine.model import TaskError
     from engine.taskref import TaskRefError, resolve_tasks
+
+    from saves.store import StoreError
 
     from .. import runner
 
@@ -182,19 +187,33 @@ def handle(args) -> int:
         raise UserError(str(exc)) from None
     if not tasks:
         raise UserError(f"--tasks {args.tasks} names no tasks")
-    llm = build_llm_settings(args)
-    for n in sorted({t.num_agents for t in tasks}):
-        _check_spec(spec, n, llm)
+    llm, per_seat = build_llm_settings(args, spec)
+    settings = runner.RunSettings(channels=channels, max_turns=args.max_turns, retries=args.retries,
+                                  deterministic=args.deterministic, llm=llm, personas=per_seat)
+    for n, tid in sorted({t.num_agents: t.task_id for t in reversed(tasks)}.items()):
+        _check_spec(spec, n, settings, tid)
     if sh:
         tasks = runner.shard(tasks, *sh)
-    settings = runner.RunSettings(channels=channels, max_turns=args.max_turns, retries=args.retries,
-                                  deterministic=args.deterministic, llm=llm)
     path = db_path(args.db)
-    scripted = not runner._spec_uses_llm(spec)
-    k = args.concurrency or (1 if scripted else 4)
-
-    games = runner.run_cli_suite(tasks, spec, db=path, settings=settings, concurrency=k,
-                                 resume=args.resume, scripted=scripted, show_progress=True)
+    scripted = not runner.spec_uses_llm(spec)
+    cpus = os.cpu_count() or 1
+    if args.concurrency:
+        k = args.concurrency
+    elif scripted:  # CPU-bound: one process per CPU, unless the suite is too small to bother
+        k = cpus if len(tasks) >= 16 else 1
+    else:
+        k = 4
+    # Scripted seats are CPU-bound: K > 1 means K processes (capped at the CPU count);
+    # LLM seats wait on the network: K games in flight in one process.
+    processes = min(k, cpus) if scripted else 1
+    try:
+        games = runner.run_cli_suite(tasks, spec, db=path, settings=settings,
+                                     concurrency=1 if scripted else k, processes=processes,
+                                     resume=args.resume, show_progress=True)
+    except runner.RunError as exc:
+        raise UserError(str(exc)) from None
+    except StoreError as exc:
+        raise UserError(str(exc)) from None
     summary = runner.summarise(games)
     if args.json:
         doc = {"games": [g.to_json() for g in games], "summary": summary}
@@ -203,7 +222,8 @@ def handle(args) -> int:
         print_table(summary, games)
     failed = sum(1 for g in games if g.status == "failed")
     if failed:
-        print(f"calbench: {failed} game(s) failed; see 'calbench saves' for the errors", file=sys.stderr)
+        print(f"calbench: {failed} game(s) failed; list them with 'calbench games --status failed --db {path}' "
+              "and read the error with 'calbench export GAME -o -'", file=sys.stderr)
     return 0
 
 

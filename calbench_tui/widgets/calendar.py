@@ -42,7 +42,7 @@ class CalendarView(Widget, can_focus=True):
     """A seat's calendar with a slot cursor."""
 
     DEFAULT_CSS = """
-    CalendarView { height: auto; min-height: 3; padding: 0 0; }
+    CalendarView { height: auto; min-height: 3; padding: 0 0; text-wrap: nowrap; text-overflow: ellipsis; }
     CalendarView:focus { background: $boost; }
     """
 

@@ -1,4 +1,7 @@
-"""Conversation panes: a log, one thread per DM peer, the participant and all-agent groupchats.
+"""Conversation panes: the feed, one thread per DM peer, the participant and all-agent groupchats.
+
+The *feed* shows everything in order (every message delivered to you or sent by you, and
+the game's notes: round starts, outcomes, hints); the other threads filter it.
 
 Each thread is a line-based :class:`textual.widgets.RichLog` (only visible lines are
 painted, old lines are pruned), so a pane with thousands of messages stays responsive.
@@ -23,9 +26,9 @@ CHANNEL_THREAD = {"participant_groupchat": "participant", "all_groupchat": "all"
 
 @dataclass
 class Thread:
-    key: str  # "log" | "dm:3" | "participant" | "all"
+    key: str  # "feed" | "dm:3" | "participant" | "all"
     title: str
-    channel: str | None  # engine channel to send on, None for the log
+    channel: str | None  # engine channel to send on, None for the feed (the screen picks the audience)
     to: int | None = None
     unread: int = 0
 
@@ -36,7 +39,7 @@ def thread_of(event: dict, seat: int) -> str:
     if ch == "dm":
         peer = event.get("to_agent") if event.get("from_agent") == seat else event.get("from_agent")
         return f"dm:{peer}"
-    return CHANNEL_THREAD.get(ch, "log")
+    return CHANNEL_THREAD.get(ch, "feed")
 
 
 def message_text(event: dict, seat: int) -> Text:
@@ -53,8 +56,9 @@ def message_text(event: dict, seat: int) -> Text:
     t.append(str(event.get("content") or ""))
     payload = event.get("payload")
     if isinstance(payload, dict):
-        kind = payload.get("type") or payload.get("kind") or "typed"
-        t.append(f"  ⟨{kind}⟩", style="dim")
+        kind = payload.get("kind") or payload.get("type")
+        if kind and kind not in ("text", "chat", "free_text", "note", "fallback"):
+            t.append(f"  ⟨{kind}⟩", style="dim")
     return t
 
 
@@ -69,7 +73,7 @@ class ChatPanel(Vertical):
     ChatPanel { height: 1fr; }
     ChatPanel ContentSwitcher { height: 1fr; }
     ChatPanel RichLog { height: 1fr; background: $surface; scrollbar-size-vertical: 1; }
-    ChatPanel #outbox { height: auto; max-height: 3; color: $text-muted; }
+    ChatPanel #outbox { height: auto; max-height: 3; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
     ChatPanel #composer { height: 1; }
     ChatPanel #to { height: 1; color: $text-muted; }
     """
@@ -84,16 +88,17 @@ class ChatPanel(Vertical):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.threads: dict[str, Thread] = {"log": Thread("log", "Log", None)}
-        self.order: list[str] = ["log"]
-        self.active = "log"
+        self.threads: dict[str, Thread] = {"feed": Thread("feed", "Feed", None)}
+        self.order: list[str] = ["feed"]
+        self.active = "feed"
+        self.default_target = "the meeting's participants"
         self.seat: int | None = None
         self.count = 0
 
     def compose(self) -> ComposeResult:
         yield ThreadBar(id="threads")
-        with ContentSwitcher(initial="t-log"):
-            yield RichLog(id="t-log", wrap=True, min_width=20, max_lines=MAX_LINES)
+        with ContentSwitcher(initial="t-feed"):
+            yield RichLog(id="t-feed", wrap=True, min_width=20, max_lines=MAX_LINES)
         yield Static("", id="outbox")
         yield Static("", id="to")
         yield Input(placeholder="write a message, enter queues it", id="composer", compact=True)
@@ -107,16 +112,17 @@ class ChatPanel(Vertical):
         if "participant_groupchat" in channels:
             new.append(Thread("participant", "Group", "participant_groupchat"))
         if "all_groupchat" in channels:
-            new.append(Thread("all", "All", "all_groupchat"))
+            new.append(Thread("all", "Everyone", "all_groupchat"))
         switcher = self.query_one(ContentSwitcher)
         for th in new:
             if th.key in self.threads:
                 continue
             self.threads[th.key] = th
             self.order.append(th.key)
-            switcher.mount(RichLog(id=self._dom_id(th.key), wrap=True, min_width=20, max_lines=MAX_LINES))
-        first = next((k for k in self.order if k != "log"), "log")
-        self.show(first)
+            log = RichLog(id=self._dom_id(th.key), wrap=True, min_width=20, max_lines=MAX_LINES)
+            log.display = False  # mounted after the switcher chose: hidden until shown
+            switcher.mount(log)
+        self.show("feed")
 
     @staticmethod
     def _dom_id(key: str) -> str:
@@ -140,22 +146,23 @@ class ChatPanel(Vertical):
     def thread(self) -> Thread:
         return self.threads[self.active]
 
-    def writable_thread(self) -> Thread | None:
-        th = self.threads[self.active]
-        if th.channel is not None:
-            return th
-        return next((self.threads[k] for k in self.order if self.threads[k].channel), None)
+    def writable_thread(self) -> Thread:
+        return self.threads[self.active]
+
+    def set_default_target(self, text: str) -> None:
+        self.default_target = text
+        self._refresh_bar()
 
     def _refresh_bar(self) -> None:
         self.query_one(ThreadBar).update(self._bar_content())
         target = self.writable_thread()
         to = self.query_one("#to", Static)
-        if target is None:
-            to.update("")
+        if target.channel is None:
+            to.update(Text(f"i writes to {self.default_target} · [ ] threads", overflow="ellipsis", no_wrap=True))
         elif target.channel == "dm":
-            to.update(f"to Agent {target.to} (dm) · [ ] switch · i write")
+            to.update(Text(f"i writes to Agent {target.to} (dm) · [ ] threads", no_wrap=True))
         else:
-            to.update(f"to the {target.title.lower()} chat · [ ] switch · i write")
+            to.update(Text(f"i writes to the {target.title.lower()} chat · [ ] threads", no_wrap=True))
 
     def _bar_content(self) -> str:
         parts = []
@@ -172,18 +179,20 @@ class ChatPanel(Vertical):
     # -- content ------------------------------------------------------------------------
     def add_message(self, event: dict) -> None:
         key = thread_of(event, self.seat if self.seat is not None else -1)
-        if key not in self.threads:
-            key = "log"
-        self.log_for(key).write(message_text(event, self.seat if self.seat is not None else -1))
+        line = message_text(event, self.seat if self.seat is not None else -1)
+        self.log_for("feed").write(line)
         self.count += 1
-        if key != self.active and event.get("from_agent") != self.seat:
+        if key not in self.threads or key == "feed":
+            return
+        self.log_for(key).write(line)
+        if key != self.active and self.active != "feed" and event.get("from_agent") != self.seat:
             self.threads[key].unread += 1
             self._refresh_bar()
 
     def note(self, text: str | Text, *, also_active: bool = False) -> None:
         line = text if isinstance(text, Text) else Text(text, style="italic")
-        self.log_for("log").write(line)
-        if also_active and self.active != "log":
+        self.log_for("feed").write(line)
+        if also_active and self.active != "feed":
             self.log_for(self.active).write(line)
 
     def set_outbox(self, lines: list[str]) -> None:
@@ -191,17 +200,15 @@ class ChatPanel(Vertical):
         if not lines:
             box.update("")
             return
-        head = f"queued for your turn ({len(lines)}; e sends them and ends the turn, u takes the last back):"
-        box.update(Text(head + "\n" + "\n".join("  " + s for s in lines[-2:]), overflow="ellipsis"))
+        head = Text(f"queued ({len(lines)}) · e sends and ends your turn · u takes back", style="bold",
+                    no_wrap=True, overflow="ellipsis")
+        body = Text("\n".join(lines[-2:]), no_wrap=True, overflow="ellipsis")
+        box.update(Text("\n").join([head, body]))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         text = event.value.strip()
         if not text:
             return
-        target = self.writable_thread()
-        if target is None:
-            self.notify("No channel to write on in this game.", severity="warning")
-            return
         event.input.value = ""
-        self.post_message(self.Send(target, text))
+        self.post_message(self.Send(self.writable_thread(), text))

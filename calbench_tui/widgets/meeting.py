@@ -8,7 +8,7 @@ from textual.widget import Widget
 
 class MeetingCard(Widget):
     DEFAULT_CSS = """
-    MeetingCard { height: auto; padding: 0 1; background: $boost; }
+    MeetingCard { height: auto; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -42,23 +42,26 @@ class MeetingCard(Widget):
         return m.get(key) if isinstance(m, dict) else getattr(m, key, None)
 
     def render(self) -> Text:
-        t = Text(overflow="ellipsis")
+        t = Text(no_wrap=True, overflow="ellipsis")
         if self.meeting is None:
             t.append("No meeting yet", style="dim")
-            t.append(f" · your cost so far: {self.penalty}")
+            t.append(f" · your cost so far {self.penalty}")
             return t
         mid = self._get("id")
         parts = list(self._get("participants") or [])
         mine = self.seat in parts
-        t.append(f"Meeting M{mid}", style="bold")
-        t.append(" with " + ", ".join("you" if p == self.seat else f"Agent {p}" for p in parts))
-        label = self._get("label") if mine else None
-        if label:
-            t.append("\n“" + label + "”", style="italic")
-        t.append("\n")
+        t.append(f"M{mid}", style="bold reverse")
+        t.append(" " + ", ".join("you" if p == self.seat else str(p) for p in parts))
         if not mine:
-            t.append("You are not in this meeting. ", style="dim")
-        t.append(f"Your cost so far: {self.penalty}", style="bold")
+            t.append(" (not you)", style="dim")
+        t.append(" · your cost so far ")
+        t.append(str(self.penalty), style="bold")
+        label = self._get("label") if mine else None
+        t.append("\n")
+        if label:
+            t.append("“" + label + "”", style="italic")
+        elif not mine:
+            t.append("You speak only if someone writes to you.", style="dim")
         if self.outcome:
             t.append("\n" + self.outcome)
         return t

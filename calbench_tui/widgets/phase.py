@@ -17,7 +17,7 @@ PHASE_WORDS = {
 
 class PhaseBanner(Widget):
     DEFAULT_CSS = """
-    PhaseBanner { height: 1; background: $primary-background; color: $text; padding: 0 1; }
+    PhaseBanner { height: 1; background: $primary-background; color: $text; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     PhaseBanner.-mine { background: $warning-darken-2; }
     """
 
@@ -35,7 +35,9 @@ class PhaseBanner(Widget):
     def update_state(self, **kw) -> None:
         for k, v in kw.items():
             setattr(self, k, v)
-        self.set_class(self.speaker is not None and self.speaker == self.seat, "-mine")
+        mine = self.speaker is not None and self.speaker == self.seat
+        if mine != self.has_class("-mine"):
+            self.set_class(mine, "-mine")
         self.refresh()
 
     def render(self) -> Text:

@@ -17,7 +17,7 @@ SLOW_AFTER = 8.0  # seconds
 
 class SeatsBar(Widget):
     DEFAULT_CSS = """
-    SeatsBar { height: 1; background: $panel; padding: 0 1; }
+    SeatsBar { height: 1; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -29,7 +29,7 @@ class SeatsBar(Widget):
         self.seat: int | None = None
 
     def on_mount(self) -> None:
-        self.set_interval(1.0, self._tick)
+        self.set_interval(min(1.0, SLOW_AFTER / 2), self._tick)
 
     def _tick(self) -> None:
         if any(s == "thinking" and time.monotonic() - t >= SLOW_AFTER for s, t in zip(self.states, self.since)):
@@ -67,7 +67,7 @@ class SeatsBar(Widget):
             return "failed"
         if st == "thinking":
             if agent == self.seat:
-                return "your turn"
+                return "playing"
             waited = time.monotonic() - self.since[agent]
             return f"slow {waited:.0f}s" if waited >= SLOW_AFTER else "thinking…"
         return st
@@ -75,24 +75,25 @@ class SeatsBar(Widget):
     def render(self) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
         n = len(self.kinds)
-        width = max(8, (self.size.width - 2) // max(n, 1) - 3) if self.size.width else 14
+        avail = (self.size.width or 80) - 2 - (n - 1)
+        width = max(8, avail // max(n, 1))
         for a in range(n):
             if a:
-                t.append(" │ ", style="dim")
+                t.append("│", style="dim")
             kind = "you" if a == self.seat else self.kinds[a]
             desc = self.describe(a)
-            cell = f"{a} {kind} {desc}"
-            if len(cell) > width:
-                kind = kind[: max(3, width - len(desc) - 3)]
-                cell = f"{a} {kind} {desc}"[:width]
+            room = width - len(desc) - len(str(a)) - 2
+            if room < len(kind):
+                kind = kind[: max(2, room)]
+            cell = f"{a}:{kind} {desc}"[:width]
             style = ""
             if desc == "failed" or desc.startswith("slow"):
                 style = "bold red"
-            elif desc in ("thinking…", "your turn"):
+            elif desc in ("thinking…", "playing"):
                 style = "bold"
             elif desc == "done":
                 style = "green"
             if a == self.seat:
                 style += " underline"
-            t.append(cell, style=style.strip())
+            t.append(f"{cell:<{width}}", style=style.strip())
         return t

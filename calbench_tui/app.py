@@ -1,0 +1,459 @@
+"""The terminal app: play one seat of a CalBench game (``calbench-play``).
+
+Architecture (DESIGN.md):
+
+* ``make_app(store=..., seats=..., settings=..., task=...)`` builds the app — the command
+  line and the tests use the same factory, so a test injects a temporary store, a fixed
+  task and its own seats (Posting's ``make_posting()`` idea).
+* The game is ``engine.game.run_game`` running in a Textual worker.  Its events go to a
+  ``MultiSink`` of the store's durable sink and an :class:`~calbench_tui.messages.AppSink`
+  that posts what the human's seat may see as Textual messages.
+* The human's seat is a :class:`personas.human.HumanPersona`: when the engine asks it
+  something, it posts the request (with the seat's observation) and awaits a future the
+  screens resolve.  The engine does not know a person is answering.
+* Scripted and LLM seats answer inside the same worker; the interface never waits for
+  them (an LLM call is an ``await`` on the network), and a slow or failing seat shows as
+  such in the seats bar.
+* ``ctrl+q`` quits at any moment: the worker is cancelled and the saved game is marked
+  ``stopped``; ``--resume GAME`` continues it from its last complete round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from rich.console import Console
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import Worker
+
+from engine.events import LogicalClock, MultiSink
+from engine.game import GameConfig, run_game
+from engine.model import Task
+from personas.human import HumanPersona, HumanRequest
+
+from .messages import AppSink, GameEvent, GameFailed, GameOver, HumanTurn, seat_event
+from .screens.decision import DecisionScreen
+from .screens.end import EndScreen
+from .screens.game import GameScreen
+from .screens.help import HelpScreen
+from .screens.setup import SetupScreen
+from .settings import Settings, mark_help_seen
+
+SeatsArg = Sequence[Any] | Callable[[Task, HumanPersona], Sequence[Any]] | None
+
+
+class GameSetupError(Exception):
+    """The game cannot start (no such task, no such persona); the message is one line."""
+
+
+def binding_ids() -> list[str]:
+    """Every remappable binding id (for keys.toml validation and the help screen)."""
+    from .widgets.batch import BatchBuilder
+    from .widgets.calendar import CalendarView
+
+    ids: list[str] = []
+    for cls in (CalBenchApp, GameScreen, DecisionScreen, EndScreen, SetupScreen, HelpScreen, CalendarView,
+                BatchBuilder):
+        for b in cls.BINDINGS:
+            if isinstance(b, Binding) and b.id and b.id not in ids:
+                ids.append(b.id)
+    return ids
+
+
+def screen_text(app: App) -> str:
+    """The current screen as plain text (what a person would read), for tests and benchmarks."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
+                      color_system=None, record=True, legacy_windows=False, safe_box=False)
+    update = app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    console.print(update)
+    return console.export_text(styles=False)
+
+
+def human_seat_of(config: dict[str, Any]) -> int | None:
+    for i, a in enumerate(config.get("agents") or []):
+        if isinstance(a, dict) and a.get("type") == "human":
+            return i
+    return config.get("human_seat") if isinstance(config.get("human_seat"), int) else None
+
+
+class CalBenchApp(App):
+    TITLE = "CalBench"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = """
+    Screen { background: $surface; }
+    Footer { height: 1; }
+    """
+
+    BINDINGS = [
+        Binding("ctrl+q", "quit_game", "Quit", id="quit", priority=True),
+        Binding("question_mark", "help", "Help", id="help"),
+    ]
+
+    def __init__(self, *, settings: Settings, store: Any = None, seats: SeatsArg = None, task: Task | None = None,
+                 llm: Any = None, store_path: str | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.store = store
+        self.store_path = store_path
+        self._own_store = False
+        self._seats_arg = seats
+        self._given_task = task
+        self.llm = llm
+        self.human = HumanPersona(self._on_human_request)
+        self.game_task: Task | None = None
+        self.game_id: str | None = None
+        self.status: str | None = None  # running | completed | stopped | failed
+        self.result = None
+        self.error: str | None = None
+        self.game_screen: GameScreen | None = None
+        self.decision_screen: DecisionScreen | None = None
+        self.end_screen: EndScreen | None = None
+        self.games_played = 0
+        self.resume_trace: dict[str, Any] | None = None
+        if settings.keymap:
+            self._keymap = self._normalize_keymap(settings.keymap)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def on_mount(self) -> None:
+        if self.store is None and self.store_path:
+            from saves.store import Store
+
+            self.store = await Store.open(self.store_path)
+            self._own_store = True
+        if self.settings.resume:
+            try:
+                await self._prepare_resume()
+            except Exception as exc:  # no such game, completed, no human seat, bad database
+                self.error = str(exc)
+                self.exit(return_code=2)
+                return
+        if self.settings.setup or self.settings.seat is None:
+            self.push_screen(SetupScreen(self.settings, num_agents=self._given_task.num_agents if self._given_task else 5,
+                                         llm_available=self.settings.llm_available), callback=self._setup_done)
+        else:
+            self.start_game()
+        if self.settings.show_help:
+            self.push_screen(HelpScreen())
+            mark_help_seen()
+
+    async def on_unmount(self) -> None:
+        if self.status == "running":
+            await self._stop_game()
+        if self._own_store and self.store is not None:
+            await self.store.close()
+
+    def _setup_done(self, settings: Settings | None) -> None:
+        if settings is None:
+            self.exit()
+            return
+        self.settings = settings
+        self._given_task = None
+        self.start_game()
+
+    # -- starting a game ----------------------------------------------------------------
+    def resolve_task(self) -> Task:
+        if self._given_task is not None:
+            return self._given_task
+        s = self.settings
+        if s.task:
+            from engine.taskref import hydrate_labels, resolve_tasks
+
+            tasks = resolve_tasks(s.task)
+            if len(tasks) != 1:
+                raise GameSetupError(f"{s.task!r} names {len(tasks)} tasks; name one (e.g. canonical:7)")
+            return hydrate_labels(tasks[0])
+        from engine.generate import generate_scenario
+
+        seed = s.seed if s.seed is not None else random.randrange(1_000_000)
+        return generate_scenario(seed, cost_mode=s.cost)
+
+    def agents_spec(self, num_agents: int) -> str:
+        """The persona spec string of this game, one entry per seat ("human" at the player's seat)."""
+        s = self.settings
+        base = [p.strip() for p in (s.agents or "imap").split(",") if p.strip()] or ["imap"]
+        if len(base) == 1:
+            base = base * num_agents
+        if len(base) != num_agents:
+            raise GameSetupError(f"--agents names {len(base)} seats but the task has {num_agents}")
+        out = []
+        for i in range(num_agents):
+            if i == s.seat:
+                out.append("human")
+            else:
+                out.append(s.seat_personas.get(i, base[i] if base[i] != "human" else "imap"))
+        return ",".join(out)
+
+    def make_seats(self, task: Task) -> list[Any]:
+        seat = self.settings.seat
+        if seat is None or not 0 <= seat < task.num_agents:
+            raise GameSetupError(f"seat {seat} does not exist: this task has seats 0-{task.num_agents - 1}")
+        arg = self._seats_arg
+        if callable(arg):
+            seats = list(arg(task, self.human))
+        elif arg is not None:
+            seats = list(arg)
+        else:
+            from personas.registry import make_personas  # type: ignore
+
+            spec = self.agents_spec(task.num_agents)
+            try:
+                seats = list(make_personas(spec, task.num_agents, llm=self.llm, humans={seat: self.human}))
+            except (ValueError, KeyError, TypeError, ImportError) as exc:
+                raise GameSetupError(f"cannot seat {spec!r}: {exc}") from None
+        if len(seats) != task.num_agents:
+            raise GameSetupError(f"{len(seats)} personas for a task with {task.num_agents} seats")
+        seats[seat] = self.human
+        return seats
+
+    def game_config(self) -> GameConfig:
+        s = self.settings
+        return GameConfig(max_turns_per_round=s.max_turns_per_round, decision_retries=s.decision_retries,
+                          channels=tuple(s.channels), seat_timeout=None, deterministic=s.deterministic)
+
+    def start_game(self) -> None:
+        try:
+            task = self.resolve_task()
+            seats = self.make_seats(task)
+        except Exception as exc:  # a bad task or persona: say so, do not crash
+            self.error = str(exc)
+            self.notify(str(exc), severity="error", timeout=10)
+            if self.game_screen is None:
+                self.exit(return_code=2)
+            return
+        self.game_task = task
+        self.human = seats[self.settings.seat]
+        self.human.attach(self._on_human_request)
+        self.game_screen = GameScreen(seat=self.settings.seat, channels=tuple(self.settings.channels),
+                                      num_agents=task.num_agents)
+        self.push_screen(self.game_screen)
+        self.games_played += 1
+        self.play(task, seats)
+
+    def _new_game_id(self, task: Task, seats: list[Any]) -> str:
+        if self.resume_trace is not None:
+            return self.resume_trace["game_id"]
+        if self.settings.deterministic:
+            return str(uuid.uuid5(uuid.NAMESPACE_URL, "calbench-play:" + repr((
+                task.task_id, task.seed, [getattr(s, "model", None) for s in seats], self.settings.seat,
+                tuple(self.settings.channels), self.games_played))))
+        return str(uuid.uuid4())
+
+    @work(exclusive=True, group="game", exit_on_error=False)
+    async def play(self, task: Task, seats: list[Any]) -> None:
+        config = self.game_config()
+        clock = LogicalClock() if self.settings.deterministic else None
+        game_id = self._new_game_id(task, seats)
+        spec = ",".join("human" if i == self.settings.seat else str(getattr(p, "model", None) or p.kind)
+                        for i, p in enumerate(seats))
+        resume_events = None
+        if self.resume_trace is not None:
+            resume_events = self.resume_trace["_prefix"]
+        store_sink = None
+        self.game_id = game_id
+        self.status = "running"
+        try:
+            if self.store is not None:
+                extra = {"human_seat": self.settings.seat, "app": "calbench-play"}
+                await self.store.create_game(
+                    game_id, task_row=task.to_row(), config={**config.to_json(), **extra,
+                                                             "num_agents": task.num_agents,
+                                                             "agents": [{"type": p.kind, "model": p.model}
+                                                                        for p in seats]},
+                    agents=spec, settings_key=f"play:{spec}:{config.communication_protocol}",
+                    started_at=datetime.now(timezone.utc).isoformat())
+                store_sink = self.store.sink(game_id, durable=True)
+                for ev in resume_events or ():
+                    await store_sink.emit(ev)
+            app_sink = AppSink(self, self.settings.seat)
+            if resume_events:
+                for ev in resume_events:
+                    view = seat_event(ev, self.settings.seat)
+                    if view is not None:
+                        self.post_message(GameEvent(view))
+            kwargs: dict[str, Any] = {}
+            if resume_events:
+                kwargs["resume_events"] = resume_events
+            result = await run_game(task, seats, config, MultiSink(store_sink, app_sink), clock=clock,
+                                    game_id=game_id, extra_config={"human_seat": self.settings.seat,
+                                                                   "app": "calbench-play"}, **kwargs)
+        except asyncio.CancelledError:
+            raise  # ctrl+q: _stop_game marks the game stopped
+        except Exception as exc:
+            self.status = "failed"
+            self.error = f"{type(exc).__name__}: {exc}"
+            if self.store is not None:
+                try:
+                    await self.store.mark_status(game_id, "failed")
+                except Exception:
+                    pass
+            self.post_message(GameFailed(self.error))
+            return
+        self.result = result
+        self.resume_trace = None
+        if self.store is not None:
+            await self.store.finish_game(game_id, result.trace, "completed")
+        self.status = "completed"
+        self.post_message(GameOver(result))
+
+    # -- resume ---------------------------------------------------------------------------
+    async def _prepare_resume(self) -> None:
+        """Load a stopped game: its task, seat, channels and the events of its complete rounds."""
+        from engine.model import Task as _Task
+        from engine.taskref import hydrate_labels
+
+        if self.store is None:
+            raise GameSetupError("--resume needs a save database")
+        trace = await self.store.load_trace(self.settings.resume)
+        status = (trace.get("saved") or {}).get("status")
+        if status == "completed":
+            raise GameSetupError(f"game {trace['game_id']} is already completed; nothing to resume")
+        if not isinstance(trace.get("task"), dict):
+            raise GameSetupError(f"game {trace['game_id']} has no task row, so it cannot be resumed")
+        cfg = trace.get("config") or {}
+        seat = human_seat_of(cfg)
+        if seat is None:
+            raise GameSetupError(f"game {trace['game_id']} has no human seat; resume it with 'calbench run'")
+        events = trace.get("events") or []
+        last_res = max((e["seq"] for e in events if e.get("type") == "resolution"), default=None)
+        if last_res is None:
+            last_res = max((e["seq"] for e in events if e.get("type") == "agent_registered"), default=-1)
+        trace["_prefix"] = [e for e in events if e["seq"] <= last_res]
+        self.resume_trace = trace
+        self._given_task = hydrate_labels(_Task.from_row(trace["task"]))
+        agents = [a.get("model") or a.get("type") for a in cfg.get("agents") or []]
+        saved_agents = (trace.get("saved") or {}).get("agents")
+        spec = saved_agents or ",".join(str(a) for a in agents)
+        self.settings = self.settings.with_(seat=seat, channels=tuple(cfg.get("channels") or ("dm",)),
+                                            agents=spec, setup=False,
+                                            max_turns_per_round=cfg.get("max_turns_per_round", 15),
+                                            decision_retries=cfg.get("decision_retries", 3))
+
+    # -- quitting -------------------------------------------------------------------------
+    def _game_worker(self) -> Worker | None:
+        for w in self.workers:
+            if w.group == "game" and not w.is_finished:
+                return w
+        return None
+
+    async def _stop_game(self) -> None:
+        w = self._game_worker()
+        if w is not None:
+            w.cancel()
+            try:
+                await w.wait()
+            except Exception:
+                pass
+        if self.status == "running":
+            self.status = "stopped"
+            if self.store is not None and self.game_id is not None:
+                try:
+                    await self.store.mark_status(self.game_id, "stopped")
+                except Exception:
+                    pass
+
+    async def action_quit_game(self) -> None:
+        await self._stop_game()
+        self.exit(return_code=0)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    # -- messages from the game ------------------------------------------------------------
+    def _on_human_request(self, request: HumanRequest) -> None:
+        self.post_message(HumanTurn(request))
+
+    def on_human_turn(self, message: HumanTurn) -> None:
+        req = message.request
+        gs = self.game_screen
+        if gs is None:
+            return
+        if req.kind == "register":
+            gs.on_register(req.obs)
+        elif req.kind == "speak":
+            gs.on_speak(req)
+        elif req.kind in ("volunteer", "decide"):
+            gs.on_batch_request(req)
+            self.open_batch_builder(req)
+
+    def on_game_event(self, message: GameEvent) -> None:
+        if self.game_screen is not None:
+            self.game_screen.on_game_event(message.event)
+
+    def on_game_over(self, message: GameOver) -> None:
+        self._close_batch_builder()
+        self.end_screen = EndScreen(message.result.trace, seat=self.settings.seat, game_id=message.result.game_id)
+        self.push_screen(self.end_screen)
+
+    def on_game_failed(self, message: GameFailed) -> None:
+        self._close_batch_builder()
+        self.notify(f"The game stopped: {message.error}", severity="error", timeout=30)
+        if self.game_screen is not None:
+            self.game_screen.chat.note(f"The game stopped because of an error: {message.error}")
+
+    # -- the batch builder ------------------------------------------------------------------
+    def agreed_slot(self) -> int | None:
+        gs = self.game_screen
+        if gs is None:
+            return None
+        if gs.talk and len(gs.talk) == 1:
+            return gs.talk[0]
+        if gs.my_proposal and len(gs.my_proposal) == 1:
+            return gs.my_proposal[0]
+        if gs.proposal and len(gs.proposal[1]) == 1:
+            return gs.proposal[1][0]
+        return None
+
+    def open_batch_builder(self, request: HumanRequest) -> None:
+        if request.done:
+            return
+        self._close_batch_builder()
+        talk = list(self.game_screen.talk) if self.game_screen else []
+        self.decision_screen = DecisionScreen(request, suggested=self.agreed_slot(), talk=talk)
+        self.push_screen(self.decision_screen)
+
+    def _close_batch_builder(self) -> None:
+        ds = self.decision_screen
+        self.decision_screen = None
+        if ds is not None and ds.is_attached and ds in self.screen_stack:
+            if self.screen is ds:
+                self.pop_screen()
+            # (under another screen, e.g. help, it stays; once answered its keys do nothing)
+
+    def batch_answered(self, screen: DecisionScreen) -> None:
+        if self.screen is screen:
+            self.pop_screen()
+        if self.decision_screen is screen:
+            self.decision_screen = None
+        if self.game_screen is not None:
+            self.game_screen.batch_request = None
+            self.game_screen.sync_bindings()
+
+    # -- again ----------------------------------------------------------------------------
+    def play_again(self) -> None:
+        if self.status == "running":
+            return
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.game_screen = None
+        self.end_screen = None
+        self._given_task = None
+        if not self.settings.task:
+            self.settings = self.settings.with_(seed=None if self.settings.seed is None
+                                                else self.settings.seed + 1)
+        self.start_game()
+
+
+def make_app(*, settings: Settings | None = None, store: Any = None, seats: SeatsArg = None,
+             task: Task | None = None, llm: Any = None, store_path: str | None = None) -> CalBenchApp:
+    """Build the app (the CLI and the tests use this factory)."""
+    return CalBenchApp(settings=settings or Settings(seat=2), store=store, seats=seats, task=task, llm=llm,
+                       store_path=store_path)

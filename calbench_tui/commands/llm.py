@@ -1,0 +1,139 @@
+"""``calbench mock-llm``: a loopback OpenAI-compatible endpoint; and the LLM options.
+
+``calbench mock-llm [--port P] [--policy cooperative|silent|chaos] [--latency S] [--seed N]``
+serves ``/v1/chat/completions`` and ``/v1/models`` on 127.0.0.1 until Ctrl-C (or SIGTERM),
+then prints its request statistics.  Point LLM seats at it with ``--base-url http://127.0.0.1:P/v1``.
+
+Other commands that seat LLMs (``calbench run``, ``calbench-play``) share the options
+below: call :func:`add_llm_arguments` on their parser and :func:`settings_from_args` in
+their handler.  See docs/llm.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from . import UserError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "mock-llm",
+        help="serve a loopback OpenAI-compatible endpoint that plays CalBench (tests, offline play)",
+        description="Serve an OpenAI-compatible chat-completions endpoint on 127.0.0.1 that reads CalBench's "
+                    "prompts and plays a seat. Point LLM seats at it with --base-url http://127.0.0.1:PORT/v1.",
+    )
+    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0 = any free port)")
+    p.add_argument("--policy", choices=("cooperative", "silent", "chaos"), default="cooperative",
+                   help="cooperative: negotiates sensibly; silent: never acts; chaos: cooperative plus 429s, "
+                        "500s, prose, fenced JSON and invalid batches (deterministic from --seed)")
+    p.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
+                   help="simulated model time per request (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed for the chaos policy (default 0)")
+    p.add_argument("--retry-after", type=float, default=1.0, metavar="SECONDS",
+                   help="Retry-After sent with a chaos 429 (default 1)")
+    p.set_defaults(handler=handle_mock)
+
+
+def handle_mock(args) -> int:
+    import asyncio
+    import signal
+
+    from personas.llm.mock_server import MockLLMServer
+
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be 0..65535, not {args.port}")
+    if args.latency < 0:
+        raise UserError("--latency must be 0 or more seconds")
+    server = MockLLMServer(policy=args.policy, latency=args.latency, seed=args.seed, port=args.port,
+                           retry_after=args.retry_after)
+
+    async def serve() -> None:
+        try:
+            await server.start()
+        except OSError as exc:
+            raise UserError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
+        print(f"CalBench mock LLM at {server.base_url}  (policy={args.policy}, latency={args.latency:g}s, "
+              f"seed={args.seed})", flush=True)
+        print(f"Use it with: --base-url {server.base_url}   (any model name; no key needed). Ctrl-C to stop.",
+              flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
+                pass
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:  # pragma: no cover - platforms without add_signal_handler
+        pass
+    st = server.stats()
+    print(f"\n{st['requests']} request(s); status {st['by_status']}; faults {st['faults']}; "
+          f"prefix reuse {st['prefix_reuse_weighted']:.1%}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# Shared LLM options for commands that seat LLMs
+# --------------------------------------------------------------------------------------
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the LLM endpoint options to a command's parser (same names as ``calbench run``)."""
+    g = parser.add_argument_group("LLM seats (any OpenAI-compatible endpoint)")
+    g.add_argument("--base-url", default=None, metavar="URL",
+                   help="chat-completions endpoint, e.g. http://127.0.0.1:11434/v1 (default: $OPENAI_BASE_URL, "
+                        "else OpenAI)")
+    g.add_argument("--api-key-env", default=None, metavar="NAME",
+                   help="environment variable holding the API key (default OPENAI_API_KEY); the key itself is "
+                        "never written anywhere")
+    g.add_argument("--personas", default=None, metavar="FILE.toml",
+                   help="TOML file giving seats their own model, endpoint and settings ([defaults], [seats.N])")
+    g.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the endpoint's)")
+    g.add_argument("--max-tokens", type=int, default=None, metavar="N", help="reply token limit (default 1024)")
+    g.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds per HTTP request (default 120)")
+    g.add_argument("--llm-retries", type=int, default=None, metavar="N",
+                   help="retries after 429/5xx/timeouts, honouring Retry-After (default 4)")
+    g.add_argument("--llm-concurrency", type=int, default=None, metavar="N",
+                   help="LLM requests in flight across all seats and games of the run (default 8)")
+    g.add_argument("--reflection", action="store_true",
+                   help="after each round ask every LLM seat for its belief changes (reflection-calibrated VPS)")
+
+
+_FLAGS = {"base_url": "base_url", "api_key_env": "api_key_env", "temperature": "temperature",
+          "max_tokens": "max_tokens", "timeout": "timeout", "llm_retries": "retries",
+          "llm_concurrency": "concurrency", "reflection": "reflection"}
+
+
+def settings_from_args(args) -> tuple["LLMSettings", dict[int, "LLMSettings"]]:  # noqa: F821
+    """``(run settings, per-seat settings from --personas)``; mistakes become :class:`UserError`.
+
+    Also checks that every endpoint has a key (or is a local endpoint), so a missing key
+    is one line at start-up, not a failure at every request.
+    """
+    from pydantic import ValidationError
+
+    from personas.llm.factory import LLMConfigError, LLMSettings, load_personas_file
+
+    given = {field: getattr(args, flag) for flag, field in _FLAGS.items()
+             if getattr(args, flag, None) not in (None, False)}
+    try:
+        base = LLMSettings(**given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        flag = next((f for f, fld in _FLAGS.items() if first.get("loc") and fld == first["loc"][0]), "llm option")
+        raise UserError(f"--{flag.replace('_', '-')}: {first['msg']}") from None
+    per_seat: dict[int, LLMSettings] = {}
+    try:
+        if getattr(args, "personas", None):
+            per_seat = load_personas_file(args.personas, base)
+        for s in (per_seat.values() if per_seat else [base]):
+            s.resolve_api_key()
+    except LLMConfigError as exc:
+        raise UserError(str(exc)) from None
+    return base, per_seat

@@ -1,0 +1,126 @@
+"""``calbench-play``: play one seat of a game in the terminal.
+
+``calbench-play --seat 2`` starts at once with the defaults a first-time player can follow:
+a freshly generated 5-seat scenario (``--seed`` or a random one; ``--cost uniform`` unless
+told otherwise), IMAP bots on the other seats, DMs only.  Without ``--seat`` a setup
+screen asks for the task, the seat, a persona per seat and the channels.
+
+Wired by ``calbench_tui.cli.play_main``; Textual and the engine are imported inside
+:func:`handle`, so ``calbench-play --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from . import UserError, add_db_option, db_path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="calbench-play",
+        description="Play one seat of a CalBench game in the terminal: talk, propose, decide, and see how "
+                    "you did against the oracle.",
+        epilog="Example: 'calbench-play --seat 2' (IMAP bots on the other seats, DMs only). "
+               "ctrl+q quits at any time and the game stays saved; '--resume GAME' continues it.",
+    )
+    p.add_argument("--seat", type=int, metavar="N", help="your seat (0..N-1); without it a setup screen opens")
+    p.add_argument("--agents", metavar="SPEC",
+                   help="personas for the other seats: one name for all (imap, sdmap, dsm-welfare, dsm-private, "
+                        "llm:MODEL) or a comma list with one entry per seat (default: imap)")
+    p.add_argument("--task", metavar="REF",
+                   help="task reference: seed:7, canonical:12, FILE.jsonl[:ID] (default: a new generated scenario)")
+    p.add_argument("--seed", type=int, metavar="N", help="seed of the generated scenario (default: random)")
+    p.add_argument("--cost", choices=("uniform", "varied"), default="uniform",
+                   help="costs of a generated scenario (default: uniform)")
+    p.add_argument("--channel", default="dm", metavar="dm|participant|all|...",
+                   help="message channels, combined with commas: dm (default), participant, all, or 'every'")
+    p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint for llm seats")
+    p.add_argument("--resume", metavar="GAME", help="continue a stopped game (an id or a unique prefix)")
+    p.add_argument("--setup", action="store_true", help="open the setup screen even when --seat is given")
+    p.add_argument("--max-turns", type=int, default=15, metavar="N", help="CHEAP_TALK sweeps per round (default 15)")
+    p.add_argument("--keys", metavar="PATH", help="key bindings file (default: calbench/keys.toml in your config dir)")
+    p.add_argument("--help-screen", action="store_true", help="show the help screen at start")
+    add_db_option(p)
+    return p
+
+
+def handle(args: argparse.Namespace) -> int:
+    from calbench_tui.settings import Settings, SettingsError, first_run, load_keymap, parse_channels
+
+    if args.seat is not None and args.seat < 0:
+        raise UserError(f"--seat must be 0 or more, not {args.seat}")
+    if args.max_turns < 1:
+        raise UserError("--max-turns must be at least 1")
+    try:
+        channels = parse_channels(args.channel)
+    except SettingsError as exc:
+        raise UserError(str(exc)) from None
+
+    from calbench_tui.app import binding_ids, make_app
+
+    try:
+        keymap = load_keymap(args.keys, binding_ids())
+    except SettingsError as exc:
+        raise UserError(str(exc)) from None
+
+    task = None
+    if args.task and not args.resume:
+        from engine.model import TaskError
+        from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
+
+        try:
+            tasks = resolve_tasks(args.task)
+        except (TaskRefError, TaskError, OSError) as exc:
+            raise UserError(str(exc)) from None
+        if len(tasks) != 1:
+            raise UserError(f"--task {args.task!r} names {len(tasks)} tasks; name one (e.g. canonical:7)")
+        task = hydrate_labels(tasks[0])
+        if args.seat is not None and args.seat >= task.num_agents:
+            raise UserError(f"--seat {args.seat} does not exist: the task has seats 0-{task.num_agents - 1}")
+    elif args.seat is not None and args.seat >= 5 and not args.resume:
+        raise UserError(f"--seat {args.seat} does not exist: a generated scenario has seats 0-4")
+
+    llm_available = bool(args.base_url or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+    llm = _llm_settings(args) if (llm_available or (args.agents and "llm" in args.agents)) else None
+
+    settings = Settings(
+        seat=args.seat,
+        agents=args.agents,
+        task=args.task,
+        seed=args.seed,
+        cost=args.cost,
+        channels=channels,
+        db=args.db,
+        base_url=args.base_url,
+        resume=args.resume,
+        max_turns_per_round=args.max_turns,
+        show_help=args.help_screen or first_run(),
+        setup=args.setup or (args.seat is None and not args.resume),
+        keymap=keymap,
+        llm_available=llm_available,
+    )
+    app = make_app(settings=settings, task=task, llm=llm, store_path=db_path(args.db))
+    app.run()
+    if app.error and app.return_code == 2:
+        raise UserError(app.error)
+    if app.game_id and app.status in ("stopped", "running"):
+        print(f"Game {app.game_id} saved as stopped. Continue it with: calbench-play --resume {app.game_id[:8]}")
+    elif app.game_id and app.status == "completed":
+        print(f"Game {app.game_id} saved. Replay it with: calbench replay {app.game_id[:8]}")
+    return 0
+
+
+def _llm_settings(args: argparse.Namespace):
+    """Settings for llm seats (``personas.llm.settings.LLMSettings``): the endpoint from
+    ``--base-url`` or the environment; the key is read from the environment when a seat
+    first calls, never stored."""
+    try:
+        from personas.llm.settings import LLMConfigError, LLMSettings
+    except ImportError:
+        raise UserError("llm seats are not available in this build") from None
+    try:
+        return LLMSettings(base_url=args.base_url) if args.base_url else LLMSettings()
+    except (LLMConfigError, ValueError) as exc:
+        raise UserError(str(exc).splitlines()[0]) from None

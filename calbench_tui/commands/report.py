@@ -1,0 +1,156 @@
+"""``calbench report``: the paper's tables, regret, first-speaker effect, leaderboard and plots.
+
+Reads the completed games of the save database (``Store.game_results`` plus each game's
+trace) and prints Table 1 (per persona, model or cost setting), Table 2 (per protocol),
+completion-conditioned regret and the first-speaker effect, split by cost setting.
+``--leaderboard`` adds OpenSkill ratings (SPEC §11); ``--plot FILE.png`` writes the
+privacy–cost plane to FILE.png, fairness to FILE-fairness.png and messages against
+excess to FILE-messages.png; ``--tui`` shows it all on the app's report screen.
+The numbers are defined in docs/reports.md and computed by ``calbench_tui.reporting``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from . import UserError, add_db_option, db_path
+
+GROUP_BY = ("persona", "model", "cost_mode")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "report", help="tables, leaderboard and plots over saved games",
+        description="Report on the completed games of the save database: the paper's Table 1 (per persona, "
+                    "model or cost setting: N, Meetings, Coord., Excess, Messages/mtg, Fairness, VPS) and "
+                    "Table 2 (per protocol), split by cost setting, with completion-conditioned regret and "
+                    "the first-speaker effect. See docs/reports.md.")
+    add_db_option(p)
+    p.add_argument("--tasks", metavar="REF", default=None,
+                   help="only games of these tasks (canonical, canonical:0-44, seed:N, PATH.jsonl, ...)")
+    p.add_argument("--group-by", metavar="KEY", default="persona",
+                   help="Table 1 rows: persona (default), model or cost_mode")
+    p.add_argument("--json", action="store_true", help='print {"table": [...], "protocols": [...], ...} as JSON')
+    p.add_argument("--csv", action="store_true",
+                   help="print Table 1 as CSV (with --leaderboard: the leaderboard instead)")
+    p.add_argument("--leaderboard", action="store_true",
+                   help="add OpenSkill ratings per metric with score margins, μ ± σ and an MMR")
+    p.add_argument("--plot", metavar="FILE.png", default=None,
+                   help="write FILE.png (privacy–cost plane), FILE-fairness.png and FILE-messages.png")
+    p.add_argument("--tui", action="store_true", help="show the report and its charts in the terminal app")
+    p.set_defaults(handler=handle_report)
+
+
+def existing_db(arg: str | None) -> str:
+    """The database path, which must exist (a report never creates an empty database)."""
+    path = db_path(arg)
+    if path == ":memory:" or path.startswith("file:"):
+        return path
+    if not os.path.exists(path):
+        where = "--db" if arg else ("$CALBENCH_DB" if os.environ.get("CALBENCH_DB") else "the default location")
+        raise UserError(f"no save database at {path} ({where}); play or run games first, or pass --db PATH")
+    if os.path.isdir(path):
+        raise UserError(f"{path} is a directory, not a save database")
+    return path
+
+
+def task_ids(ref: str | None) -> list[str] | None:
+    if ref is None:
+        return None
+    from engine.taskref import TaskRefError, resolve_tasks
+
+    try:
+        tasks = resolve_tasks(ref)
+    except TaskRefError as exc:
+        raise UserError(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--tasks {ref}: {exc}") from None
+    return sorted({t.task_id for t in tasks})
+
+
+def load(path: str, ids: list[str] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(game_results rows, traces of those games) from the database at ``path``."""
+    from saves.store import Store, StoreError
+
+    async def main():
+        store = await Store.open(path)
+        try:
+            rows = await store.game_results(task_id=ids)
+            gids: list[str] = []
+            for r in rows:
+                if r["game_id"] not in gids:
+                    gids.append(r["game_id"])
+            traces = [await store.load_trace(g) for g in gids]
+            return rows, traces
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(main())
+    except StoreError as exc:
+        raise UserError(str(exc)) from None
+
+
+def handle_report(args) -> int:
+    if args.group_by not in GROUP_BY:
+        raise UserError(f"--group-by must be one of {', '.join(GROUP_BY)}, not {args.group_by!r}")
+    if args.json and args.csv:
+        raise UserError("choose one of --json and --csv")
+    if args.plot:
+        folder = os.path.dirname(os.path.abspath(args.plot))
+        if not os.path.isdir(folder):
+            raise UserError(f"cannot write {args.plot}: the folder {folder} does not exist")
+    path = existing_db(args.db)
+    ids = task_ids(args.tasks)
+    rows, traces = load(path, ids)
+
+    from .. import reporting
+
+    report = reporting.build_report(rows, traces, group_by=args.group_by, with_leaderboard=args.leaderboard)
+    written: list[str] = []
+    if args.plot:
+        try:
+            written = reporting.write_plots(report, args.plot)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot write the plots to {args.plot}: {exc}") from None
+        report["plots"] = written
+
+    if args.tui:
+        from textual.app import App
+
+        from ..screens.report import ReportScreen
+
+        class _ReportApp(App):
+            TITLE = "CalBench report"
+            ENABLE_COMMAND_PALETTE = False
+
+            def on_mount(self) -> None:
+                self.push_screen(ReportScreen(rows=rows, traces=traces, group_by=args.group_by),
+                                 callback=lambda _: self.exit())
+
+        _ReportApp().run()
+        return 0
+    if args.json:
+        print(json.dumps(reporting.public(report), indent=2, ensure_ascii=False))
+        return 0
+    if args.csv:
+        sys.stdout.write(reporting.report_csv(report))
+        return 0
+
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # piped or redirected: do not squeeze the tables into 80 columns
+        console = Console(width=max(console.width, 150))
+    scope = f" (tasks {args.tasks})" if args.tasks else ""
+    console.print(f"[bold]CalBench report[/] — {path}{scope}", highlight=False)
+    for part in reporting.report_renderables(report):
+        console.print(part)
+        console.print()
+    for f in written:
+        console.print(f"wrote {f}", highlight=False)
+    return 0

@@ -1,0 +1,290 @@
+"""``calbench games | export | import | trace``: the save database and JSON traces.
+
+* ``games``  lists saved games (``--json`` for scripts);
+* ``export`` writes one game's trace (with its task row) to a JSON file;
+* ``import`` loads trace files — ours and the paper authors' — skipping duplicates;
+* ``trace``  replays a trace file or saved game by folding its batches over the initial
+  calendars and says whether it verifies (exit 1 when it does not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from . import UserError, add_db_option, db_path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("games", help="list saved games",
+                       description="List the games in the save database, oldest first.")
+    add_db_option(p)
+    p.add_argument("--status", choices=("running", "completed", "stopped", "failed"), help="only games with this status")
+    p.add_argument("--task", metavar="TASK_ID", help="only games of this task")
+    p.add_argument("--json", action="store_true", help='print {"games": [...]} as JSON')
+    p.set_defaults(handler=handle_games)
+
+    p = sub.add_parser("export", help="write a saved game's trace to a JSON file",
+                       description="Write one saved game as a JSON trace (the authors' shape plus our keys, "
+                                   "including the full task row). A unique prefix of the game id is enough.")
+    p.add_argument("game", metavar="GAME", help="game id or a unique prefix of it")
+    p.add_argument("-o", "--output", metavar="FILE.json", required=True, help="where to write ('-' for stdout)")
+    add_db_option(p)
+    p.set_defaults(handler=handle_export)
+
+    p = sub.add_parser("import", help="load JSON traces (ours or the paper authors') into the database",
+                       description="Load game traces into the save database. Games already saved are "
+                                   "skipped; a file that cannot be read is reported and the others still load.")
+    p.add_argument("files", metavar="FILE.json", nargs="+", help="trace files")
+    add_db_option(p)
+    p.set_defaults(handler=handle_import)
+
+    p = sub.add_parser("trace", help="replay a trace and verify it (no persona is called)",
+                       description="Fold a trace's applied batches over the initial calendars and check each "
+                                   "round against what the trace recorded. FILE is read if it exists; "
+                                   "otherwise GAME is looked up in the database. Exit status 1 when the "
+                                   "trace does not verify.")
+    p.add_argument("source", metavar="FILE.json|GAME", help="a trace file, or a saved game id (prefix)")
+    add_db_option(p)
+    p.add_argument("--at", metavar="SEQ", type=int, default=None,
+                   help="fold only up to event SEQ (inclusive) and show the calendars there")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=handle_trace)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def _run(coro_fn):
+    """Open the store, run ``coro_fn(store)``, close it; store problems become UserErrors."""
+    from saves.store import Store, StoreError
+
+    async def main(path):
+        store = await Store.open(path)
+        try:
+            return await coro_fn(store)
+        finally:
+            await store.close()
+
+    def runner(path: str):
+        try:
+            return asyncio.run(main(path))
+        except StoreError as exc:
+            raise UserError(str(exc)) from None
+
+    return runner
+
+
+def read_trace_file(path: str) -> dict[str, Any]:
+    """A trace from a JSON file, or a UserError naming the file and what is wrong."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        trace = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(trace, dict) or not isinstance(trace.get("events"), list) or "game_id" not in trace:
+        raise UserError(f"{path}: not a game trace (expected an object with 'game_id' and 'events')")
+    return trace
+
+
+def _fmt(v: Any, pct: bool = False) -> str:
+    if v is None:
+        return "—"
+    if pct:
+        return f"{v * 100:.0f}%"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+def compact_agents(spec: str | None) -> str:
+    """'imap,imap,imap,dsm-welfare,imap' -> 'imap×3,dsm-welfare,imap' (runs collapsed)."""
+    if not spec:
+        return "—"
+    out: list[list] = []
+    for name in spec.split(","):
+        if out and out[-1][0] == name:
+            out[-1][1] += 1
+        else:
+            out.append([name, 1])
+    return ",".join(n if k == 1 else f"{n}×{k}" for n, k in out)
+
+
+# -- games -----------------------------------------------------------------------------------
+
+def handle_games(args) -> int:
+    async def go(store):
+        return await store.list_games(status=args.status, task_id=args.task)
+
+    games = _run(go)(db_path(args.db))
+    if args.json:
+        keys = ("game_id", "task_id", "agents", "status", "started_at", "ended_at", "coordination", "excess_cost",
+                "cost_mode", "source")
+        print(json.dumps({"games": [{k: g.get(k) for k in keys} for g in games]}, indent=2))
+        return 0
+    if not games:
+        print("No saved games. Play one with 'calbench-play', run a suite with 'calbench run', "
+              "or load traces with 'calbench import'.")
+        return 0
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Saved games ({len(games)})", title_justify="left", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False, collapse_padding=True)
+    fixed = {"no_wrap": True}
+    for col, kw in (("game", fixed), ("task", {"overflow": "fold", "min_width": 14}),
+                    ("agents", {"overflow": "fold", "min_width": 10}), ("status", fixed), ("started", fixed),
+                    ("coord.", {"justify": "right", **fixed}), ("excess", {"justify": "right", **fixed})):
+        table.add_column(col, **kw)
+    for g in games:
+        agents = compact_agents(g["agents"]) + (" (authors)" if g["source"] == "authors" else "")
+        table.add_row(g["game_id"][:8], g["task_id"] or "—", agents, g["status"],
+                      (g["started_at"] or "—")[5:16].replace("T", " "), _fmt(g["coordination"], pct=True),
+                      _fmt(g["excess_cost"]))
+    Console().print(table)
+    return 0
+
+
+# -- export ----------------------------------------------------------------------------------
+
+def handle_export(args) -> int:
+    async def go(store):
+        return await store.load_trace(args.game)
+
+    trace = _run(go)(db_path(args.db))
+    text = json.dumps(trace, indent=2, ensure_ascii=False)
+    if args.output == "-":
+        sys.stdout.write(text + "\n")
+        return 0
+    try:
+        parent = os.path.dirname(os.path.abspath(args.output))
+        os.makedirs(parent, exist_ok=True)
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    except OSError as exc:
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"wrote game {trace['game_id']} ({len(trace['events'])} events) to {args.output}", file=sys.stderr)
+    return 0
+
+
+# -- import ----------------------------------------------------------------------------------
+
+def handle_import(args) -> int:
+    from saves.store import StoreError
+
+    results: list[tuple[str, str, str]] = []  # (file, outcome, detail)
+
+    async def go(store):
+        for path in args.files:
+            try:
+                trace = read_trace_file(path)
+                added = await store.import_trace(trace)
+            except (UserError, StoreError) as exc:
+                msg = str(exc)
+                results.append((path, "failed", msg if msg.startswith(path) else f"{path}: {msg}"))
+                continue
+            results.append((path, "imported" if added else "duplicate", trace["game_id"]))
+
+    _run(go)(db_path(args.db))
+    counts = {"imported": 0, "duplicate": 0, "failed": 0}
+    for path, outcome, detail in results:
+        counts[outcome] += 1
+        if outcome == "imported":
+            print(f"imported {path} (game {detail})")
+        elif outcome == "duplicate":
+            print(f"skipped {path}: game {detail} is already saved", file=sys.stderr)
+        else:
+            print(f"calbench: error: could not import {detail}", file=sys.stderr)
+    print(f"{counts['imported']} imported, {counts['duplicate']} already saved, {counts['failed']} failed",
+          file=sys.stderr)
+    return 1 if counts["failed"] else 0
+
+
+# -- trace -----------------------------------------------------------------------------------
+
+def _load_for_trace(args) -> dict[str, Any]:
+    if os.path.exists(args.source):
+        if os.path.isdir(args.source):
+            raise UserError(f"{args.source} is a directory; give a trace file or a game id")
+        return read_trace_file(args.source)
+    if args.source.lower().endswith(".json") or os.sep in args.source:
+        raise UserError(f"{args.source}: no such file (and it does not look like a game id)")
+
+    async def go(store):
+        return await store.load_trace(args.source)
+
+    return _run(go)(db_path(args.db))
+
+
+def _cell(item) -> str:
+    from engine.model import MeetingCopy
+
+    if item is None:
+        return "·"
+    if isinstance(item, MeetingCopy):
+        return f"M{item.meeting_id}"
+    return f"{'B' if item.blocked else 'e'}{item.errand_id}"
+
+
+def handle_trace(args) -> int:
+    from engine.model import calendar_to_json
+    from engine.replay import TraceError, fold_trace
+
+    trace = _load_for_trace(args)
+    try:
+        res = fold_trace(trace, upto_seq=args.at)
+    except TraceError as exc:
+        raise UserError(f"{args.source}: {exc}") from None
+    cals = res.final_calendars if args.at is None else res.calendars_at(args.at)
+    if args.json:
+        out = {
+            "game_id": res.game_id,
+            "verified": res.verified,
+            "rounds": res.rounds,
+            "final_calendars": [calendar_to_json(c) for c in cals],
+            "metrics": res.metrics,
+            "problems": res.problems,
+            "source": res.source,
+            "costs": res.costs,
+            "at": args.at,
+        }
+        print(json.dumps(out, indent=2))
+        return 0 if res.verified else 1
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    who = "the paper authors' harness" if res.source == "authors" else "CalBench"
+    upto = f", up to event {args.at}" if args.at is not None else ""
+    console.print(f"Game [bold]{res.game_id}[/] (a trace from {who}{upto})")
+    table = Table(show_edge=False)
+    for col in ("round", "meeting", "outcome", "state hash", "matches the record"):
+        table.add_column(col)
+    for r in res.rounds:
+        outcome = {True: "coordinated", False: "not coordinated"}.get(r["coordinated"], "—")
+        match = {True: "[green]yes[/]", False: "[red]NO[/]", None: "not recorded"}[r["matches"]]
+        table.add_row(str(r["round"]), f"M{r['meeting_id']}", outcome, r["state_hash"], match)
+    if res.rounds:
+        console.print(table)
+    else:
+        console.print("No round was resolved in the folded events.")
+    label = f"Calendars at event {args.at}" if args.at is not None else "Final calendars"
+    console.print(f"\n{label} (· free, eN errand, BN blocked errand, MN meeting):")
+    for a, cal in enumerate(cals):
+        console.print(f"  a{a}: " + " ".join(f"{_cell(it):>3}" for it in cal), highlight=False, soft_wrap=True)
+    console.print(f"  cost of the applied batches per agent: {res.costs}", highlight=False)
+    if res.verified:
+        console.print("\n[green]Verified[/]: every folded round matches what the trace recorded.")
+        return 0
+    console.print(f"\n[red]Not verified[/]: {len(res.problems)} problem(s):")
+    for p in res.problems:
+        console.print(f"  - {p}", highlight=False, markup=False, soft_wrap=True)
+    return 1

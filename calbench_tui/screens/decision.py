@@ -1,0 +1,200 @@
+"""The batch builder screen: DECISION (place the meeting) and VOLUNTARY (move your own items).
+
+DECISION: pick the slot (``enter``); whatever sits there must move and the cheapest
+destination is suggested; ``m`` moves another item, ``←``/``→`` change a move's
+destination, ``x`` undoes it.  Every edit is checked with the engine's own validator
+(``engine.rules.check_batch``) and its plain-word message is shown; the cost preview
+follows.  ``s`` submits.  A batch the engine rejected comes back with the conflict and
+the retries left.
+
+VOLUNTARY (contacted as a non-participant): the same builder without a meeting slot;
+``n`` does nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Static
+
+from engine.rules import BatchOutcome
+from engine.seats import Reply
+
+from ..widgets.keybar import KeyBar
+from ..widgets.batch import BatchBuilder, BatchPlan
+from ..widgets.calendar import movable
+
+
+class DecisionScreen(Screen):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+    AUTO_FOCUS = "BatchBuilder"
+
+    BINDINGS = [
+        Binding("enter", "meet_here", "Meet here", id="meet_here"),
+        Binding("m", "move", "Move item", id="move"),
+        Binding("left", "dest(-1)", "◂ dest", id="dest_prev"),
+        Binding("right", "dest(1)", "dest ▸", id="dest_next"),
+        Binding("x", "unmove", "Undo move", id="unmove"),
+        Binding("s", "submit", "Submit", id="submit"),
+        Binding("n", "nothing", "Do nothing", id="nothing"),
+        Binding("t", "back_to_talk", "Talk", id="back_to_talk"),
+    ]
+
+    def __init__(self, request, *, suggested: int | None = None, talk: list[int] | None = None) -> None:
+        super().__init__()
+        self.request = request
+        obs = request.obs
+        self.obs = obs
+        self.decision = request.kind == "decide"
+        self.plan = BatchPlan(obs.view.calendar, meeting_id=obs.meeting.id, meeting_cost=obs.meeting.cost,
+                              require_schedule=self.decision)
+        self.talk = list(talk or [])
+        self.armed_invalid = False
+        if self.decision and suggested is not None and 0 <= suggested < self.plan.num_slots:
+            self.plan.set_target(suggested)
+
+    def compose(self) -> ComposeResult:
+        obs = self.obs
+        seat = obs.view.seat
+        m = obs.meeting
+        who = ", ".join("you" if p == seat else str(p) for p in m.participants)
+        head = Text(no_wrap=True, overflow="ellipsis")
+        if self.decision:
+            head.append("DECISION", style="bold")
+            head.append(f" · M{m.id} with {who} · round {obs.round + 1} · attempt {obs.attempt + 1}/"
+                        f"{obs.max_attempts + 1}")
+        else:
+            head.append("VOLUNTARY", style="bold")
+            head.append(f" · you were contacted about M{m.id}; you may move your own items (or do nothing)")
+        yield Static(head, id="dbanner")
+        if obs.rejection:
+            left = obs.max_attempts - obs.attempt
+            yield Static(Text(f"Rejected: {obs.rejection} — {left} retr{'y' if left == 1 else 'ies'} left.",
+                              style="bold red"), id="rejection")
+        with Horizontal(id="dbody"):
+            with VerticalScroll(id="dleft"):
+                yield BatchBuilder(self.plan, seat=seat, labels=obs.view.labels,
+                                   participants=obs.view.prior_meetings, highlight=self.talk)
+            with Vertical(id="dright"):
+                yield Static(id="plan")
+                yield Static(id="check")
+                yield Static(id="cost")
+                yield Static(id="talk")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self.update_panel()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "meet_here":
+            return self.decision
+        if action == "nothing":
+            return not self.decision
+        if action in ("dest", "unmove"):
+            return bool(self.plan.moves)
+        return True
+
+    # -- panel --------------------------------------------------------------------------
+    def update_panel(self) -> None:
+        plan = self.plan
+        lines = Text()
+        for i, line in enumerate(plan.describe()):
+            lines.append(("" if i == 0 else "\n") + line)
+        self.query_one("#plan", Static).update(lines)
+        out = plan.check()
+        if isinstance(out, BatchOutcome):
+            ok = Text("✓ valid: the engine would accept this batch", style="bold green")
+        else:
+            ok = Text(f"✗ {out.message}", style="bold red")
+        self.query_one("#check", Static).update(ok)
+        total = self.obs.view.penalty + plan.cost()
+        self.query_one("#cost", Static).update(
+            Text(f"Batch cost: {plan.cost()}\nYour total: {self.obs.view.penalty} → {total}", style="bold"))
+        talk = ""
+        if self.talk:
+            talk = "Talked about: " + ", ".join(f"slot {s}" for s in self.talk)
+        msgs = getattr(self.obs, "round_messages", ()) or ()
+        if msgs:
+            last = msgs[-1]
+            talk += ("\n" if talk else "") + f"Last message (Agent {last.sender}): {last.content}"
+        self.query_one("#talk", Static).update(Text(talk, style="italic"))
+        self.armed_invalid = False
+        if bool(self.plan.moves) != getattr(self, "_had_moves", None):
+            self._had_moves = bool(self.plan.moves)
+            self.refresh_bindings()
+
+    @property
+    def builder(self) -> BatchBuilder:
+        return self.query_one(BatchBuilder)
+
+    def on_batch_builder_changed(self, _msg) -> None:
+        self.update_panel()
+
+    # -- actions ------------------------------------------------------------------------
+    def _edited(self) -> None:
+        self.builder.changed()
+
+    def action_meet_here(self) -> None:
+        if not self.decision:
+            return
+        self.plan.set_target(self.builder.cursor)
+        self._edited()
+
+    def action_move(self) -> None:
+        s = self.builder.cursor
+        if not self.plan.add_move(s):
+            item = self.plan.calendar[s]
+            if item is None:
+                why = "it is free"
+            elif not movable(item):
+                why = "it is blocked"
+            else:
+                why = "there is no free slot to move it to"
+            self.notify(f"Slot {s} cannot be moved: {why}.", severity="warning")
+            return
+        self._edited()
+
+    def action_dest(self, delta: int) -> None:
+        s = self.builder.cursor
+        if s not in self.plan.moves:
+            src = next((f for f, t in self.plan.moves.items() if t == s), None)
+            if src is None:
+                return
+            s = src
+        self.plan.cycle_destination(s, delta)
+        self._edited()
+
+    def action_unmove(self) -> None:
+        s = self.builder.cursor
+        if not self.plan.remove_move(s):
+            src = next((f for f, t in self.plan.moves.items() if t == s), None)
+            if src is not None:
+                self.plan.remove_move(src)
+        self._edited()
+
+    def action_submit(self) -> None:
+        out = self.plan.check()
+        if not isinstance(out, BatchOutcome) and not self.armed_invalid:
+            self.armed_invalid = True
+            self.notify(f"Not valid: {out.message}. Press s again to submit anyway "
+                        f"(the engine will reject it).", severity="warning", timeout=6)
+            return
+        self._answer(Reply(actions=tuple(self.plan.actions()), text=" · ".join(self.plan.describe())))
+
+    def action_nothing(self) -> None:
+        if self.decision:
+            return
+        self._answer(Reply(actions=(), text="no moves"))
+
+    def action_back_to_talk(self) -> None:
+        self.app.pop_screen()
+        self.app.notify("Your batch is still open: press b to return to it.", timeout=4)
+
+    def _answer(self, reply: Reply) -> None:
+        self.request.answer(reply)
+        self.app.batch_answered(self)

@@ -1,0 +1,228 @@
+"""The end screen: how every seat did against the oracle, and — now the game is over — everything.
+
+Per seat: meetings scheduled/assigned, cost paid, oracle cost, excess, signed excess,
+fairness, VPS (typed + free text) and semantic leaks by tier (sensitive in red).  For
+the game: success, total excess against the oracle, the oracle's schedule beside the one
+played, and all calendars side by side with every move marked.  Keys: export the trace,
+open the replay, play again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Static
+
+from engine.model import Errand, MeetingCopy, item_from_json
+
+from ..widgets.keybar import KeyBar
+from ..widgets.metrics import leaks_by_seat, seat_table
+
+
+def _fmt(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}".rstrip("0").rstrip(".") if digits else str(round(v))
+    return str(v)
+
+
+def played_schedule(trace: dict[str, Any]) -> dict[int, str]:
+    """Meeting id -> where it ended up in the game played (from the resolution events)."""
+    out: dict[int, str] = {}
+    for ev in trace.get("events") or []:
+        if ev.get("type") != "resolution":
+            continue
+        d = ev.get("data") or {}
+        slots = {v for v in (d.get("per_agent_slot") or {}).values()}
+        mid = d.get("meeting_id")
+        if d.get("coordinated") and len(slots) == 1:
+            out[mid] = f"slot {next(iter(slots))}"
+        elif slots == {None}:
+            out[mid] = "not scheduled"
+        else:
+            out[mid] = "ghost: " + ", ".join("–" if s is None else str(s) for s in sorted(
+                slots, key=lambda x: (x is None, x)))
+    fs = trace.get("final_state") or {}
+    sched = set(fs.get("scheduled_meeting_ids") or (trace.get("metrics") or {}).get("scheduled_meeting_ids") or [])
+    for mid, where in list(out.items()):
+        if where.startswith("slot") and sched and mid not in sched:
+            out[mid] = where + " (broken later)"
+    return out
+
+
+def moves_by_seat(trace: dict[str, Any]) -> list[dict[int, str]]:
+    """Per seat: slot -> a short mark of what moved there or away during the game."""
+    n = (trace.get("config") or {}).get("num_agents") or len((trace.get("final_state") or {}).get("calendars") or [])
+    marks: list[dict[int, str]] = [{} for _ in range(n)]
+    for ev in trace.get("events") or []:
+        if ev.get("type") != "batch_applied":
+            continue
+        d = ev.get("data") or {}
+        a = d.get("agent_id")
+        if not isinstance(a, int) or not 0 <= a < n:
+            continue
+        for act in d.get("actions") or []:
+            if act.get("type") == "reschedule":
+                marks[a][act.get("to_slot")] = f"←{act.get('from_slot')}"
+                marks[a].setdefault(act.get("from_slot"), f"→{act.get('to_slot')}")
+            elif act.get("type") == "schedule":
+                marks[a][act.get("slot")] = "★"
+    return marks
+
+
+def calendars_table(trace: dict[str, Any], seat: int | None) -> Table:
+    fs = trace.get("final_state") or {}
+    cals = [[item_from_json(it) for it in cal] for cal in fs.get("calendars") or []]
+    marks = moves_by_seat(trace)
+    t = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, expand=False)
+    t.add_column("#", justify="right", style="dim")
+    for a in range(len(cals)):
+        t.add_column("you" if a == seat else f"Agent {a}", no_wrap=True)
+    for s in range(len(cals[0]) if cals else 0):
+        row = [str(s)]
+        for a, cal in enumerate(cals):
+            it = cal[s]
+            if it is None:
+                cell = Text("·", style="dim")
+            elif isinstance(it, MeetingCopy):
+                cell = Text(f"M{it.meeting_id}", style="bold cyan")
+            elif isinstance(it, Errand):
+                cell = Text(f"{'B' if it.blocked else 'E'}{it.errand_id}:{it.cost}",
+                            style="red" if it.blocked else "")
+            else:
+                cell = Text(str(it))
+            m = marks[a].get(s) if a < len(marks) else None
+            if m:
+                cell.append(" " + m, style="bold yellow")
+            row.append(cell)
+        t.add_row(*row)
+    return t
+
+
+class EndScreen(Screen):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    BINDINGS = [
+        Binding("x", "export", "Export trace", id="export"),
+        Binding("v", "replay", "Replay", id="replay"),
+        Binding("n", "play_again", "Play again", id="play_again"),
+        Binding("q", "app.quit", "Quit", id="end.quit"),
+    ]
+
+    def __init__(self, trace: dict[str, Any], *, seat: int | None, game_id: str | None = None) -> None:
+        super().__init__()
+        self.trace = trace
+        self.seat = seat
+        self.game_id = game_id or trace.get("game_id")
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="end"):
+            yield Static(self._headline(), id="headline")
+            yield Static(seat_table(self.trace, self.seat), id="seats-table")
+            yield Static(self._leaks(), id="leaks")
+            yield Static(self._schedules(), id="schedules")
+            yield Static(Text("All calendars, revealed (★ the meeting placed, ←k moved in from slot k, "
+                              "→k moved out to slot k)", style="bold"), classes="section")
+            yield Static(calendars_table(self.trace, self.seat), id="calendars")
+        yield KeyBar()
+
+    # -- sections -----------------------------------------------------------------------
+    def _headline(self) -> Text:
+        m = self.trace.get("metrics") or {}
+        t = Text()
+        t.append("GAME OVER", style="bold reverse")
+        t.append(f"  {m.get('meetings_scheduled', '?')}/{m.get('meetings_total', '?')} meetings scheduled "
+                 f"· success {_fmt((m.get('success') or 0) * 100, 0)}% "
+                 f"· total excess vs oracle {_fmt(m.get('total_excess_burden'))} "
+                 f"(paid {_fmt(m.get('realized_cost'))}, oracle {_fmt(m.get('oracle_cost_replayed'))}) "
+                 f"· VPS {_fmt(m.get('vps'))}")
+        if m.get("typed_vps") is not None:
+            t.append(f" (typed {_fmt(m.get('typed_vps'))} + free text {_fmt(m.get('freetext_vps'))}"
+                     f" + gossip {_fmt(m.get('gossip_vps'))})")
+        if self.seat is not None:
+            ps = (m.get("per_seat") or [])
+            if self.seat < len(ps):
+                me = ps[self.seat]
+                t.append(f"\nYou (Agent {self.seat}): {me.get('meetings_scheduled')}/{me.get('meetings_assigned')} "
+                         f"meetings, paid {_fmt(me.get('cost_shown'))}, oracle {_fmt(me.get('oracle_cost_shown'))}, "
+                         f"excess {_fmt(me.get('excess_shown'))}", style="bold")
+        if self.trace.get("stopped"):
+            t.append("\n(the game was stopped early)", style="italic")
+        return t
+
+    def _leaks(self) -> Text:
+        leaks = leaks_by_seat(self.trace)
+        t = Text()
+        details = leaks.get("details") or []
+        if not details:
+            t.append("No private label leaked in any message.", style="green")
+            return t
+        t.append("Label leaks (a message revealed someone's private label):\n", style="bold")
+        for d in details[:12]:
+            style = "bold red" if d.get("tier") == "sensitive" else ""
+            mark = "!! " if d.get("tier") == "sensitive" else "   "
+            t.append(f"{mark}Agent {d.get('sender')} → {d.get('to')}: {d.get('tier')} “{d.get('label')}”\n",
+                     style=style)
+        if len(details) > 12:
+            t.append(f"   … and {len(details) - 12} more\n", style="dim")
+        return t
+
+    def _schedules(self) -> Table:
+        trace = self.trace
+        task = trace.get("task") or {}
+        played = played_schedule(trace)
+        opt = ((task.get("optimal") or {}).get("assignments")) or {}
+        t = Table(title="The schedule played and the oracle's", title_justify="left", box=None,
+                  padding=(0, 2), show_edge=False)
+        t.add_column("meeting")
+        t.add_column("participants")
+        t.add_column("played")
+        t.add_column("oracle")
+        for m in task.get("meetings") or []:
+            mid = m.get("id")
+            o = opt.get(str(mid), opt.get(mid))
+            p = played.get(mid, "not reached")
+            style = "green" if p.startswith("slot") and "broken" not in p else "red"
+            t.add_row(f"M{mid}", ", ".join(map(str, m.get("participants") or [])), Text(p, style=style),
+                      "–" if o is None else f"slot {o}")
+        return t
+
+    # -- actions ------------------------------------------------------------------------
+    def action_export(self) -> None:
+        settings = getattr(self.app, "settings", None)
+        out_dir = Path(settings.export_dir) if settings is not None and settings.export_dir else Path.cwd()
+        gid = str(self.game_id or "game")
+        path = out_dir / f"calbench-{gid[:8]}.json"
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            trace = {k: v for k, v in self.trace.items() if k != "saved"}
+            path.write_text(json.dumps(trace, indent=1, default=str), encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"Could not write {path}: {exc}", severity="error")
+            return
+        self.notify(f"Trace written to {path}")
+
+    def action_replay(self) -> None:
+        if importlib.util.find_spec("calbench_tui.screens.replay") is None:
+            self.notify("Replay is not available yet.", severity="warning")
+            return
+        try:
+            from . import replay  # type: ignore
+
+            screen_cls = getattr(replay, "ReplayScreen")
+            self.app.push_screen(screen_cls(self.trace))
+        except Exception as exc:  # the replay screen is another issue's work
+            self.notify(f"Replay could not open: {exc}", severity="error")
+
+    def action_play_again(self) -> None:
+        self.app.play_again()

@@ -1,0 +1,531 @@
+"""The game screen: what seat N may see (SPEC §5) — and nothing more.
+
+Its state comes from two places only: the human seat's observations (handed over by
+``personas.human.HumanPersona`` requests) and engine events projected by
+:func:`calbench_tui.messages.seat_event`.  Left: the meeting card and the seat's own
+calendar; right: the conversation threads and the composer; top: the phase banner and
+the seats bar.
+
+A CHEAP_TALK turn works like this: messages typed (``i``, ``enter``) or made by a quick
+action (``p`` propose, ``a`` accept, ``d`` decline, ``c`` share my costs, ``r`` ask for
+costs) are *queued*; ``e`` sends them all and ends the turn (with nothing queued it is a
+pass).  DECISION and VOLUNTARY open the batch builder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Input
+
+from engine.actions import Message as ActionMessage
+from engine.model import item_from_json
+from engine.seats import Reply
+
+from ..widgets.keybar import KeyBar
+from ..widgets import quick
+from ..widgets.calendar import CalendarView
+from ..widgets.chat import ChatPanel
+from ..widgets.meeting import MeetingCard
+from ..widgets.phase import PhaseBanner
+from ..widgets.seats import SeatsBar
+
+QUICK = ("propose", "accept", "decline", "share_costs", "ask_costs")
+
+
+def short_kind(model: str | None, kind: str | None) -> str:
+    m = (model or kind or "?").lower()
+    if m.startswith("llm:"):
+        m = m[4:]
+    return m.replace("scripted:", "")[:10]
+
+
+class GameScreen(Screen):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+    AUTO_FOCUS = "#calendar"
+
+    BINDINGS = [
+        Binding("e", "end_turn", "End turn", id="end_turn"),
+        Binding("i", "compose", "Write", id="compose"),
+        Binding("p", "quick('propose')", "Propose", id="propose"),
+        Binding("a", "quick('accept')", "Accept", id="accept"),
+        Binding("d", "quick('decline')", "Decline", id="decline"),
+        Binding("c", "quick('share_costs')", "Costs", id="share_costs"),
+        Binding("r", "quick('ask_costs')", "Ask", id="ask_costs"),
+        Binding("b", "open_batch", "Batch", id="open_batch"),
+        Binding("u", "unqueue", "Take back", show=False, id="unqueue"),
+        Binding("left_square_bracket", "cycle_thread(-1)", "Prev thread", show=False, id="thread_prev"),
+        Binding("right_square_bracket", "cycle_thread(1)", "Next thread", show=False, id="thread_next"),
+        Binding("escape", "leave_composer", "Leave composer", show=False, id="leave_composer"),
+    ]
+
+    def __init__(self, *, seat: int, channels: tuple[str, ...], num_agents: int) -> None:
+        super().__init__()
+        self.seat = seat
+        self.channels = tuple(channels)
+        self.num_agents = num_agents
+        self.num_slots = 0
+        self.num_rounds = 0
+        self.max_turns = 0
+        self.round = -1
+        self.meeting: dict[str, Any] | None = None
+        self.meeting_view = None
+        self.pending = None  # HumanRequest (speak) waiting for "end turn"
+        self.batch_request = None  # HumanRequest (decide / volunteer) waiting for the builder
+        self.outbox: list[ActionMessage] = []
+        self.penalty = 0
+        self.calendar_json_seen = False
+        self.talk: list[int] = []  # slots talked about this round (latest first)
+        self.proposal: tuple[int, list[int]] | None = None  # (from, slots) latest proposal to me
+        self.cost_request: tuple[int, list[int]] | None = None  # (from, slots) latest ask to me
+        self.my_proposal: list[int] = []
+        self.reported: dict[int, dict[int, int | None]] = {}  # costs other participants sent me this round
+        self.last_writer: int | None = None
+        self.game_over = False
+
+    # -- layout -------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield PhaseBanner(id="banner")
+        yield SeatsBar(id="seats")
+        with Horizontal(id="body"):
+            with VerticalScroll(id="left"):
+                yield MeetingCard(id="meeting")
+                yield CalendarView(id="calendar")
+            with Vertical(id="right"):
+                yield ChatPanel(id="chat")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self.query_one("#composer", Input).cursor_blink = getattr(self.app, "settings", None) is None \
+            or self.app.settings.cursor_blink
+        self.query_one(PhaseBanner).seat = self.seat
+        self.query_one(ChatPanel).setup(self.seat, self.num_agents, self.channels)
+        self.query_one(ChatPanel).note(f"You are Agent {self.seat}. Press ? for help.")
+
+    @property
+    def banner(self) -> PhaseBanner:
+        return self.query_one(PhaseBanner)
+
+    @property
+    def chat(self) -> ChatPanel:
+        return self.query_one(ChatPanel)
+
+    @property
+    def calendar(self) -> CalendarView:
+        return self.query_one(CalendarView)
+
+    # -- what keys are live -------------------------------------------------------------
+    def sync_bindings(self) -> None:
+        """Refresh the footer only when what is enabled changed (a footer rebuild is costly)."""
+        state = (self.pending is not None, self.proposal is not None, bool(self.outbox),
+                 self.batch_request is not None and not self.batch_request.done)
+        if state != getattr(self, "_binding_state", None):
+            self._binding_state = state
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "end_turn":
+            return self.pending is not None
+        if action == "quick":
+            if self.pending is None:
+                return False
+            if parameters and parameters[0] in ("propose", "ask_costs", "share_costs"):
+                return True
+            return self.proposal is not None
+        if action == "open_batch":
+            return self.batch_request is not None and not self.batch_request.done
+        if action == "unqueue":
+            return bool(self.outbox)
+        return True
+
+    # -- requests from the human seat ----------------------------------------------------
+    def on_register(self, briefing) -> None:
+        self.num_rounds = briefing.num_rounds
+        self.max_turns = briefing.max_turns_per_round
+        self.num_slots = briefing.view.num_slots
+        self.calendar.set_view(briefing.view)
+        self.banner.update_state(rounds=self.num_rounds, budget=self.max_turns)
+        self.query_one(MeetingCard).set_penalty(briefing.view.penalty)
+
+    def on_speak(self, request) -> None:
+        obs = request.obs
+        self.pending = request
+        self.penalty = obs.view.penalty
+        self.num_slots = obs.view.num_slots
+        self.calendar.set_view(obs.view)
+        self.meeting_view = obs.meeting
+        self.query_one(MeetingCard).set_meeting(obs.meeting, self.seat, obs.view.penalty)
+        self.banner.update_state(round=obs.round, phase="CHEAP_TALK", sweep=obs.turn, speaker=self.seat,
+                                 budget=obs.max_turns, note="")
+        if obs.is_last_turn:
+            self.chat.note(Text("Last sweep: close coordination now (propose or accept a slot).", style="bold"),
+                           also_active=True)
+        elif obs.turn == 0 and obs.is_participant and self.round_first_turn(obs):
+            self.chat.note(self._first_turn_hint(obs), also_active=True)
+        self.sync_bindings()
+
+    def round_first_turn(self, obs) -> bool:
+        return not obs.inbox
+
+    def _first_turn_hint(self, obs) -> Text:
+        m = obs.meeting
+        others = [p for p in m.participants if p != self.seat]
+        if self.seat == min(m.participants):
+            return Text(f"Your turn to open M{m.id}: r asks Agents {', '.join(map(str, others))} for their costs, "
+                        "or p proposes the marked slot. e ends your turn.", style="bold")
+        return Text(f"Your turn for M{m.id}: write (i), share your costs (c), propose (p), or e to pass.",
+                    style="bold")
+
+    def on_batch_request(self, request) -> None:
+        self.batch_request = request
+        self.banner.update_state(round=request.obs.round, phase=request.obs.phase, speaker=None,
+                                 note="build your batch")
+        self.sync_bindings()
+
+    # -- game events --------------------------------------------------------------------
+    def on_game_event(self, ev: dict[str, Any]) -> None:
+        t = ev["type"]
+        seats = self.query_one(SeatsBar)
+        agent = ev.get("agent_id")
+        if t == "game_start":
+            kinds = [short_kind(m, k) for m, k in zip(ev.get("agent_models") or [], ev.get("agent_types") or [])]
+            seats.setup(kinds, self.seat)
+            self.num_slots = ev.get("num_slots") or self.num_slots
+            return
+        if t == "round_start":
+            self._new_round(ev)
+            return
+        if t == "turn_start":
+            self.banner.update_state(phase="CHEAP_TALK", sweep=ev.get("turn") or 0, speaker=agent)
+            if agent is not None:
+                seats.set_state(agent, "thinking")
+            return
+        if t == "turn_end":
+            if agent is not None:
+                seats.set_state(agent, "waiting")
+            return
+        if t in quick_message_events():
+            self._message(ev)
+            return
+        if t == "decide_start":
+            self.banner.update_state(phase=ev.get("phase") or "DECISION", speaker=None,
+                                     note="" if agent != self.seat else "build your batch")
+            if agent is not None:
+                seats.set_state(agent, "thinking")
+            return
+        if t == "decide_end":
+            if agent is not None:
+                seats.set_state(agent, "done" if ev.get("phase") == "DECISION" else "waiting")
+            return
+        if t == "batch_applied" and agent == self.seat:
+            cal = ev.get("calendar_after")
+            if isinstance(cal, list):
+                self.calendar.set_calendar([item_from_json(it) for it in cal])
+            self.penalty += ev.get("cost") or 0
+            self.query_one(MeetingCard).set_penalty(self.penalty)
+            self.chat.note(Text(f"Your batch was applied (cost {ev.get('cost') or 0}).", style="green"),
+                           also_active=True)
+            return
+        if t == "batch_rejected" and agent == self.seat:
+            self.chat.note(Text(f"Your batch was rejected: {ev.get('conflict_description')}", style="red"))
+            return
+        if t == "batch_rolled_back" and agent == self.seat:
+            self.chat.note(Text(f"Nothing was applied: {ev.get('reason')}", style="red"), also_active=True)
+            return
+        if t == "resolution":
+            self._resolution(ev)
+            return
+        if t in ("seat_timeout", "parse_error"):
+            if agent == self.seat:
+                self.chat.note(Text(f"Your answer could not be used: {ev.get('detail')}", style="red"))
+            elif agent is not None and t == "seat_timeout":
+                seats.set_failed(agent, ev.get("error") or t)
+                self.chat.note(Text(f"Agent {agent} failed to answer ({ev.get('error')}).", style="red"))
+            return
+        if t == "meeting_broken":
+            self.chat.note(Text(f"Meeting M{ev.get('meeting_id')} is broken: its copies are no longer in one slot.",
+                                style="red"), also_active=True)
+            return
+        if t == "game_end":
+            self.game_over = True
+            self.banner.update_state(phase="GAME_END", speaker=None, note="results are ready")
+            seats.all("done")
+
+    def _new_round(self, ev: dict[str, Any]) -> None:
+        m = ev.get("meeting") or {}
+        self.round = ev.get("round") or 0
+        self.meeting = m
+        self.meeting_view = None
+        self.talk, self.proposal, self.cost_request, self.my_proposal = [], None, None, []
+        self.reported = {}
+        self.last_writer = None
+        if self.outbox:
+            self.chat.note(f"{len(self.outbox)} queued message(s) for the last meeting were dropped.")
+            self.outbox.clear()
+            self.chat.set_outbox([])
+        self.calendar.set_highlight([])
+        self.calendar.marks.clear()
+        parts = list(m.get("participants") or [])
+        mine = self.seat in parts
+        self.query_one(MeetingCard).set_meeting(m, self.seat, self.penalty)
+        self.query_one(SeatsBar).all("waiting")
+        self.banner.update_state(round=self.round, phase="CHEAP_TALK", sweep=0, speaker=None, note="")
+        who = ", ".join("you" if p == self.seat else str(p) for p in parts)
+        line = Text(f"── Round {self.round + 1}/{self.num_rounds or '?'}: meeting M{m.get('id')} with {who}. ",
+                    style="bold")
+        line.append("You are in it." if mine else "You are not in it; you speak only if someone writes to you.")
+        self.chat.note(line, also_active=True)
+        self._update_target()
+
+    def _message(self, ev: dict[str, Any]) -> None:
+        self.chat.add_message(ev)
+        slots = quick.mentioned_slots(ev, self.num_slots or 10**6)
+        frm = ev.get("from_agent")
+        if frm != self.seat:
+            if self.last_writer != frm:
+                self.last_writer = frm
+                self._update_target()
+            if quick.is_request_for_costs(ev):
+                self.cost_request = (frm, slots)
+                self.chat.note(Text(f"Agent {frm} asks for your costs: c answers for those slots "
+                                    "(only what you choose to share leaves your calendar).", style="italic"))
+            elif slots and quick.is_proposal(ev):
+                self.proposal = (frm, slots)
+                if len(slots) == 1:
+                    self.calendar.cursor = slots[0]
+                    self.chat.note(Text(f"Agent {frm} proposes slot {slots[0]}: a accepts, d declines; in DECISION "
+                                        "that slot is preselected.", style="italic"))
+            elif slots and not self.proposal and len(slots) <= 3:
+                self.proposal = (frm, slots)
+            costs = quick.costs_in_payload(ev.get("payload"))
+            if costs is not None:
+                self.reported[frm] = costs
+                self._suggest_from_costs()
+        if slots and len(slots) <= 4:
+            self.talk = slots
+        elif slots and frm != self.seat and quick.is_request_for_costs(ev) and not self.talk:
+            self.talk = []
+        self.calendar.set_highlight(self.talk)
+        self.sync_bindings()
+
+    def _suggest_from_costs(self) -> None:
+        """Once every other participant sent costs, point the cursor at the cheapest common slot."""
+        mid, parts = self._meeting_now()
+        others = [p for p in parts if p != self.seat]
+        if not others or any(p not in self.reported for p in others) or not self.calendar.calendar:
+            return
+        from personas.base import insertion_costs
+
+        mine = insertion_costs(self.calendar.calendar)
+        best: tuple[int, int] | None = None
+        for s, c in enumerate(mine):
+            if c is None:
+                continue
+            total = c
+            for p in others:
+                rc = self.reported[p].get(s)
+                if rc is None:
+                    total = None
+                    break
+                total += rc
+            if total is not None and (best is None or total < best[0]):
+                best = (total, s)
+        if best is None:
+            self.chat.note(Text("From the costs you got, no slot works for everyone.", style="bold red"),
+                           also_active=True)
+            return
+        self.calendar.cursor = best[1]
+        self.chat.note(Text(f"Cheapest common slot from the costs you got: slot {best[1]} (total {best[0]}). "
+                            "p proposes it (the cursor is on it).", style="bold"), also_active=True)
+
+    def _resolution(self, ev: dict[str, Any]) -> None:
+        cal = ev.get("my_calendar")
+        if isinstance(cal, list):
+            self.calendar.set_calendar([item_from_json(it) for it in cal])
+        if ev.get("participant"):
+            mid = ev.get("meeting_id")
+            if ev.get("coordinated"):
+                text = Text(f"✓ M{mid} is scheduled at slot {ev.get('my_slot')}.", style="bold green")
+                if self.meeting and mid == self.meeting.get("id"):
+                    self.calendar.participants[mid] = tuple(self.meeting.get("participants") or ())
+            else:
+                text = Text(f"✗ M{mid} was not coordinated (your copy: slot {ev.get('my_slot')}).", style="bold red")
+            self.query_one(MeetingCard).set_outcome(text.plain)
+            self.chat.note(text, also_active=True)
+        else:
+            self.chat.note("Round over.")
+        self.batch_request = None
+        self.sync_bindings()
+
+    # -- actions ------------------------------------------------------------------------
+    def action_end_turn(self) -> None:
+        req = self.pending
+        if req is None:
+            return
+        msgs = tuple(self.outbox)
+        self.outbox.clear()
+        self.chat.set_outbox([])
+        self.pending = None
+        self.banner.update_state(speaker=None, note="")
+        text = "\n".join(m.content for m in msgs) or None
+        req.answer(Reply(actions=msgs, text=text))
+        if not msgs:
+            self.chat.note("You passed.")
+        self.sync_bindings()
+
+    def action_compose(self) -> None:
+        self.query_one("#composer", Input).focus()
+
+    def action_leave_composer(self) -> None:
+        self.calendar.focus()
+
+    def action_cycle_thread(self, delta: int) -> None:
+        self.chat.cycle(delta)
+
+    def action_thread(self, key: str) -> None:
+        self.chat.show(key)
+
+    def action_unqueue(self) -> None:
+        if self.outbox:
+            m = self.outbox.pop()
+            self.chat.set_outbox(self._outbox_lines())
+            self.notify(f"Taken back: {m.content[:60]}")
+            self.sync_bindings()
+
+    def action_open_batch(self) -> None:
+        if self.batch_request is not None and not self.batch_request.done:
+            self.app.open_batch_builder(self.batch_request)
+
+    def _audience(self) -> list[int]:
+        """Whom a message from the feed goes to: the meeting's other participants, or — for a
+        seat outside the meeting — the last one who wrote to it this round."""
+        mid, parts = self._meeting_now()
+        if self.seat in parts:
+            return [p for p in parts if p != self.seat]
+        if self.last_writer is not None:
+            return [self.last_writer]
+        return [p for p in parts if p != self.seat]
+
+    def _update_target(self) -> None:
+        who = self._audience()
+        if "dm" not in self.channels:
+            ch = "participant_groupchat" if "participant_groupchat" in self.channels else "all_groupchat"
+            text = "the participant chat" if ch == "participant_groupchat" else "everyone (all chat)"
+        elif not who:
+            text = "nobody yet"
+        else:
+            text = ("Agent " if len(who) == 1 else "Agents ") + ", ".join(map(str, who)) + " (dm)"
+        self.chat.set_default_target(text)
+
+    def on_chat_panel_send(self, event: ChatPanel.Send) -> None:
+        th = event.thread
+        if th.channel is None:
+            ch, to = self._route(self._audience())
+            if ch == "dm" and not to:
+                self.notify("Nobody to write to yet: pick a thread with [ or ].", severity="warning")
+                return
+            msgs = [ActionMessage("dm", event.text, t) for t in to] if ch == "dm" else [ActionMessage(ch, event.text)]
+        else:
+            msgs = [ActionMessage(th.channel, event.text, th.to if th.channel == "dm" else None)]
+        self._queue(msgs)
+
+    def _queue(self, msgs: list[ActionMessage]) -> None:
+        if not msgs:
+            return
+        self.outbox.extend(msgs)
+        self.chat.set_outbox(self._outbox_lines())
+        if self.pending is None:
+            self.notify("Queued: it is sent when your turn comes.", timeout=3)
+        self.sync_bindings()
+
+    def _outbox_lines(self) -> list[str]:
+        out = []
+        for m in self.outbox:
+            to = f"Agent {m.to}" if m.type == "dm" else m.type.replace("_groupchat", " chat")
+            out.append(f"→ {to}: {m.content}")
+        return out
+
+    # quick actions ----------------------------------------------------------------------
+    def _meeting_now(self):
+        if self.meeting_view is not None:
+            return self.meeting_view.id, list(self.meeting_view.participants)
+        if self.meeting:
+            return self.meeting.get("id"), list(self.meeting.get("participants") or [])
+        return None, []
+
+    def _route(self, default_to: list[int]) -> tuple[str, list[int]]:
+        """Channel and recipients for a quick action.
+
+        The open groupchat thread if one is open; else DMs to the action's natural
+        audience (the other participants, or the one who asked / proposed); else the
+        first groupchat the game enables.
+        """
+        th = self.chat.thread()
+        if th.channel in ("participant_groupchat", "all_groupchat"):
+            return th.channel, []
+        if "dm" in self.channels:
+            return "dm", default_to
+        ch = "participant_groupchat" if "participant_groupchat" in self.channels else self.channels[0]
+        return ch, []
+
+    def action_quick(self, kind: str) -> None:
+        mid, parts = self._meeting_now()
+        if mid is None:
+            self.notify("No meeting is being negotiated right now.", severity="warning")
+            return
+        others = [p for p in parts if p != self.seat] or [a for a in range(self.num_agents) if a != self.seat]
+        cal = self.calendar.calendar
+        msgs: list[ActionMessage] = []
+        from personas.base import insertion_costs
+
+        costs = insertion_costs(cal) if cal else []
+        if kind == "ask_costs":
+            feasible = [s for s, c in enumerate(costs) if c is not None]
+            ch, to = self._route(others)
+            msgs = quick.ask_costs(self.seat, mid, feasible, channel=ch, to=to)
+        elif kind == "share_costs":
+            if self.calendar.marks:
+                slots = sorted(self.calendar.marks)
+            elif self.cost_request:
+                slots = self.cost_request[1] or list(range(len(cal)))
+            else:
+                slots = list(range(len(cal)))
+            asker = [self.cost_request[0]] if self.cost_request else others
+            ch, to = self._route(asker)
+            msgs = quick.share_costs(self.seat, mid, {s: costs[s] for s in slots if 0 <= s < len(costs)},
+                                     channel=ch, to=to)
+        elif kind == "propose":
+            slots = self.calendar.selected_slots()
+            ch, to = self._route(others)
+            msgs = quick.propose(self.seat, mid, slots, channel=ch, to=to)
+            self.my_proposal = slots
+            self.talk = slots
+            self.calendar.set_highlight(slots)
+        elif kind in ("accept", "decline"):
+            if self.proposal:
+                frm, slots = self.proposal
+                slot = slots[0] if len(slots) == 1 else (self.calendar.cursor if self.calendar.cursor in slots
+                                                         else slots[0])
+                to_default = [frm]
+            else:
+                slot = self.calendar.cursor
+                to_default = others
+            ch, to = self._route(to_default)
+            fn = quick.accept if kind == "accept" else quick.decline
+            msgs = fn(self.seat, mid, slot, channel=ch, to=to)
+            if kind == "accept":
+                self.talk = [slot]
+                self.calendar.set_highlight([slot])
+        self.calendar.marks.clear()
+        self.calendar.refresh()
+        self._queue(msgs)
+
+
+def quick_message_events() -> tuple[str, ...]:
+    return ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")

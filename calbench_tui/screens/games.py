@@ -1,0 +1,143 @@
+"""Saved games: a list of the games in the save database; open one to replay it, or report on them.
+
+``SavedGamesScreen(store)`` takes an open :class:`saves.store.Store` (its async API runs
+on the app's loop).  ``enter`` loads the highlighted game's trace and opens
+:class:`~calbench_tui.screens.replay.ReplayScreen` on it; ``r`` opens the report screen
+over the completed games; ``f5`` reloads the list; ``escape``/``q`` closes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+
+def _pct(v: Any) -> str:
+    return "—" if v is None else f"{v * 100:.0f}%"
+
+
+def _num(v: Any) -> str:
+    return "—" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+
+
+def compact_agents(spec: str | None) -> str:
+    """'imap,imap,imap,sdmap' -> 'imap×3,sdmap'."""
+    if not spec:
+        return "—"
+    out: list[list[Any]] = []
+    for name in spec.split(","):
+        if out and out[-1][0] == name:
+            out[-1][1] += 1
+        else:
+            out.append([name, 1])
+    return ",".join(n if k == 1 else f"{n}×{k}" for n, k in out)
+
+
+class SavedGamesScreen(Screen):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+
+    BINDINGS = [
+        Binding("enter", "open", "Replay", id="games.open", priority=True),
+        Binding("r", "report", "Report", id="games.report"),
+        Binding("f5", "reload", "Reload", id="games.reload"),
+        Binding("escape,q", "close", "Close", id="games.close"),
+    ]
+
+    def __init__(self, store: Any) -> None:
+        super().__init__()
+        self.store = store
+        self.games: list[dict[str, Any]] = []
+        self.loaded = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("Saved games — enter: replay · r: report · f5: reload · esc: close", style="bold"),
+                     id="games-title")
+        yield DataTable(id="games-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="games-note")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        t = self.query_one("#games-table", DataTable)
+        for col in ("game", "task", "agents", "status", "started", "coord.", "excess", "cost", "source"):
+            t.add_column(col, key=col)
+        t.focus()
+        self.action_reload()
+
+    @work(exclusive=True, group="games-list")
+    async def action_reload(self) -> None:
+        note = self.query_one("#games-note", Static)
+        if self.store is None:
+            note.update(Text("No save database is open.", style="yellow"))
+            return
+        try:
+            games = await self.store.list_games()
+        except Exception as exc:
+            note.update(Text(f"Could not read the saved games: {exc}", style="red"))
+            return
+        self.games = games
+        t = self.query_one("#games-table", DataTable)
+        t.clear()
+        for g in games:
+            t.add_row(g["game_id"][:8], g.get("task_id") or "—", compact_agents(g.get("agents")), g.get("status") or "—",
+                      (g.get("started_at") or "—")[:16].replace("T", " "), _pct(g.get("coordination")),
+                      _num(g.get("excess_cost")), g.get("cost_mode") or "—", g.get("source") or "—",
+                      key=g["game_id"])
+        note.update(Text(f"{len(games)} saved game(s)." if games else
+                         "No saved games yet: play one (calbench-play), run a suite (calbench run) or import "
+                         "traces (calbench import).", style="dim"))
+        self.loaded = True
+
+    def selected_game_id(self) -> str | None:
+        t = self.query_one("#games-table", DataTable)
+        if not self.games or t.cursor_row is None or not 0 <= t.cursor_row < len(self.games):
+            return None
+        return self.games[t.cursor_row]["game_id"]
+
+    def action_open(self) -> None:
+        gid = self.selected_game_id()
+        if gid is None:
+            self.notify("No game selected.", severity="warning")
+            return
+        self._open(gid)
+
+    @work(exclusive=True, group="games-open")
+    async def _open(self, game_id: str) -> None:
+        from engine.replay import TraceError
+
+        from .replay import ReplayScreen
+
+        try:
+            trace = await self.store.load_trace(game_id)
+            screen = ReplayScreen(trace, seat=_human_seat(trace))
+        except TraceError as exc:
+            self.notify(f"Game {game_id[:8]} cannot be replayed: {exc}", severity="error", timeout=10)
+            return
+        except Exception as exc:
+            self.notify(f"Could not open game {game_id[:8]}: {exc}", severity="error", timeout=10)
+            return
+        self.app.push_screen(screen)
+
+    def action_report(self) -> None:
+        from .report import ReportScreen
+
+        self.app.push_screen(ReportScreen(store=self.store))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def _human_seat(trace: dict[str, Any]) -> int | None:
+    cfg = trace.get("config") or {}
+    if isinstance(cfg.get("human_seat"), int):
+        return cfg["human_seat"]
+    for i, a in enumerate(cfg.get("agents") or []):
+        if isinstance(a, dict) and a.get("type") == "human":
+            return i
+    return None

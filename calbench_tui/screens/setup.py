@@ -1,0 +1,160 @@
+"""The setup screen: choose the task, your seat, a persona for every other seat, and the channels.
+
+Opens when ``calbench-play`` is started without ``--seat`` (or with ``--setup``).  Every
+field is prefilled with the defaults a first-time player can follow: a fresh generated
+scenario, seat 2, IMAP bots (the easiest protocol to follow), DMs only.  ``ctrl+s`` (or
+the Start button) checks the choices and starts; a mistake is shown in one line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+
+from ..widgets.keybar import KeyBar
+from ..settings import CHANNEL_ORDER, Settings
+
+DEFAULT_PERSONAS = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive")
+
+
+def persona_choices(llm_available: bool) -> list[str]:
+    """The personas the setup screen offers for the other seats (from ``personas.registry``)."""
+    try:
+        from personas.registry import PERSONAS
+
+        names = [n for n in PERSONAS if n != "human" and not n.startswith("llm")]
+    except ImportError:
+        names = list(DEFAULT_PERSONAS)
+    if llm_available:
+        model = os.environ.get("CALBENCH_LLM_MODEL") or os.environ.get("OPENAI_MODEL") or "gpt-4o-mini"
+        names.append(f"llm:{model}")
+    return names
+
+
+class Tick(Checkbox):
+    """A checkbox whose mark itself shows the state (✓ / blank), not only its colour (NO_COLOR)."""
+
+    @property
+    def BUTTON_INNER(self) -> str:  # type: ignore[override]
+        return "✓" if self.value else " "
+
+    def watch_value(self) -> None:
+        self.refresh()
+
+
+class SetupScreen(Screen):
+    CSS_PATH = Path(__file__).with_suffix(".tcss")
+    AUTO_FOCUS = "#start"
+
+    BINDINGS = [
+        Binding("ctrl+s", "start", "Start", id="setup.start", priority=True),
+    ]
+
+    def __init__(self, settings: Settings, *, num_agents: int = 5, llm_available: bool = False) -> None:
+        super().__init__()
+        self.settings = settings
+        self.num_agents = num_agents
+        self.choices = persona_choices(llm_available)
+
+    def compose(self) -> ComposeResult:
+        s = self.settings
+        seat = s.seat if s.seat is not None else 2
+        with VerticalScroll(id="setup"):
+            yield Static("[b]New game[/b] — the defaults are a good first game; ctrl+s starts.", id="title")
+            with Horizontal(classes="row"):
+                yield Label("Task", classes="lbl")
+                yield Input(value=s.task or "", placeholder="empty = a new scenario · seed:7 · canonical:12 · file.jsonl",
+                            id="task", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Seed", classes="lbl")
+                yield Input(value="" if s.seed is None else str(s.seed), placeholder="random", id="seed",
+                            compact=True, type="integer")
+                yield Label("Costs", classes="lbl2")
+                yield Select([(c, c) for c in ("uniform", "varied")], value=s.cost, id="cost",
+                             allow_blank=False, compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Your seat", classes="lbl")
+                yield Select([(f"Agent {i}", i) for i in range(self.num_agents)], value=seat, id="seat",
+                             allow_blank=False, compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Channels", classes="lbl")
+                for ch, title in zip(CHANNEL_ORDER, ("DM", "participant chat", "all-agent chat")):
+                    yield Tick(title, value=ch in s.channels, id=f"ch-{ch}", compact=True)
+            with Vertical(id="personas"):
+                yield Static("[b]Other seats[/b] (IMAP is the easiest to follow)")
+                default = self._default_persona()
+                for i in range(self.num_agents):
+                    with Horizontal(classes="row", id=f"row-{i}"):
+                        yield Label(f"Agent {i}", classes="lbl")
+                        value = s.seat_personas.get(i, default)
+                        if value not in self.choices:
+                            value = self.choices[0]
+                        yield Select([(c, c) for c in self.choices], value=value, id=f"persona-{i}",
+                                     allow_blank=False, compact=True)
+            yield Static("", id="error")
+            yield Button("Start (ctrl+s)", id="start", variant="primary", compact=True)
+        yield KeyBar()
+
+    def _default_persona(self) -> str:
+        spec = (self.settings.agents or "").split(",")[0].strip()
+        return spec if spec in self.choices else ("imap" if "imap" in self.choices else self.choices[0])
+
+    def on_mount(self) -> None:
+        for inp in self.query(Input):
+            inp.cursor_blink = self.settings.cursor_blink
+        self._sync_rows()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "seat":
+            self._sync_rows()
+
+    def _sync_rows(self) -> None:
+        seat = self.query_one("#seat", Select).value
+        for i in range(self.num_agents):
+            row = self.query_one(f"#row-{i}")
+            row.display = i != seat
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "start":
+            self.action_start()
+
+    def action_start(self) -> None:
+        err = self.query_one("#error", Static)
+        task = self.query_one("#task", Input).value.strip() or None
+        seed_raw = self.query_one("#seed", Input).value.strip()
+        try:
+            seed = int(seed_raw) if seed_raw else None
+        except ValueError:
+            err.update("[red]The seed must be a whole number.[/red]")
+            return
+        channels = tuple(ch for ch in CHANNEL_ORDER if self.query_one(f"#ch-{ch}", Checkbox).value)
+        if not channels:
+            err.update("[red]Pick at least one channel.[/red]")
+            return
+        seat = int(self.query_one("#seat", Select).value)
+        personas = {i: str(self.query_one(f"#persona-{i}", Select).value)
+                    for i in range(self.num_agents) if i != seat}
+        if task is not None:
+            try:
+                from engine.taskref import resolve_tasks
+
+                tasks = resolve_tasks(task)
+            except Exception as exc:
+                err.update(f"[red]{exc}[/red]")
+                return
+            if len(tasks) != 1:
+                err.update(f"[red]{task!r} names {len(tasks)} tasks; pick one (e.g. canonical:7).[/red]")
+                return
+            if tasks[0].num_agents != self.num_agents and not 0 <= seat < tasks[0].num_agents:
+                err.update(f"[red]That task has {tasks[0].num_agents} seats; pick a seat below it.[/red]")
+                return
+        spec = ",".join("human" if i == seat else personas.get(i, "imap") for i in range(self.num_agents))
+        self.dismiss(self.settings.with_(task=task, seed=seed, cost=str(self.query_one("#cost", Select).value),
+                                         seat=seat, channels=channels, seat_personas=personas, agents=spec,
+                                         setup=False))

@@ -1,0 +1,51 @@
+"""A one-line key bar: every live key of the screen, as currently mapped, clickable.
+
+Textual's ``Footer`` rebuilds a widget per key whenever the bindings change, which costs
+tens of milliseconds per turn here (the bindings change with every phase).  This bar is a
+single line of text re-rendered from ``Screen.active_bindings``; a click on a key runs it
+as if it were pressed.  Keys disabled by ``check_action`` are hidden, as in the footer.
+"""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from textual.widgets import Static
+
+
+class KeyBar(Static):
+    DEFAULT_CSS = """
+    KeyBar { dock: bottom; height: 1; background: $panel; color: $text; padding: 0 1;
+             text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._changed)
+        self._render_keys()
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _changed(self, _screen) -> None:
+        self.call_after_refresh(self._render_keys)
+
+    def _render_keys(self) -> None:
+        if not self.is_attached:
+            return
+        seen: set[tuple[int, str]] = set()
+        screen_parts: list[str] = []
+        app_parts: list[str] = []
+        for key, active in self.screen.active_bindings.items():
+            b = active.binding
+            if not b.show or not b.description or not active.enabled:
+                continue
+            ident = (id(active.node), b.action)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            shown = escape(self.app.get_key_display(b))
+            part = f"[@click=press({key!r})][b]{shown}[/b] {escape(b.description)}[/]"
+            (app_parts if active.node is self.app else screen_parts).append(part)
+        self.update("  ".join(screen_parts + app_parts))
+
+    def action_press(self, key: str) -> None:
+        self.app.simulate_key(key)

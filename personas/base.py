@@ -1,0 +1,117 @@
+"""Small helpers shared by every persona kind (scripted, LLM, human).
+
+Only calendar arithmetic lives here: what it costs a seat to put a meeting in a slot,
+and the batch that clears a slot and schedules the meeting.  Everything works on the
+seat's own calendar (``SeatView.calendar``), so nothing here can see another seat.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from engine.actions import Reschedule, Schedule
+from engine.model import Calendar, Errand, MeetingCopy
+
+
+def lowest_free(calendar: Calendar, exclude: Iterable[int] = ()) -> int | None:
+    """The lowest free slot not in ``exclude`` (None when there is none)."""
+    ex = set(exclude)
+    for s, it in enumerate(calendar):
+        if it is None and s not in ex:
+            return s
+    return None
+
+
+def insertion_cost(calendar: Calendar, slot: int, reserved: Iterable[int] = ()) -> int | None:
+    """What it costs this seat to hold a meeting at ``slot`` (SPEC §7, IMAP ``costs``).
+
+    0 when the slot is free; the errand's shown cost when a movable errand sits there and
+    can move to another free slot (not one of ``reserved``); None otherwise (a blocked
+    errand, a meeting copy, or nowhere to put the errand).
+    """
+    if not 0 <= slot < len(calendar):
+        return None
+    it = calendar[slot]
+    if it is None:
+        return 0
+    if isinstance(it, Errand) and not it.blocked:
+        ex = set(reserved)
+        ex.add(slot)
+        return it.cost if lowest_free(calendar, ex) is not None else None
+    return None
+
+
+def insertion_costs(calendar: Calendar, reserved: Iterable[int] = ()) -> list[int | None]:
+    """``insertion_cost`` for every slot, in one pass (cheap enough for every turn)."""
+    ex = set(reserved)
+    free = [s for s, it in enumerate(calendar) if it is None and s not in ex]
+    out: list[int | None] = []
+    for s, it in enumerate(calendar):
+        if it is None:
+            out.append(0)
+        elif isinstance(it, Errand) and not it.blocked and any(f != s for f in free):
+            out.append(it.cost)
+        else:
+            out.append(None)
+    return out
+
+
+def cheapest_slots(calendar: Calendar, reserved: Iterable[int] = (), exclude: Iterable[int] = ()) -> list[int]:
+    """This seat's feasible slots, cheapest first (ties: lowest slot)."""
+    ex = set(exclude) | set(reserved)
+    costs = insertion_costs(calendar, reserved)
+    ok = [(c, s) for s, c in enumerate(costs) if c is not None and s not in ex]
+    ok.sort()
+    return [s for _, s in ok]
+
+
+def clear_and_schedule(
+    calendar: Calendar,
+    meeting_id: int,
+    slot: int,
+    *,
+    reserved: Iterable[int] = (),
+    moves: Iterable[tuple[int, int, int]] = (),
+) -> list | None:
+    """The DECISION batch that puts ``meeting_id`` at ``slot``, or None if it cannot.
+
+    ``moves`` are extra agreed moves ``(item_id, from_slot, to_slot)`` (e.g. a bumped
+    meeting copy going to its repair slot) applied in the same batch.  A movable errand at
+    ``slot`` goes to the lowest slot that is free after those moves and not ``reserved``.
+    """
+    cal = list(calendar)
+    actions: list = []
+    targets: set[int] = set()
+    for item_id, frm, to in moves:
+        if not (0 <= frm < len(cal) and 0 <= to < len(cal)) or cal[frm] is None:
+            return None
+        if cal[frm].item_id != item_id or (cal[to] is not None and to != frm) or to in targets:
+            return None
+        if to != frm:
+            actions.append(Reschedule(item_id, frm, to, "agreed move"))
+            cal[to], cal[frm] = cal[frm], None
+            targets.add(to)
+    if not 0 <= slot < len(cal):
+        return None
+    it = cal[slot]
+    if it is not None:
+        if not isinstance(it, Errand) or it.blocked:
+            return None
+        dest = lowest_free(cal, set(reserved) | targets | {slot})
+        if dest is None:
+            return None
+        actions.append(Reschedule(it.errand_id, slot, dest, "make room for the meeting"))
+    actions.append(Schedule(meeting_id, slot))
+    return actions
+
+
+def meeting_at(calendar: Calendar, slot: int) -> int | None:
+    it = calendar[slot] if 0 <= slot < len(calendar) else None
+    return it.meeting_id if isinstance(it, MeetingCopy) else None
+
+
+def slot_of_meeting(calendar: Calendar, meeting_id: int) -> int | None:
+    for s, it in enumerate(calendar):
+        if isinstance(it, MeetingCopy) and it.meeting_id == meeting_id:
+            return s
+    return None

@@ -1,0 +1,778 @@
+"""A loopback OpenAI-compatible endpoint for tests, benchmarks and offline play.
+
+Real HTTP/1.1 on 127.0.0.1 (``asyncio.start_server`` and a minimal keep-alive handler;
+standard library only), answering ``POST /v1/chat/completions`` and ``GET /v1/models``.
+It reads the prompts CalBench's LLM persona sends (the header line, the calendar render,
+the inbox) and plays a seat:
+
+``cooperative``
+    CHEAP_TALK: the first speaker of the meeting sends each other participant the slots
+    it can do (free ones, and ones where it would move an errand); each responder answers
+    with the subset it can do; the first speaker picks the slot needing the fewest moves
+    (ties → lowest) and announces it; responders confirm.  A plain "Let's meet at slot
+    X" from any other persona counts as an announcement too.  DECISION: schedule the
+    agreed slot, first moving a movable errand out of it to the lowest free slot.
+    VOLUNTARY: nothing.  Reflection: −2 for slots a target called free, +1 for slots it
+    would have to clear.
+``silent``
+    ``{"thinking": "", "actions": []}`` to everything.
+``chaos``
+    cooperative, but the first attempt of a request may instead get a 429 (with
+    ``Retry-After``), a 500, prose instead of JSON, JSON in a code fence, or an invalid
+    batch — chosen deterministically from ``seed`` and the request body, so a retried
+    request (same body) gets through and a run is reproducible.
+
+Faults can also be injected one by one (``server.inject("429")``) for precise tests:
+``429``, ``500``, ``context_length``, ``hang`` (answer after ``seconds``), ``prose``,
+``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``.
+
+Per-request statistics (``server.stats()``): counts by status and fault, requests per
+seat, and *prefix reuse* — the share of each request's prompt that repeats the previous
+request of the same conversation, which is what a provider's prompt cache can reuse.
+
+In-process use::
+
+    async with MockLLMServer(policy="cooperative", latency=0.05) as server:
+        settings = LLMSettings(base_url=server.base_url)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import random
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.actions import EnvelopeError, parse_envelope
+from engine.freetext import slot_statements
+from engine.model import Errand
+from engine.render import parse_calendar_render
+
+from .prompts import HEADER_RE
+
+__all__ = ["MockLLMServer", "POLICIES", "FAULTS", "RequestRecord"]
+
+POLICIES = ("cooperative", "silent", "chaos")
+FAULTS = ("429", "500", "context_length", "hang", "prose", "fenced", "invalid_batch", "empty", "truncated",
+          "unauthorized")
+
+_REFLECT_RE = re.compile(r"^=== Reflection after Round (\d+) · Meeting M(-?\d+) · You are Agent (\d+) ===$", re.M)
+_SEAT_RE = re.compile(r"You are Agent (\d+)")
+_INBOX_RE = re.compile(r"^\[(\d+)\] From Agent (\d+) \(([^,]+), Meeting M(-?\d+)\): (.*)$", re.M)
+_ORDER_RE = re.compile(r"participants \[([\d, ]*)\] \(speaking order \[([\d, ]*)\]\)")
+_PARTS_RE = re.compile(r"Meeting M-?\d+ \(participants \[([\d, ]*)\]\)")
+_LIST = r"([\d, ]+|none)"
+_OFFER_RE = re.compile(r"Meeting M(-?\d+): I can do slots " + _LIST + r" \(free\) and " + _LIST
+                       + r" \(would move an errand\)")
+_REPLY_RE = re.compile(r"Meeting M(-?\d+): of those I can do slots " + _LIST + r" \(free\) and " + _LIST
+                       + r" \(would move an errand\)")
+_DECIDE_RE = re.compile(r"(?:let'?s\s+(?:schedule|meet)|agreed|decision|confirm(?:ed|ing)?|settled?)\b[^.?!]*?"
+                        r"\bslot\s+(\d+)", re.I)
+
+
+def _ints(text: str) -> list[int]:
+    return [] if text.strip() == "none" else [int(x) for x in re.findall(r"\d+", text)]
+
+
+def _fmt(xs) -> str:
+    return ", ".join(str(x) for x in xs) if xs else "none"
+
+
+# --------------------------------------------------------------------------------------
+# Reading a conversation
+# --------------------------------------------------------------------------------------
+@dataclass
+class _Thread:
+    """What the mock can read from one request's messages."""
+
+    seat: int
+    messages: list[dict[str, Any]]
+    last: str
+    header: dict[str, str] | None
+    reflection: tuple[int, int] | None  # (round_no, meeting id)
+    channels: tuple[str, ...]
+    num_slots: int
+
+    @classmethod
+    def read(cls, messages: list[dict[str, Any]]) -> "_Thread":
+        system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+        sm = _SEAT_RE.search(system)
+        last = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+        hm = HEADER_RE.search(last)
+        rm = _REFLECT_RE.search(last)
+        if sm:
+            seat = int(sm.group(1))
+        elif hm:
+            seat = int(hm.group("seat"))
+        else:
+            seat = int(rm.group(3)) if rm else 0
+        channels = tuple(c for c in ("dm", "participant_groupchat", "all_groupchat") if f'"type": "{c}"' in system)
+        ns = re.search(r"(\d+) slots per calendar", system)
+        return cls(seat, messages, last, hm.groupdict() if hm else None,
+                   (int(rm.group(1)), int(rm.group(2))) if rm else None, channels or ("dm",),
+                   int(ns.group(1)) if ns else 16)
+
+    def round_user_texts(self, round_no: int) -> list[str]:
+        out = []
+        for m in self.messages:
+            if m.get("role") != "user":
+                continue
+            h = HEADER_RE.search(m.get("content") or "")
+            if h and int(h.group("round")) == round_no:
+                out.append(m["content"])
+        return out
+
+    def round_own_actions(self, round_no: int) -> list[dict[str, Any]]:
+        """Actions this seat already sent in ``round_no`` (from the assistant turns)."""
+        out: list[dict[str, Any]] = []
+        in_round = False
+        for m in self.messages:
+            if m.get("role") == "user":
+                h = HEADER_RE.search(m.get("content") or "")
+                in_round = bool(h and int(h.group("round")) == round_no)
+            elif m.get("role") == "assistant" and in_round:
+                try:
+                    env = parse_envelope(m.get("content") or "")
+                except EnvelopeError:
+                    continue
+                out.extend(a.to_json() for a in env.actions)
+        return out
+
+    def calendar(self):
+        for m in reversed(self.messages):
+            if m.get("role") == "user" and re.search(r"^Slot\s+0:", m.get("content") or "", re.M):
+                try:
+                    return parse_calendar_render(m["content"])
+                except ValueError:
+                    continue
+        return None
+
+    def participants(self, texts: list[str]) -> tuple[list[int], list[int]]:
+        for t in texts:
+            m = _ORDER_RE.search(t)
+            if m:
+                return _ints(m.group(1)), _ints(m.group(2))
+        for t in texts:
+            m = _PARTS_RE.search(t)
+            if m:
+                p = _ints(m.group(1))
+                return p, p
+        return [], []
+
+    @staticmethod
+    def inbox(texts: list[str]) -> list[tuple[int, str]]:
+        seen = []
+        for t in texts:
+            for m in _INBOX_RE.finditer(t):
+                seen.append((int(m.group(2)), m.group(5)))
+        return seen
+
+
+def _movable(cal, slot: int) -> bool:
+    it = cal[slot]
+    return isinstance(it, Errand) and not it.blocked and any(x is None for i, x in enumerate(cal) if i != slot)
+
+
+# --------------------------------------------------------------------------------------
+# Policies
+# --------------------------------------------------------------------------------------
+def _send(th: _Thread, to: int, content: str) -> dict[str, Any]:
+    if "dm" in th.channels:
+        return {"type": "dm", "to": to, "content": content}
+    if "participant_groupchat" in th.channels:
+        return {"type": "participant_groupchat", "content": content}
+    return {"type": "all_groupchat", "content": content}
+
+
+def _agreed(th: _Thread, round_no: int, texts: list[str]) -> int | None:
+    """The last slot announced or confirmed this round, by anyone (own messages included)."""
+    found: list[tuple[int, int]] = []  # (order, slot)
+    order = 0
+    own_round = False
+    for m in th.messages:
+        c = m.get("content") or ""
+        if m.get("role") == "user":
+            h = HEADER_RE.search(c)
+            own_round = bool(h and int(h.group("round")) == round_no)
+            if own_round:
+                for im in _INBOX_RE.finditer(c):
+                    for dm in _DECIDE_RE.finditer(im.group(5)):
+                        order += 1
+                        found.append((order, int(dm.group(1))))
+        elif m.get("role") == "assistant" and own_round:
+            try:
+                env = parse_envelope(c)
+            except EnvelopeError:
+                continue
+            for a in env.actions:
+                for dm in _DECIDE_RE.finditer(getattr(a, "content", "") or ""):
+                    order += 1
+                    found.append((order, int(dm.group(1))))
+    return found[-1][1] if found else None
+
+
+def _feasible(cal) -> tuple[list[int], list[int]]:
+    free = [s for s, it in enumerate(cal) if it is None]
+    movable = [s for s in range(len(cal)) if _movable(cal, s)]
+    return free, movable
+
+
+def _offered_slots(sender: int, content: str, num_agents_hint: int, num_slots: int) -> list[int] | None:
+    m = _OFFER_RE.search(content)
+    if m:
+        return _ints(m.group(2)) + _ints(m.group(3))
+    stm = slot_statements(content, sender=sender, recipients=(), num_agents=max(num_agents_hint, sender + 1, 2),
+                          num_slots=num_slots)
+    slots = [s.slot for s in stm if s.target == sender and s.evidence >= 0.7]
+    if not slots:  # e.g. a scripted peer asking "your cost for slots 0–15": every slot it names
+        slots = _mentioned_slots(content, num_slots)
+    return list(dict.fromkeys(slots)) or None
+
+
+_MENTION_RE = re.compile(r"\bslots?\s+((?:\d{1,3}(?:\s*(?:[-–—]|to|through)\s*\d{1,3})?(?:\s*(?:,|and|or)\s*)?)+)", re.I)
+
+
+_LABELLED_RE = re.compile(r"\b(free|open|available|movable|possible)[^:;.]{0,30}:\s*([\d ,–—\-]+)", re.I)
+
+
+def _expand(text: str, num_slots: int) -> list[int]:
+    out: list[int] = []
+    for a, b in re.findall(r"(\d{1,3})(?:\s*[-–—]\s*(\d{1,3}))?", text):
+        lo, hi = int(a), int(b) if b else int(a)
+        out.extend(s for s in range(lo, hi + 1) if 0 <= s < num_slots)
+    return out
+
+
+def _reply_lists(sender: int, content: str, num_agents: int, num_slots: int) -> tuple[list[int], list[int]] | None:
+    """(free, would-move) slots a responder reported, in our format, "free: 5, 7; movable: 0–4", or prose."""
+    m = _REPLY_RE.search(content) or _OFFER_RE.search(content)
+    if m:
+        return _ints(m.group(2)), _ints(m.group(3))
+    labelled = _LABELLED_RE.findall(content)
+    if labelled:
+        free = [x for k, t in labelled if k.lower() in ("free", "open", "available") for x in _expand(t, num_slots)]
+        mov = [x for k, t in labelled if k.lower() in ("movable", "possible") for x in _expand(t, num_slots)]
+        return free, mov
+    got = _offered_slots(sender, content, num_agents, num_slots)
+    return ([], got) if got is not None else None
+
+
+def _mentioned_slots(content: str, num_slots: int) -> list[int]:
+    out: list[int] = []
+    for m in _MENTION_RE.finditer(content):
+        for a, b in re.findall(r"(\d{1,3})(?:\s*(?:[-–—]|to|through)\s*(\d{1,3}))?", m.group(1)):
+            lo, hi = int(a), int(b) if b else int(a)
+            out.extend(s for s in range(lo, hi + 1) if 0 <= s < num_slots)
+    return out
+
+
+def cooperative(th: _Thread) -> dict[str, Any]:
+    if th.reflection is not None:
+        return _reflect(th)
+    h = th.header
+    if h is None:
+        return {"thinking": "I cannot tell which phase this is; passing.", "actions": []}
+    round_no, phase, mid = int(h["round"]), h["phase"], int(h["meeting"])
+    cal = th.calendar()
+    texts = th.round_user_texts(round_no)
+    parts, order = th.participants(texts)
+    me = th.seat
+    if cal is None or me not in parts:
+        return {"thinking": "Not my meeting; nothing to add.", "actions": []}
+    free, movable = _feasible(cal)
+    if phase == "VOLUNTARY":
+        return {"thinking": "Nothing to move.", "actions": []}
+    if phase == "DECISION":
+        return _decide(th, cal, mid, round_no, texts, free)
+    # CHEAP_TALK
+    others = [p for p in parts if p != me]
+    lead = order[0] if order else min(parts)
+    inbox = th.inbox(texts)
+    own = th.round_own_actions(round_no)
+    own_text = [a.get("content", "") for a in own]
+    agreed = _agreed(th, round_no, texts)
+    if me == lead:
+        if not any(_OFFER_RE.search(t) or _DECIDE_RE.search(t) for t in own_text):
+            if agreed is not None:  # someone else announced first
+                return {"thinking": f"Slot {agreed} was announced.", "actions": []}
+            content = (f"Meeting M{mid}: I can do slots {_fmt(free)} (free) and {_fmt(movable)} "
+                       "(would move an errand). Which of these work for you?")
+            return {"thinking": "Offering my feasible slots.", "actions": [_send(th, o, content) for o in others]}
+        if agreed is not None:
+            mine = [int(m.group(1)) for t in own_text for m in _DECIDE_RE.finditer(t)]
+            if mine and mine[-1] != agreed:  # another participant announced later: go with it, once
+                return {"thinking": f"Slot {agreed} was announced after mine; accepting it.",
+                        "actions": [_send(th, o, f"Agreed: Meeting M{mid} at slot {agreed}.") for o in others]}
+            return {"thinking": f"Agreed on slot {agreed}; done.", "actions": []}
+        replies: dict[int, tuple[list[int], list[int]]] = {}
+        heard: set[int] = set()
+        for sender, content in inbox:
+            if sender not in others:
+                continue
+            heard.add(sender)
+            got = _reply_lists(sender, content, len(parts), th.num_slots)
+            if got is not None:
+                replies[sender] = got
+        if heard != set(others):
+            return {"thinking": "Waiting for replies.", "actions": []}
+        slot = _choose(free, movable, replies)
+        content = f"Let's schedule Meeting M{mid} at slot {slot}."
+        return {"thinking": f"Slot {slot} needs the fewest moves.", "actions": [_send(th, o, content) for o in others]}
+    # a responder
+    if agreed is not None:
+        mine = [int(m.group(1)) for t in own_text for m in _DECIDE_RE.finditer(t)]
+        if not mine or mine[-1] != agreed:
+            return {"thinking": f"Confirming slot {agreed}.",
+                    "actions": [_send(th, lead, f"Agreed: Meeting M{mid} at slot {agreed}.")]}
+        return {"thinking": "Already confirmed.", "actions": []}
+    if any(_REPLY_RE.search(t) for t in own_text):
+        return {"thinking": "Waiting for the decision.", "actions": []}
+    offered = None
+    for sender, content in inbox:
+        if sender == lead:
+            offered = _offered_slots(sender, content, len(parts), th.num_slots)
+            if offered is not None:
+                break
+    if offered is None:
+        return {"thinking": "Waiting for the first speaker.", "actions": []}
+    my_free = [s for s in offered if s in free]
+    my_mov = [s for s in offered if s in movable]
+    content = (f"Meeting M{mid}: of those I can do slots {_fmt(my_free)} (free) and {_fmt(my_mov)} "
+               "(would move an errand).")
+    return {"thinking": "Answering with the offered slots I can do.", "actions": [_send(th, lead, content)]}
+
+
+def _choose(free: list[int], movable: list[int], replies: dict[int, tuple[list[int], list[int]]]) -> int:
+    mine = {s: 0 for s in free} | {s: 1 for s in movable}
+    best = None
+    for s, cost in mine.items():
+        moves = cost
+        ok = True
+        for f, mv in replies.values():
+            if s in f:
+                continue
+            if s in mv:
+                moves += 1
+            else:
+                ok = False
+        key = (0 if ok else 1, moves, s)
+        if best is None or key < best[0]:
+            best = (key, s)
+    return best[1] if best else 0
+
+
+def _decide(th: _Thread, cal, mid: int, round_no: int, texts: list[str], free: list[int]) -> dict[str, Any]:
+    agreed = _agreed(th, round_no, texts)
+    retry = "was rejected" in th.last
+    slot = agreed
+    if slot is None or not 0 <= slot < len(cal) or (retry and cal[slot] is not None and not _movable(cal, slot)):
+        slot = free[0] if free else 0
+    actions: list[dict[str, Any]] = []
+    if cal[slot] is not None and _movable(cal, slot):
+        dest = next(s for s, it in enumerate(cal) if it is None and s != slot)
+        actions.append({"type": "reschedule", "item_id": cal[slot].errand_id, "from_slot": slot, "to_slot": dest,
+                        "justification": "clearing the agreed slot"})
+    actions.append({"type": "schedule", "meeting_id": mid, "slot": slot})
+    return {"thinking": f"Scheduling Meeting M{mid} at slot {slot}.", "actions": actions}
+
+
+def _reflect(th: _Thread) -> dict[str, Any]:
+    round_no, _ = th.reflection
+    m = re.search(r"For each other agent \(([^)]*)\)", th.last)
+    targets = [int(t) for t in re.findall(r"\d+", m.group(1))] if m else []
+    ns = re.search(r"exactly (\d+) integers", th.last)
+    n_slots = int(ns.group(1)) if ns else th.num_slots
+    deltas = {str(t): [0] * n_slots for t in targets if t != th.seat}
+    for sender, content in th.inbox(th.round_user_texts(round_no)):
+        row = deltas.get(str(sender))
+        if row is None:
+            continue
+        m = _OFFER_RE.search(content) or _REPLY_RE.search(content)
+        if m:
+            for s in _ints(m.group(2)):
+                if 0 <= s < n_slots:
+                    row[s] = -2
+            for s in _ints(m.group(3)):
+                if 0 <= s < n_slots:
+                    row[s] = 1
+    return {"deltas": deltas}
+
+
+def silent(th: _Thread) -> dict[str, Any]:
+    if th.reflection is not None:
+        return {"deltas": {}}
+    return {"thinking": "", "actions": []}
+
+
+def _invalid(th: _Thread, envelope: dict[str, Any]) -> dict[str, Any]:
+    phase = (th.header or {}).get("phase")
+    mid = int((th.header or {}).get("meeting", 0))
+    if phase == "DECISION":
+        return {"thinking": "two schedules", "actions": [{"type": "schedule", "meeting_id": mid, "slot": 0},
+                                                         {"type": "schedule", "meeting_id": mid, "slot": 1}]}
+    if phase == "VOLUNTARY":
+        return {"thinking": "not allowed here", "actions": [{"type": "schedule", "meeting_id": mid, "slot": 0}]}
+    return {"thinking": "writing to myself", "actions": [{"type": "dm", "to": th.seat, "content": "note to self"}]}
+
+
+# --------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------
+@dataclass
+class RequestRecord:
+    index: int
+    seat: int | None
+    model: str | None
+    conversation: str
+    prompt_chars: int
+    reused_chars: int
+    has_previous: bool
+    phase: str | None
+    status: int = 0
+    fault: str | None = None
+    started: float = 0.0
+    ended: float = 0.0
+
+
+@dataclass
+class _Injected:
+    kind: str
+    seat: int | None = None
+    phase: str | None = None
+    retry_after: float | None = None
+    seconds: float | None = None
+
+
+def _serialise(messages: list[dict[str, Any]]) -> list[str]:
+    return [f"{m.get('role')}\x1f{m.get('content') if isinstance(m.get('content'), str) else json.dumps(m.get('content'))}\x1e"
+            for m in messages]
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x == y:
+            n += len(x)
+            continue
+        k = 0
+        for cx, cy in zip(x, y):
+            if cx != cy:
+                break
+            k += 1
+        return n + k
+    return n
+
+
+class MockLLMServer:
+    """The loopback endpoint.  ``port=0`` picks a free port; see :attr:`base_url`."""
+
+    def __init__(self, policy: str = "cooperative", *, latency: float = 0.0, seed: int = 0,
+                 host: str = "127.0.0.1", port: int = 0, retry_after: float = 1.0,
+                 context_limit: int | None = None, chaos_rate: float = 0.4) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+        self.policy = policy
+        self.latency = float(latency)
+        self.seed = int(seed)
+        self.host = host
+        self.port = int(port)
+        self.retry_after = retry_after
+        self.context_limit = context_limit
+        self.chaos_rate = chaos_rate
+        self.records: list[RequestRecord] = []
+        self.auth_headers_seen = 0
+        self._server: asyncio.base_events.Server | None = None
+        self._injected: list[_Injected] = []
+        self._threads: dict[str, list[list[str]]] = {}  # system prompt hash -> last request of each thread
+        self._attempts: Counter[str] = Counter()
+        self._in_flight = 0
+        self.max_in_flight = 0
+        self._conns: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    async def start(self) -> "MockLLMServer":
+        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for w in list(self._conns):
+            w.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+        self._server = None
+
+    async def __aenter__(self) -> "MockLLMServer":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        await self._server.serve_forever()
+
+    # -- faults ---------------------------------------------------------------------------
+    def inject(self, kind: str, *, count: int = 1, seat: int | None = None, phase: str | None = None,
+               retry_after: float | None = None, seconds: float | None = None) -> None:
+        """Answer the next ``count`` chat requests with fault ``kind``.
+
+        ``seat`` / ``phase`` (CHEAP_TALK, VOLUNTARY, DECISION, REFLECTION) restrict which
+        requests it hits; ``retry_after`` overrides the 429's header, ``seconds`` the hang.
+        """
+        if kind not in FAULTS:
+            raise ValueError(f"unknown fault {kind!r}; choose from {', '.join(FAULTS)}")
+        for _ in range(count):
+            self._injected.append(_Injected(kind, seat, phase, retry_after, seconds))
+
+    @property
+    def pending_faults(self) -> int:
+        return len(self._injected)
+
+    def _take_fault(self, seat: int | None, phase: str | None, body_key: str) -> _Injected | None:
+        for i, f in enumerate(self._injected):
+            if (f.seat is None or f.seat == seat) and (f.phase is None or f.phase == phase):
+                return self._injected.pop(i)
+        if self.policy != "chaos":
+            return None
+        attempt = self._attempts[body_key]
+        if attempt > 0:
+            return None
+        rng = random.Random(f"{self.seed}:{body_key}")
+        x = rng.random()
+        if x >= self.chaos_rate:
+            return None
+        kinds = ("429", "500", "prose", "fenced", "invalid_batch")
+        return _Injected(kinds[int(x / self.chaos_rate * len(kinds)) % len(kinds)])
+
+    # -- statistics -----------------------------------------------------------------------
+    def _match_thread(self, ser: list[str]) -> tuple[str, list[str] | None, int]:
+        """Find the conversation this request continues.
+
+        A request continues an earlier one (same system prompt) when it repeats at least
+        that request's first two messages and all of its messages but the last (the last
+        may be a reflection question, which is not kept in the thread).  Returns ``(thread
+        id, previous request or None, characters repeated from it)``.
+        """
+        sys_key = hashlib.sha1((ser[0] if ser else "").encode()).hexdigest()[:12]
+        threads = self._threads.setdefault(sys_key, [])
+        best_i, best_n = -1, -1
+        for i, prev in enumerate(threads):
+            same = 0
+            for x, y in zip(ser, prev):
+                if x != y:
+                    break
+                same += 1
+            if same >= max(2, len(prev) - 1) and same > best_n:
+                best_i, best_n = i, same
+        if best_i < 0:
+            threads.append(ser)
+            return f"{sys_key}:{len(threads) - 1}", None, 0
+        prev = threads[best_i]
+        threads[best_i] = ser  # the same conversation, one step further
+        return f"{sys_key}:{best_i}", prev, _common_prefix(ser, prev)
+
+    def stats(self) -> dict[str, Any]:
+        recs = [r for r in self.records if r.conversation]
+        with_prev = [r for r in recs if r.has_previous and r.prompt_chars]
+        done = [r for r in recs if r.ended]
+        span = (max(r.ended for r in done) - min(r.started for r in done)) if done else 0.0
+        return {
+            "requests": len(recs),
+            "by_status": dict(sorted(Counter(r.status for r in recs).items())),
+            "faults": dict(sorted(Counter(r.fault for r in recs if r.fault).items())),
+            "per_seat": dict(sorted(Counter(r.seat for r in recs if r.seat is not None).items())),
+            "conversations": len({r.conversation for r in recs}),
+            "prompt_chars": sum(r.prompt_chars for r in recs),
+            "reused_chars": sum(r.reused_chars for r in recs),
+            "prefix_reuse_mean": (sum(r.reused_chars / r.prompt_chars for r in with_prev) / len(with_prev))
+            if with_prev else 0.0,
+            "prefix_reuse_weighted": (sum(r.reused_chars for r in with_prev) / sum(r.prompt_chars for r in with_prev))
+            if with_prev else 0.0,
+            "prefix_reuse_all": (sum(r.reused_chars for r in recs) / sum(r.prompt_chars for r in recs))
+            if recs else 0.0,
+            "max_in_flight": self.max_in_flight,
+            "span_s": span,
+            "requests_per_second": len(done) / span if span > 0 else 0.0,
+            "auth_headers_seen": self.auth_headers_seen,
+        }
+
+    # -- HTTP -----------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        self._conns.add(writer)
+        try:
+            while True:
+                line = await reader.readline()
+                if not line or not line.strip():
+                    break
+                try:
+                    method, target, _version = line.decode("latin-1").split(None, 2)
+                except ValueError:
+                    await self._write(writer, 400, {"error": {"message": "bad request line"}}, close=True)
+                    break
+                headers: dict[str, str] = {}
+                while True:
+                    h = await reader.readline()
+                    if h in (b"\r\n", b"\n", b""):
+                        break
+                    k, _, v = h.decode("latin-1").partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                body = await self._read_body(reader, headers)
+                if "authorization" in headers:
+                    self.auth_headers_seen += 1  # counted, never stored
+                close = headers.get("connection", "").lower() == "close"
+                status, extra_headers, payload = await self._dispatch(method, target.split("?")[0], body)
+                await self._write(writer, status, payload, extra_headers, close=close)
+                if close:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            self._conns.discard(writer)
+            if task is not None:
+                self._tasks.discard(task)
+            try:
+                writer.close()
+            except Exception:  # pragma: no cover - the socket is gone already
+                pass
+
+    @staticmethod
+    async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+        if "content-length" in headers:
+            n = int(headers["content-length"] or 0)
+            return await reader.readexactly(n) if n else b""
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                chunks.append(await reader.readexactly(size))
+                await reader.readline()
+            return b"".join(chunks)
+        return b""
+
+    @staticmethod
+    async def _write(writer: asyncio.StreamWriter, status: int, payload: Any, extra: dict[str, str] | None = None,
+                     *, close: bool = False) -> None:
+        reasons = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
+                   500: "Internal Server Error"}
+        data = json.dumps(payload).encode()
+        head = [f"HTTP/1.1 {status} {reasons.get(status, 'Status')}", "Content-Type: application/json",
+                f"Content-Length: {len(data)}", f"Connection: {'close' if close else 'keep-alive'}"]
+        for k, v in (extra or {}).items():
+            head.append(f"{k}: {v}")
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+        await writer.drain()
+
+    async def _dispatch(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], Any]:
+        if method == "GET" and path.rstrip("/") in ("/v1/models", "/models"):
+            return 200, {}, {"object": "list", "data": [
+                {"id": f"mock-{p}", "object": "model", "created": 0, "owned_by": "calbench"} for p in POLICIES]}
+        if method == "POST" and path.rstrip("/") in ("/v1/chat/completions", "/chat/completions"):
+            try:
+                req = json.loads(body or b"{}")
+                messages = req["messages"]
+                if not isinstance(messages, list):
+                    raise TypeError
+            except (ValueError, KeyError, TypeError):
+                return 400, {}, _error("the body must be JSON with a 'messages' list", "invalid_request_error")
+            return await self._chat(req, messages)
+        return 404, {}, _error(f"no route for {method} {path}", "not_found")
+
+    async def _chat(self, req: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[int, dict[str, str], Any]:
+        th = _Thread.read(messages)
+        ser = _serialise(messages)
+        prompt_chars = sum(len(x) for x in ser)
+        conv, prev, reused = self._match_thread(ser)
+        body_key = hashlib.sha1("".join(ser).encode()).hexdigest()
+        rec = RequestRecord(len(self.records), th.seat, req.get("model"), conv, prompt_chars, reused,
+                            prev is not None, (th.header or {}).get("phase") or ("REFLECTION" if th.reflection else None),
+                            started=time.perf_counter())
+        self.records.append(rec)
+        self._in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            fault = self._take_fault(th.seat, rec.phase, body_key)
+            self._attempts[body_key] += 1
+            if fault and fault.kind == "hang":
+                await asyncio.sleep(fault.seconds if fault.seconds is not None else 30.0)
+            elif self.latency:
+                await asyncio.sleep(self.latency)
+            rec.fault = fault.kind if fault else None
+            status, headers, payload = self._answer(req, th, fault, prompt_chars, reused)
+            rec.status = status
+            return status, headers, payload
+        finally:
+            self._in_flight -= 1
+            rec.ended = time.perf_counter()
+
+    def _answer(self, req: dict[str, Any], th: _Thread, fault: _Injected | None, prompt_chars: int,
+                reused: int) -> tuple[int, dict[str, str], Any]:
+        kind = fault.kind if fault else None
+        if self.context_limit is not None and prompt_chars > self.context_limit:
+            kind = "context_length"
+        if kind == "429":
+            ra = fault.retry_after if fault and fault.retry_after is not None else self.retry_after
+            return 429, {"Retry-After": f"{ra:g}"}, _error("Rate limit reached for requests (mock).",
+                                                            "rate_limit_error", "rate_limit_exceeded")
+        if kind == "500":
+            return 500, {}, _error("The server had an error while processing your request (mock).", "server_error")
+        if kind == "unauthorized":
+            return 401, {}, _error("Incorrect API key provided (mock).", "invalid_request_error", "invalid_api_key")
+        if kind == "context_length":
+            limit = self.context_limit or 4096
+            return 400, {}, _error(f"This model's maximum context length is {limit} characters; your messages "
+                                   f"resulted in {prompt_chars}. Please reduce the length of the messages.",
+                                   "invalid_request_error", "context_length_exceeded")
+        envelope = (silent if self.policy == "silent" else cooperative)(th)
+        finish = "stop"
+        if kind == "invalid_batch":
+            envelope = _invalid(th, envelope)
+        content = json.dumps(envelope)
+        if kind == "prose":
+            content = "I think we should find a slot that works for everyone; let me check my calendar first."
+        elif kind == "fenced":
+            content = f"Here is my reply:\n```json\n{json.dumps(envelope, indent=2)}\n```"
+        elif kind == "empty":
+            content = ""
+        elif kind == "truncated":
+            content, finish = content[: max(1, len(content) // 2)], "length"
+        p_tok = math.ceil(prompt_chars / 4)
+        c_tok = math.ceil(len(content) / 4)
+        return 200, {}, {
+            "id": f"chatcmpl-mock-{len(self.records)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": req.get("model") or f"mock-{self.policy}",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": p_tok, "completion_tokens": c_tok, "total_tokens": p_tok + c_tok,
+                      "prompt_tokens_details": {"cached_tokens": reused // 4}},
+        }
+
+
+def _error(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}

@@ -1,0 +1,224 @@
+"""Prompt texts for LLM seats: files beside the code, filled with :class:`string.Template`.
+
+``prompts/system.md`` is the system prompt (the nine sections of paper A.2, in our own
+words); ``prompts/{round_start,turn,joined,voluntary,decision,retry,reflection}.md`` are
+the per-round user messages of paper A.3 / Table 4; ``prompts/fragments.md`` holds the
+small pieces ("## name" sections).  ``variants/<name>.md`` is appended verbatim to the
+system prompt for an adversarial variant (SPEC §10).
+
+Every user message starts with one header line that names the round, the phase, the
+meeting and the seat::
+
+    === Round 2 of 5 · CHEAP_TALK · Meeting M3 · You are Agent 2 ===
+
+The loopback mock server (``personas.llm.mock_server``) and log readers parse it: keep
+it stable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from string import Template
+from typing import Any, Sequence
+
+from engine.observe import (
+    Delivered,
+    DecisionObservation,
+    SeatBriefing,
+    TurnObservation,
+    VoluntaryObservation,
+)
+
+__all__ = ["VARIANTS", "PromptBook", "HEADER_RE", "load_variant", "template", "fragment"]
+
+VARIANTS = ("nosy-highpressure", "redteam")
+HEADER_RE = re.compile(
+    r"^=== Round (?P<round>\d+) of (?P<rounds>\d+) · (?P<phase>[A-Z_]+) · Meeting M(?P<meeting>-?\d+) · "
+    r"You are Agent (?P<seat>\d+) ===$", re.M)
+
+
+@lru_cache(maxsize=None)
+def _text(folder: str, name: str) -> str:
+    return resources.files("personas.llm").joinpath(folder, name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=None)
+def template(name: str) -> Template:
+    """``prompts/<name>.md`` as a template (trailing newline dropped)."""
+    return Template(_text("prompts", f"{name}.md").rstrip("\n"))
+
+
+@lru_cache(maxsize=1)
+def _fragments() -> dict[str, str]:
+    out: dict[str, str] = {}
+    current: str | None = None
+    lines: list[str] = []
+    for line in _text("prompts", "fragments.md").splitlines():
+        m = re.match(r"^## (\w+)\s*$", line)
+        if m:
+            if current:
+                out[current] = "\n".join(lines).strip("\n")
+            current, lines = m.group(1), []
+        elif current:
+            lines.append(line)
+    if current:
+        out[current] = "\n".join(lines).strip("\n")
+    # A fragment that starts with a blank line keeps it (e.g. "last_turn" is its own paragraph).
+    return out
+
+
+def fragment(name: str, **values: Any) -> str:
+    text = _fragments()[name]
+    if name in ("last_turn",):
+        text = "\n" + text
+    return Template(text).substitute(**values) if values else Template(text).safe_substitute()
+
+
+def load_variant(name: str) -> str:
+    if name not in VARIANTS:
+        raise ValueError(f"unknown prompt variant {name!r}; choose from {', '.join(VARIANTS)}")
+    return _text("variants", f"{name}.md").strip("\n")
+
+
+def _fill(name: str, **values: Any) -> str:
+    return template(name).substitute(**values)
+
+
+def _plist(xs: Sequence[int]) -> str:
+    return "[" + ", ".join(str(x) for x in xs) + "]"
+
+
+class PromptBook:
+    """Builds one seat's system prompt and user messages from its observations.
+
+    Stateless apart from what the seat has already been shown this round, which the
+    persona passes in (``seen``, ``joined``, ``notice``) so that :meth:`user_message` is
+    a pure function: the engine records ``prompt(obs)`` before the call, and the call
+    must send exactly that text.
+    """
+
+    def __init__(self, briefing: SeatBriefing, variant: str | None = None) -> None:
+        self.briefing = briefing
+        self.variant = variant
+        self.seat = briefing.view.seat
+        self.num_rounds = briefing.num_rounds
+
+    # -- system ---------------------------------------------------------------------------
+    def system_prompt(self) -> str:
+        b = self.briefing
+        v = b.view
+        tools = "\n".join(fragment(f"tool_{c}") for c in v.channels)
+        text = _fill(
+            "system",
+            agent_id=v.seat,
+            num_agents=v.num_agents,
+            all_agent_ids=", ".join(str(a) for a in range(v.num_agents)),
+            num_slots=v.num_slots,
+            max_slot=v.num_slots - 1,
+            decision_retries=b.decision_retries,
+            max_turns=b.max_turns_per_round,
+            num_rounds=b.num_rounds,
+            message_tools=tools,
+        )
+        if self.variant:
+            text += "\n\n" + load_variant(self.variant)
+        return text
+
+    # -- pieces ---------------------------------------------------------------------------
+    def header(self, round_: int, phase: str, meeting_id: int) -> str:
+        return fragment("header", round_no=round_ + 1, num_rounds=self.num_rounds, phase=phase,
+                        meeting_id=meeting_id, seat=self.seat)
+
+    @staticmethod
+    def _label_line(label: str | None) -> str:
+        return fragment("label_line", label=label) if label else ""
+
+    @staticmethod
+    def messages_block(msgs: Sequence[Delivered], header: str, empty: str | None) -> str:
+        if not msgs:
+            return (fragment(empty) + "\n") if empty else ""
+        lines = [fragment(header)]
+        for i, m in enumerate(msgs, 1):
+            content = " ".join(m.content.split()) if "\n" not in m.content else m.content.strip()
+            lines.append(fragment("inbox_item", index=i, sender=m.sender, channel=fragment(f"channel_{m.channel}"),
+                                  meeting_id=m.meeting_id, content=content))
+        return "\n".join(lines) + "\n"
+
+    def _budget(self, obs: TurnObservation) -> str:
+        return fragment("budget", turn_no=obs.turn + 1, max_turns=obs.max_turns,
+                        turns_left=max(0, obs.max_turns - obs.turn - 1))
+
+    # -- user messages --------------------------------------------------------------------
+    def user_message(self, obs, *, seen: int = 0, joined: bool = False, notice: str = "") -> str:
+        """The user message for ``obs``.
+
+        ``seen``: how many of this round's delivered messages the seat has already been
+        shown; ``joined``: whether a non-participant has already had its first message of
+        this round; ``notice``: a note about the previous reply (parse or connection
+        failure), shown once, right under the header.
+        """
+        if isinstance(obs, TurnObservation):
+            text = self._turn(obs, joined=joined)
+        elif isinstance(obs, DecisionObservation):
+            text = self._decision(obs, seen=seen)
+        elif isinstance(obs, VoluntaryObservation):
+            text = self._voluntary(obs, seen=seen)
+        else:
+            raise TypeError(f"no prompt for observation {type(obs).__name__}")
+        if notice:
+            head, _, rest = text.partition("\n")
+            text = f"{head}\n{notice}\n{rest}"
+        return text
+
+    def _turn(self, obs: TurnObservation, *, joined: bool) -> str:
+        m = obs.meeting
+        header = self.header(obs.round, "CHEAP_TALK", m.id)
+        last = fragment("last_turn") if obs.is_last_turn else ""
+        inbox = self.messages_block(obs.inbox, "inbox_header", "inbox_empty")
+        if obs.is_round_start:
+            return _fill("round_start", header=header, meeting_id=m.id, participants=_plist(m.participants),
+                         speaker_order=_plist(m.speaker_order), duration=m.duration,
+                         label_line=self._label_line(m.label), seat=self.seat, calendar=obs.view.render(),
+                         penalty=obs.view.penalty, budget_line=self._budget(obs),
+                         inbox=self.messages_block(obs.inbox, "inbox_header", None), last_turn=last)
+        if not obs.is_participant and not joined:
+            return _fill("joined", header=header, meeting_id=m.id, participants=_plist(m.participants),
+                         seat=self.seat, calendar=obs.view.render(), budget_line=self._budget(obs), inbox=inbox,
+                         last_turn=last)
+        return _fill("turn", header=header, budget_line=self._budget(obs), inbox=inbox, last_turn=last)
+
+    def _retry(self, obs, phase: str, what: str) -> str:
+        return _fill("retry", header=self.header(obs.round, phase, obs.meeting.id), attempt=obs.attempt,
+                     max_attempts=obs.max_attempts, conflict=obs.rejection or "(no detail)", what=what)
+
+    def _decision(self, obs: DecisionObservation, *, seen: int) -> str:
+        m = obs.meeting
+        if obs.attempt > 0:
+            return self._retry(obs, "DECISION", fragment("what_decision", meeting_id=m.id))
+        unread = self.messages_block(obs.round_messages[seen:], "unread_header", None)
+        return _fill("decision", header=self.header(obs.round, "DECISION", m.id), meeting_id=m.id,
+                              participants=_plist(m.participants), label_line=self._label_line(m.label),
+                              unread=unread, calendar=obs.view.render())
+
+    def _voluntary(self, obs: VoluntaryObservation, *, seen: int) -> str:
+        m = obs.meeting
+        if obs.attempt > 0:
+            return self._retry(obs, "VOLUNTARY", fragment("what_voluntary"))
+        unread = self.messages_block(obs.round_messages[seen:], "unread_header", None)
+        return _fill("voluntary", header=self.header(obs.round, "VOLUNTARY", m.id), meeting_id=m.id,
+                              participants=_plist(m.participants), unread=unread, seat=self.seat,
+                              calendar=obs.view.render())
+
+    def reflection(self, obs) -> str:
+        targets = list(obs.targets)
+        example = json.dumps({str(t): [0] * obs.view.num_slots for t in targets[:2]})
+        if len(targets) > 2:
+            example = example[:-1] + ", ...}"
+        return _fill("reflection",
+                     header=fragment("reflection_header", round_no=obs.round + 1, meeting_id=obs.meeting.id,
+                                     seat=self.seat),
+                     round_no=obs.round + 1, targets=", ".join(f"Agent {t}" for t in targets),
+                     max_slot=obs.view.num_slots - 1, num_slots=obs.view.num_slots, example=example)

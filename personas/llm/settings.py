@@ -1,0 +1,172 @@
+"""Settings for LLM seats, and the pool of resources all seats of one run share.
+
+``LLMSettings`` is what the command line, the environment and a personas file decide:
+the endpoint (``base_url``, else ``$OPENAI_BASE_URL``, else the SDK's default), the
+*name* of the environment variable holding the key (never the key itself), the model,
+sampling settings, timeouts, retries and a concurrency limit.
+
+Every ``LLMSettings`` carries a :class:`RunPool`: one semaphore bounding the requests in
+flight and one ``AsyncOpenAI`` client per endpoint.  Settings derived with
+:meth:`LLMSettings.derive` (per-seat overrides from a personas file) share their parent's
+pool, so the concurrency limit holds for the whole run.  Make one ``LLMSettings`` per run
+(per event loop) and ``await settings.pool.aclose()`` at the end.
+
+The API key is read from the environment when a client is made and lives only inside
+that client object: it is not a field, never serialised, never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+__all__ = ["LLMSettings", "LLMConfigError", "RunPool", "DEFAULT_KEY_ENV"]
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+#: Key sent to a local endpoint (vLLM, Ollama, llama.cpp, the mock) when none is set.
+PLACEHOLDER_KEY = "not-needed"
+
+
+class LLMConfigError(ValueError):
+    """A setting that cannot work (no key for a remote endpoint, a bad file); one clear sentence."""
+
+
+class RunPool:
+    """Shared by all LLM seats of a run: the request semaphore and the HTTP clients."""
+
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self._semaphore: asyncio.Semaphore | None = None
+        self._clients: dict[tuple, Any] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.requests = 0
+
+    @property
+    def semaphore(self) -> asyncio.Semaphore:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+        return self._semaphore
+
+    @asynccontextmanager
+    async def slot(self):
+        """Hold one of the run's ``concurrency`` request slots."""
+        async with self.semaphore:
+            self.in_flight += 1
+            self.requests += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                yield
+            finally:
+                self.in_flight -= 1
+
+    def client(self, settings: "LLMSettings"):
+        """The ``AsyncOpenAI`` client for ``settings``' endpoint (made once per endpoint)."""
+        base_url = settings.resolved_base_url()
+        key = (base_url, settings.api_key_env, settings.timeout)
+        if key not in self._clients:
+            from openai import AsyncOpenAI
+
+            self._clients[key] = AsyncOpenAI(api_key=settings.resolve_api_key(), base_url=base_url,
+                                             timeout=settings.timeout, max_retries=0)
+        return self._clients[key]
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            await c.close()
+
+
+class LLMSettings(BaseModel):
+    """How an LLM seat reaches its model.  All fields are safe to record in a trace."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    model: str | None = Field(None, description="model name at the endpoint, e.g. gpt-4o-mini, llama3.1:8b")
+    variant: str | None = Field(None, description="prompt variant: nosy-highpressure or redteam")
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default $OPENAI_BASE_URL")
+    api_key_env: str = Field(DEFAULT_KEY_ENV, description="name of the environment variable holding the key")
+    temperature: float | None = Field(None, ge=0, le=2, description="None: the endpoint's default")
+    max_tokens: int | None = Field(1024, ge=1)
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    timeout: float = Field(120.0, gt=0, description="seconds per HTTP request")
+    retries: int = Field(4, ge=0, description="retries after a 429, 5xx, timeout or connection error")
+    backoff_base: float = Field(1.0, ge=0, description="first backoff in seconds; doubles per retry")
+    backoff_max: float = Field(30.0, ge=0)
+    retry_after_max: float = Field(120.0, ge=0, description="longest Retry-After honoured, seconds")
+    concurrency: int = Field(8, ge=1, description="requests in flight across all seats of the run")
+    reflection: bool = Field(False, description="ask each seat for belief changes after every round (paper F.3)")
+    json_mode: bool = Field(False, description='send response_format={"type": "json_object"}')
+    extra_body: dict[str, Any] | None = Field(None, description="extra JSON fields for the endpoint")
+
+    _pool: RunPool = PrivateAttr()
+
+    def model_post_init(self, __context: Any) -> None:
+        self._pool = RunPool(self.concurrency)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str) -> str:
+        if not v or not v.replace("_", "").isalnum():
+            raise ValueError("api_key_env must be the NAME of an environment variable, e.g. OPENAI_API_KEY")
+        return v
+
+    @field_validator("variant")
+    @classmethod
+    def _variant(cls, v: str | None) -> str | None:
+        from .prompts import VARIANTS
+
+        if v is not None and v not in VARIANTS:
+            raise ValueError(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
+        return v
+
+    # -- sharing --------------------------------------------------------------------------
+    @property
+    def pool(self) -> RunPool:
+        return self._pool
+
+    def derive(self, **overrides: Any) -> "LLMSettings":
+        """A validated copy with ``overrides`` that shares this run's pool."""
+        data = self.model_dump()
+        data.update(overrides)
+        new = LLMSettings.model_validate(data)
+        new._pool = self._pool
+        return new
+
+    # -- resolution -----------------------------------------------------------------------
+    def resolved_base_url(self) -> str | None:
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+    def resolve_api_key(self) -> str:
+        """The key from ``$api_key_env``; a placeholder for a custom endpoint without one."""
+        key = os.environ.get(self.api_key_env)
+        if key:
+            return key
+        if self.resolved_base_url():
+            return PLACEHOLDER_KEY
+        raise LLMConfigError(f"no API key: set ${self.api_key_env} (or choose another variable with "
+                             "--api-key-env), or point --base-url at a local endpoint")
+
+    def public(self) -> dict[str, Any]:
+        """What a trace may record about these settings (no key, by construction)."""
+        d = self.model_dump(exclude_none=True)
+        d["base_url"] = _without_credentials(self.resolved_base_url())
+        return d
+
+
+def _without_credentials(url: str | None) -> str | None:
+    """Drop user:password@ and the query string from a URL before it is recorded."""
+    if not url:
+        return url
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

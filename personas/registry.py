@@ -1,0 +1,132 @@
+"""Persona specs: which persona sits in which seat.
+
+A spec is one name for every seat (``"imap"``) or a comma list with one name per seat
+(``"imap,imap,llm:gpt-4o-mini,passive,human"``).  Names:
+
+``imap`` · ``sdmap`` · ``dsm-welfare`` · ``dsm-private`` — scripted reference protocols
+(SPEC §7); ``passive`` — a seat that never speaks or schedules; ``llm:MODEL[+variant]`` —
+an LLM seat (``personas.llm.factory.make_llm_persona``); ``human`` — a person at the
+terminal, created by the app and handed in through ``humans={seat: persona}``.
+
+Every call builds fresh persona objects (they keep per-game state).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from engine.seats import Persona, PassivePersona
+
+PERSONAS: tuple[str, ...] = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive", "human",
+                             "llm:MODEL[+variant]")
+ALIASES = {
+    "sd-map": "sdmap", "sd_map": "sdmap", "sd": "sdmap",
+    "dsm_welfare": "dsm-welfare", "paper_dsm": "dsm-welfare", "dsm": "dsm-welfare",
+    "dsm_private": "dsm-private", "private_dsm": "dsm-private",
+    "none": "passive", "empty": "passive",
+}
+
+
+class PersonaSpecError(ValueError):
+    """A persona spec that cannot be used; the message says why in one line."""
+
+
+class UnknownPersona(PersonaSpecError):
+    """A seat names a persona that does not exist (the message lists the valid names)."""
+
+
+def _imap() -> Persona:
+    from personas.scripted.imap import IMAPPersona
+
+    return IMAPPersona()
+
+
+def _sdmap() -> Persona:
+    from personas.scripted.sdmap import SDMAPPersona
+
+    return SDMAPPersona()
+
+
+def _dsm(preset: str) -> Callable[[], Persona]:
+    def make() -> Persona:
+        from personas.scripted.dsm import DSMPersona
+
+        return DSMPersona(preset=preset)
+
+    return make
+
+
+_SCRIPTED: dict[str, Callable[[], Persona]] = {
+    "imap": _imap,
+    "sdmap": _sdmap,
+    "dsm-welfare": _dsm("welfare"),
+    "dsm-private": _dsm("private"),
+    "passive": PassivePersona,
+}
+
+
+def valid_names() -> str:
+    return ", ".join(PERSONAS)
+
+
+def canonical_name(name: str) -> str:
+    """A seat name, trimmed and lower-cased, aliases resolved (``llm:`` names keep their case)."""
+    n = name.strip()
+    if n.lower().startswith("llm:"):
+        return "llm:" + n[4:].strip()
+    n = n.lower()
+    return ALIASES.get(n, n)
+
+
+def parse_spec(spec: str, num_agents: int) -> list[str]:
+    """One canonical name per seat; raises :class:`PersonaSpecError` / :class:`UnknownPersona`."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise PersonaSpecError(f"empty persona spec; give one name or {num_agents} comma-separated names "
+                               f"(valid: {valid_names()})")
+    names = [canonical_name(p) for p in spec.split(",")]
+    if len(names) == 1:
+        names = names * num_agents
+    elif len(names) != num_agents:
+        raise PersonaSpecError(f"the spec names {len(names)} seats but the game has {num_agents}; "
+                               f"give one name for all seats or exactly {num_agents}")
+    for i, n in enumerate(names):
+        if n.startswith("llm:"):
+            if not n[4:] or n[4:].startswith("+"):
+                raise PersonaSpecError(f"seat {i}: an LLM seat needs a model name, e.g. llm:gpt-4o-mini")
+            continue
+        if n not in _SCRIPTED and n != "human":
+            raise UnknownPersona(f"seat {i}: unknown persona {n!r}; valid: {valid_names()}")
+    return names
+
+
+def make_personas(
+    spec: str,
+    num_agents: int,
+    *,
+    llm: Any = None,
+    humans: Mapping[int, Persona] | None = None,
+) -> list[Persona]:
+    """Build one fresh persona per seat from ``spec``.
+
+    ``llm`` is passed to ``personas.llm.factory.make_llm_persona(name, llm)`` for every
+    ``llm:`` seat; ``humans`` maps seat -> an already-built human persona for every
+    ``human`` seat (the app creates those; headless runs cannot).
+    """
+    names = parse_spec(spec, num_agents)
+    humans = dict(humans or {})
+    out: list[Persona] = []
+    for seat, name in enumerate(names):
+        if name == "human":
+            if seat not in humans:
+                raise PersonaSpecError(f"seat {seat} is 'human' but no human persona was supplied "
+                                       "(human seats are created by the game app, e.g. calbench-play --seat)")
+            out.append(humans[seat])
+        elif name.startswith("llm:"):
+            try:
+                from personas.llm.factory import make_llm_persona
+            except ImportError:
+                raise UnknownPersona("llm seats are not available yet") from None
+            out.append(make_llm_persona(name, llm))
+        else:
+            out.append(_SCRIPTED[name]())
+    return out

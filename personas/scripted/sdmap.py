@@ -1,0 +1,401 @@
+"""SD-MAP — scheduling-difficulty MAP (paper App. D.2, SPEC §7).  Binary feasibility only.
+
+Meeting negotiation
+    The initiator (lowest-id participant) walks its *local calendar order* — slot index
+    order, 0 upwards — over the slots it can hold: free, a movable errand with a free slot
+    to go to, or a prior meeting it may bump.  For each it sends ``propose {slot}`` to every
+    responder; each answers ``reply {slot, status: PENDING | IMPOSSIBLE}`` (the same local
+    test).  At its next turn (every responder has had one sweep; a peer that stayed silent
+    counts as PENDING) the initiator sends ``confirm {slot}`` when every reply is PENDING,
+    else proposes the next slot; when none is left it sends ``fail {}``.  In DECISION every
+    participant schedules the confirmed slot.
+
+Bumping (unit difficulty)
+    A slot holding a prior meeting ``M_old`` counts as available iff ``M_old`` has strictly
+    fewer *other* participants than the incoming meeting (σ = 1 for every agent, so the
+    rule compares participant counts).  With the canonical three-participant meetings this
+    never triggers.  A bumper moves its copy of ``M_old`` out of the slot in DECISION.
+
+Bump repair (``reschedule_request`` → ``propose_reschedule`` → ``reschedule_reply`` →
+``confirm_reschedule`` / ``fail_reschedule``)
+    The bumper asks ``M_old``'s initiator (its lowest-id participant) to repair it; that
+    initiator proposes repair slots in its local order (a slot free on its calendar, or the
+    one its own copy already holds) to the other ``M_old`` participants, who answer PENDING
+    when the slot is free for them (or already holds their copy).  Agreed moves are applied
+    by the round's participants in their DECISION batch and by everyone else in VOLUNTARY
+    (the engine gives a VOLUNTARY phase to non-participants that received a DM).  When no
+    slot works, ``fail_reschedule``: every copy stays where it is.
+
+    ``repair="next_round"`` (the default, SPEC §7 / paper D.2): the bump takes effect in
+    DECISION (the bumper parks its ``M_old`` copy on its lowest free slot, so ``M_old`` is
+    broken at RESOLUTION) and the repair runs in the CHEAP_TALK of a later round — the
+    first one in which the bumper (or ``M_old``'s initiator, when it is the bumper) gets a
+    turn.  The engine only gives CHEAP_TALK turns to the round's participants and to seats
+    that receive a DM, so a bumper that sits in no later meeting cannot start the repair,
+    and a bump in the last round is never repaired; ``M_old`` then stays broken.
+    ``repair="same_round"`` (what the authors' harness does): the repair starts as soon as
+    the new meeting is confirmed, in the same CHEAP_TALK, and the bumper moves its copy
+    straight to the agreed repair slot in DECISION; nothing is ever left broken unless the
+    repair fails (or the DECISION batch is rolled back after the VOLUNTARY moves).
+
+Payloads (``protocol: "sdmap"``; ``meeting_id`` is the meeting the message is about —
+the bumped meeting for the five repair kinds): ``propose {slot}`` · ``reply {slot,
+status}`` · ``confirm {slot}`` · ``fail {}`` · ``reschedule_request {from_slot}`` ·
+``propose_reschedule {from_slot, to_slot}`` · ``reschedule_reply {from_slot, to_slot,
+status}`` · ``confirm_reschedule {from_slot, to_slot}`` · ``fail_reschedule {from_slot}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.actions import Message, Reschedule
+from engine.model import Errand, MeetingCopy
+from engine.observe import DecisionObservation, Delivered, SeatView, TurnObservation, VoluntaryObservation
+
+from personas.base import lowest_free, slot_of_meeting
+
+from .protocol import ProtocolPersona, Reading, as_int
+
+PENDING, IMPOSSIBLE = "PENDING", "IMPOSSIBLE"
+REPAIR_MODES = ("next_round", "same_round")
+
+
+class SDMAPPersona(ProtocolPersona):
+    protocol = "sdmap"
+
+    def __init__(self, repair: str = "next_round", sd_model: dict[int, float] | None = None) -> None:
+        super().__init__()
+        if repair not in REPAIR_MODES:
+            raise ValueError(f"repair must be one of {', '.join(REPAIR_MODES)}, not {repair!r}")
+        self.repair = repair
+        self.sd_model = dict(sd_model or {})  # agent -> difficulty σ (default 1.0)
+        self.turn = 0
+        self.known: dict[int, tuple[int, ...]] = {}  # meeting id -> participants
+        self.bumps: dict[int, dict[str, Any]] = {}  # next_round: old id -> {from, by, requested}
+        self.repairs: dict[int, dict[str, Any]] = {}  # I am the bumped meeting's initiator
+        self.moves: dict[int, int] = {}  # old id -> agreed repair slot for my copy
+
+    # -- difficulty rule --------------------------------------------------------------------
+    def difficulty(self, participants) -> float:
+        return sum(self.sd_model.get(a, 1.0) for a in participants if a != self.seat)
+
+    def may_bump(self, old_id: int) -> bool:
+        parts = self.known.get(old_id)
+        if parts is None:
+            return False
+        return self.difficulty(parts) < self.difficulty(self.meeting.participants)
+
+    # -- per round -----------------------------------------------------------------------------
+    def on_round_start(self, view: SeatView) -> None:
+        self.known.update(view.prior_meetings)
+        self.known[self.meeting.id] = tuple(self.meeting.participants)
+        cal = view.calendar
+        # Agreed repair moves that are now in place (or impossible) are done.
+        for old, to in list(self.moves.items()):
+            if slot_of_meeting(cal, old) in (to, None):
+                del self.moves[old]
+        # A bump whose DECISION batch was rolled back never happened.
+        for old, b in list(self.bumps.items()):
+            if slot_of_meeting(cal, old) in (b["from"], None):
+                del self.bumps[old]
+        self.repairs.clear()
+        self.rs.extra.update(state="idle", tried=set(), active=None, replies={}, propose_turn=-1,
+                             priority=[], pending=None, held={})
+        self.rs.reserved.update(self.moves.values())
+
+    # -- local availability ----------------------------------------------------------------------
+    def meeting_slots(self) -> set[int]:
+        st = self.rs.extra
+        out = {s for s in (st.get("active"), st.get("pending"), self.rs.agreed) if s is not None}
+        return out
+
+    def local_status(self, slot: int) -> str | None:
+        """"ok", "bump" (available by bumping a prior meeting) or None (impossible)."""
+        cal = self.view.calendar
+        rs = self.rs
+        if not 0 <= slot < len(cal) or slot in rs.reserved:
+            return None
+        it = cal[slot]
+        if it is None:
+            return "ok"
+        spare = lowest_free(cal, rs.reserved | {slot}) is not None
+        if isinstance(it, Errand):
+            return "ok" if (not it.blocked and spare) else None
+        if isinstance(it, MeetingCopy) and spare and self.may_bump(it.meeting_id):
+            return "bump"
+        return None
+
+    # -- typed messages ---------------------------------------------------------------------------
+    def on_typed(self, msg: Delivered, p: dict[str, Any]) -> list[Message]:
+        kind = p.get("kind")
+        mid = as_int(p.get("meeting_id"))
+        st = self.rs.extra
+        cur = self.meeting.id
+        if mid == cur and (self.seat not in self.meeting.participants or msg.sender not in self.meeting.participants):
+            return []  # e.g. an all-agent groupchat read by a non-participant
+        if kind == "propose" and mid == cur:
+            slot = as_int(p.get("slot"))
+            ok = slot is not None and self.local_status(slot) is not None
+            st["pending"] = slot if ok else None
+            status = PENDING if ok else IMPOSSIBLE
+            text = (f"Slot {slot} works for me for meeting M{cur} (PENDING)." if ok
+                    else f"Slot {slot} is impossible for me for meeting M{cur}.")
+            return [self.msg(msg.sender, "reply", text, slot=slot, status=status)]
+        if kind == "reply" and mid == cur and self.is_initiator:
+            slot = as_int(p.get("slot"))
+            if slot == st["active"] and msg.sender in self.responders:
+                st["replies"][msg.sender] = PENDING if p.get("status", p.get("reply_status")) == PENDING else IMPOSSIBLE
+            return []
+        if kind == "confirm" and mid == cur and not self.is_initiator:
+            slot = as_int(p.get("slot"))
+            if slot is not None and 0 <= slot < self.num_slots:
+                self.rs.agreed = slot
+                self.rs.failed = False
+                st["state"] = "confirmed"
+                return self._after_confirm(slot)
+            return []
+        if kind == "fail" and mid == cur and not self.is_initiator:
+            self.rs.failed = True
+            st["state"] = "failed"
+            return []
+        if mid is None:
+            return []
+        if kind == "reschedule_request":
+            return self._start_repair(mid, as_int(p.get("from_slot")))
+        if kind == "propose_reschedule":
+            return self._answer_repair(msg.sender, mid, as_int(p.get("from_slot")), as_int(p.get("to_slot")))
+        if kind == "reschedule_reply":
+            rep = self.repairs.get(mid)
+            if rep and rep["state"] == "waiting" and as_int(p.get("to_slot")) == rep["active"] \
+                    and msg.sender in rep["expected"]:
+                rep["replies"][msg.sender] = PENDING if p.get("status", p.get("reply_status")) == PENDING else IMPOSSIBLE
+            return []
+        if kind == "confirm_reschedule":
+            to = as_int(p.get("to_slot"))
+            if to is not None and slot_of_meeting(self.view.calendar, mid) is not None:
+                self.moves[mid] = to
+                self.rs.reserved.add(to)
+            return []
+        if kind == "fail_reschedule":
+            self._release(mid)
+            return []
+        return []
+
+    # -- free text ---------------------------------------------------------------------------------
+    def on_text(self, msg: Delivered, reading: Reading) -> list[Message]:
+        st = self.rs.extra
+        if self.is_initiator and msg.sender in self.responders:
+            for s in reading.proposed + reading.mentioned:
+                self.rs.peer_slots.append((msg.sender, s, s == reading.decided))
+            active = st["active"]
+            if st["state"] == "waiting" and active is not None:
+                if active in reading.fails or (reading.no and not reading.slots):
+                    st["replies"][msg.sender] = IMPOSSIBLE
+                elif active in reading.works or reading.yes or reading.decided == active:
+                    st["replies"][msg.sender] = PENDING
+                elif reading.proposed or reading.works:
+                    st["replies"][msg.sender] = IMPOSSIBLE
+            for s in reading.proposed + sorted(reading.works):
+                if s not in st["tried"] and s not in st["priority"] and s not in reading.fails:
+                    st["priority"].append(s)
+            return []
+        return super().on_text(msg, reading)
+
+    # -- CHEAP_TALK ----------------------------------------------------------------------------------
+    async def speak(self, obs: TurnObservation):
+        self.turn = obs.turn
+        return await super().speak(obs)
+
+    def on_turn(self, obs: TurnObservation) -> list[Message]:
+        out: list[Message] = []
+        if self.repair == "next_round":
+            out.extend(self._request_repairs())
+        st = self.rs.extra
+        if obs.is_participant and self.is_initiator:
+            if st["state"] == "idle":
+                out.extend(self._propose_next())
+            elif st["state"] == "waiting" and obs.turn > st["propose_turn"]:
+                if all(st["replies"].get(r, PENDING) == PENDING for r in self.responders):
+                    out.extend(self._confirm())
+                else:
+                    out.extend(self._propose_next())
+        out.extend(self._repair_progress())
+        return out
+
+    def _propose_next(self) -> list[Message]:
+        st = self.rs.extra
+        order = [s for s in st["priority"] if 0 <= s < self.num_slots] + list(range(self.num_slots))
+        slot = next((s for s in order if s not in st["tried"] and self.local_status(s)), None)
+        mid = self.meeting.id
+        if slot is None:
+            st["state"] = "failed"
+            st["active"] = None
+            self.rs.failed = True
+            text = f"No slot worked for meeting M{mid}; the meeting fails this round."
+            return [self.msg(to, "fail", text) for to in self.responders]
+        st["tried"].add(slot)
+        st["active"] = slot
+        st["replies"] = {}
+        st["propose_turn"] = self.turn
+        if not self.responders:
+            return self._confirm()
+        st["state"] = "waiting"
+        text = f"Agent {self.seat} proposes slot {slot} for meeting M{mid} — does it work for you?"
+        return [self.msg(to, "propose", text, slot=slot) for to in self.responders]
+
+    def _confirm(self) -> list[Message]:
+        st = self.rs.extra
+        slot = st["active"]
+        st["state"] = "confirmed"
+        self.rs.agreed = slot
+        text = f"Confirmed: meeting M{self.meeting.id} at slot {slot}."
+        out = [self.msg(to, "confirm", text, slot=slot) for to in self.responders]
+        return out + self._after_confirm(slot)
+
+    def _after_confirm(self, slot: int) -> list[Message]:
+        """A confirmed slot holding a prior meeting on my calendar is a bump."""
+        it = self.view.calendar[slot]
+        if not isinstance(it, MeetingCopy) or self.repair != "same_round":
+            return []
+        return self._bump_request(it.meeting_id, slot)
+
+    def _bump_request(self, old: int, from_slot: int, by: int | None = None) -> list[Message]:
+        parts = self.known.get(old, ())
+        if not parts:
+            return []
+        i_old = min(parts)
+        if i_old == self.seat:
+            return self._start_repair(old, from_slot)
+        by = self.meeting.id if by is None else by
+        text = (f"Meeting M{old} had to leave slot {from_slot} on my calendar for meeting M{by}; "
+                f"please find it a new slot.")
+        return [self.msg(i_old, "reschedule_request", text, meeting_id=old, from_slot=from_slot)]
+
+    def _request_repairs(self) -> list[Message]:
+        out: list[Message] = []
+        for old in sorted(self.bumps):
+            b = self.bumps[old]
+            if not b["requested"]:
+                b["requested"] = True
+                out.extend(self._bump_request(old, b["from"], b.get("by")))
+        return out
+
+    # -- bump repair (I am the bumped meeting's initiator) --------------------------------------------
+    def _start_repair(self, old: int, from_slot: int | None) -> list[Message]:
+        parts = self.known.get(old)
+        if from_slot is None or not parts or min(parts) != self.seat or old in self.repairs:
+            return []
+        if slot_of_meeting(self.view.calendar, old) is None:
+            return []
+        self.repairs[old] = {"from": from_slot, "tried": set(), "active": None, "replies": {},
+                             "expected": sorted(p for p in parts if p != self.seat), "state": "proposing",
+                             "turn": -1}
+        return self._repair_propose(old)
+
+    def _repair_candidates(self, rep: dict[str, Any], old: int) -> list[int]:
+        cal = self.view.calendar
+        mine = slot_of_meeting(cal, old)
+        busy = self.meeting_slots() | (self.rs.reserved - {self.moves.get(old)})
+        out = []
+        for t in range(self.num_slots):
+            if t == rep["from"] or t in rep["tried"] or t in busy:
+                continue
+            if cal[t] is None or (t == mine and mine != rep["from"]):
+                out.append(t)
+        return out
+
+    def _repair_propose(self, old: int) -> list[Message]:
+        rep = self.repairs[old]
+        cands = self._repair_candidates(rep, old)
+        if not cands:
+            rep["state"] = "failed"
+            text = f"No new slot found for meeting M{old}; it stays where it is."
+            return [self.msg(to, "fail_reschedule", text, meeting_id=old, from_slot=rep["from"]) for to in rep["expected"]]
+        t = cands[0]
+        rep["tried"].add(t)
+        rep["active"] = t
+        rep["replies"] = {}
+        rep["turn"] = self.turn
+        if not rep["expected"]:
+            return self._repair_confirm(old)
+        rep["state"] = "waiting"
+        text = (f"Agent {self.seat} proposes moving meeting M{old} from slot {rep['from']} to slot {t} — "
+                f"does slot {t} work for you?")
+        return [self.msg(to, "propose_reschedule", text, meeting_id=old, from_slot=rep["from"], to_slot=t)
+                for to in rep["expected"]]
+
+    def _repair_confirm(self, old: int) -> list[Message]:
+        rep = self.repairs[old]
+        rep["state"] = "confirmed"
+        t = rep["active"]
+        self.moves[old] = t
+        self.rs.reserved.add(t)
+        text = f"Confirmed: meeting M{old} moves from slot {rep['from']} to slot {t}."
+        return [self.msg(to, "confirm_reschedule", text, meeting_id=old, from_slot=rep["from"], to_slot=t)
+                for to in rep["expected"]]
+
+    def _repair_progress(self) -> list[Message]:
+        out: list[Message] = []
+        for old in sorted(self.repairs):
+            rep = self.repairs[old]
+            if rep["state"] == "waiting" and self.turn > rep["turn"]:
+                if all(rep["replies"].get(p, PENDING) == PENDING for p in rep["expected"]):
+                    out.extend(self._repair_confirm(old))
+                else:
+                    out.extend(self._repair_propose(old))
+        return out
+
+    def _answer_repair(self, sender: int, old: int, from_slot: int | None, to: int | None) -> list[Message]:
+        parts = self.known.get(old)
+        if not parts or sender != min(parts) or to is None:
+            return []
+        cal = self.view.calendar
+        mine = slot_of_meeting(cal, old)
+        self._release(old)
+        ok = (mine is not None and 0 <= to < self.num_slots and to not in self.meeting_slots()
+              and to not in self.rs.reserved and (cal[to] is None or to == mine))
+        if ok:
+            self.rs.reserved.add(to)
+            self.rs.extra["held"][old] = to
+        text = (f"Moving meeting M{old} to slot {to} works for me (PENDING)." if ok
+                else f"Moving meeting M{old} to slot {to} is impossible for me.")
+        return [self.msg(sender, "reschedule_reply", text, meeting_id=old, from_slot=from_slot, to_slot=to,
+                         status=PENDING if ok else IMPOSSIBLE)]
+
+    def _release(self, old: int) -> None:
+        """Free the slot I held for a repair proposal that did not go through."""
+        held = self.rs.extra["held"].pop(old, None)
+        if held is not None and held not in self.moves.values():
+            self.rs.reserved.discard(held)
+
+    # -- VOLUNTARY and DECISION -------------------------------------------------------------------------
+    def _agreed_moves(self, cal, exclude_to=()) -> list[tuple[int, int, int]]:
+        out = []
+        for old in sorted(self.moves):
+            to = self.moves[old]
+            frm = slot_of_meeting(cal, old)
+            if frm is not None and frm != to and to not in exclude_to:
+                out.append((old, frm, to))
+        return out
+
+    def on_volunteer(self, obs: VoluntaryObservation) -> list:
+        cal = obs.view.calendar
+        acts = []
+        for old, frm, to in self._agreed_moves(cal):
+            if cal[to] is None:
+                acts.append(Reschedule(old, frm, to, "agreed repair of a bumped meeting"))
+        return acts
+
+    def decision_moves(self, obs: DecisionObservation, slot: int) -> list[tuple[int, int, int]]:
+        cal = obs.view.calendar
+        moves = self._agreed_moves(cal, exclude_to={slot})
+        it = cal[slot]
+        if isinstance(it, MeetingCopy) and not any(m[1] == slot for m in moves):
+            # A bump with no agreed repair slot: park my copy on my lowest free slot.
+            dest = lowest_free(cal, self.rs.reserved | {m[2] for m in moves} | {slot})
+            if dest is not None:
+                moves.append((it.meeting_id, slot, dest))
+                if self.repair == "next_round" and self.may_bump(it.meeting_id):
+                    self.bumps[it.meeting_id] = {"from": slot, "by": obs.meeting.id, "requested": False}
+        return moves

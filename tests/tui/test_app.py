@@ -1,0 +1,126 @@
+"""The app around the game: remapped keys, the first-run help, the mouse, NO_COLOR, and the
+command line's one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from calbench_tui.app import binding_ids, make_app, screen_text
+from calbench_tui.cli import play_main
+from calbench_tui.commands import play as play_cmd
+from calbench_tui.screens.help import HelpScreen
+from calbench_tui.settings import Settings, first_run
+from calbench_tui.widgets.calendar import CalendarView
+
+from .helpers import wait_for
+
+SIZE = (80, 24)
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("CALBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    return tmp_path / "config"
+
+
+async def _first_turn(pilot, app):
+    await wait_for(pilot, lambda: app.game_screen is not None and app.game_screen.pending is not None,
+                   what="the first turn")
+
+
+async def test_remapped_keys_work_and_the_help_and_key_bar_show_them():
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True, keymap={"end_turn": "ctrl+t"}))
+    async with app.run_test(size=SIZE) as pilot:
+        await _first_turn(pilot, app)
+        gs = app.game_screen
+        assert "^t End turn" in screen_text(app)
+        req = gs.pending
+        await pilot.press("e")  # no longer bound
+        assert gs.pending is req and not req.done
+        await pilot.press("ctrl+t")
+        assert req.done
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        help_text = " ".join(w.render().plain for w in app.screen.query("Static") if hasattr(w.render(), "plain"))
+        assert "ctrl+t" in help_text and "[end_turn]" in help_text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_first_run_shows_help_once(config_dir):
+    assert first_run()
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True, show_help=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "Each round has four phases" in screen_text(app)
+        await pilot.press("escape")
+        await _first_turn(pilot, app)
+    assert not first_run() and (config_dir / "seen-help").exists()
+
+
+async def test_the_mouse_moves_the_calendar_cursor_and_runs_keys():
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await _first_turn(pilot, app)
+        cal = app.game_screen.query_one(CalendarView)
+        await pilot.click(CalendarView, offset=(6, 1 + 9))  # header line, then slot 9
+        assert cal.cursor == 9
+        req = app.game_screen.pending
+        bar = app.game_screen.query_one("KeyBar")
+        await pilot.click(bar, offset=(2, 0))  # "e End turn" is the first key on the bar
+        await pilot.pause()
+        assert req.done
+
+
+async def test_no_color_is_honoured_and_cues_do_not_rely_on_colour(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True))
+    assert app.no_color
+    async with app.run_test(size=SIZE) as pilot:
+        await _first_turn(pilot, app)
+        await pilot.press("r", "e")
+        await wait_for(pilot, lambda: app.game_screen.pending is not None and app.game_screen.reported,
+                       what="the costs")
+        await pilot.press("p")  # propose the cheapest common slot: it is now the one talked about
+        text = screen_text(app)
+        assert "▸»" in text  # the cursor and the slot under discussion are marked by characters
+        assert "YOUR TURN" in text
+
+
+def test_binding_ids_are_unique_and_cover_the_game():
+    ids = binding_ids()
+    assert len(ids) == len(set(ids))
+    for needed in ("quit", "help", "end_turn", "propose", "accept", "decline", "share_costs", "ask_costs",
+                   "compose", "submit", "meet_here", "move", "export", "replay", "play_again"):
+        assert needed in ids
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seat", "-1"], "--seat must be 0 or more"),
+    (["--seat", "9"], "--seat 9 does not exist"),
+    (["--seat", "2", "--channel", "sms"], "unknown channel 'sms'"),
+    (["--seat", "2", "--task", "seed:x"], "bad task reference"),
+    (["--seat", "2", "--task", "canonical:0-3"], "names 4 tasks"),
+    (["--seat", "2", "--max-turns", "0"], "--max-turns must be at least 1"),
+])
+def test_command_line_mistakes_are_one_line(argv, message, capsys):
+    assert play_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("calbench: error:") and message in err and "\n" not in err
+
+
+def test_a_bad_keys_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "keys.toml"
+    bad.write_text('[keys]\nfly = "f"\n')
+    assert play_main(["--seat", "2", "--keys", str(bad)]) == 2
+    assert "unknown binding id 'fly'" in capsys.readouterr().err
+
+
+def test_parser_defaults_pin_the_first_game():
+    args = play_cmd.build_parser().parse_args(["--seat", "2"])
+    assert (args.seat, args.agents, args.task, args.cost, args.channel) == (2, None, None, "uniform", "dm")
+    app = make_app(settings=Settings(seat=2))
+    assert app.agents_spec(5) == "imap,imap,human,imap,imap"
+    task = app.resolve_task()
+    assert task.num_agents == 5 and task.cost_mode == "uniform" and task.seed is not None

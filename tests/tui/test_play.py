@@ -1,0 +1,200 @@
+"""Whole games played as seat 2 by key presses only, against scripted seats; the save is checked.
+
+Every action of the human seat goes through the bindings (``r`` ask costs, ``c`` share
+costs, ``p`` propose, ``e`` end turn, the batch builder's ``enter``/``m``/``←→``/``s``),
+the composer (typing + ``enter``) and ``ctrl+q``; the saved game is read back from a
+temporary SQLite database.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from calbench_tui.app import make_app, screen_text
+from calbench_tui.screens.decision import DecisionScreen
+from calbench_tui.screens.end import EndScreen
+from calbench_tui.settings import Settings
+from engine.replay import fold_trace
+from saves.store import Store
+
+from .helpers import play_to_end, wait_for
+
+SIZE = (80, 24)
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = await Store.open(tmp_path / "play.db")
+    yield s
+    await s.close()
+
+
+async def test_seat2_plays_a_whole_game_against_imap_and_it_is_saved(store):
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True), store=store)
+    async with app.run_test(size=SIZE) as pilot:
+        await play_to_end(pilot, app)
+        assert isinstance(app.screen, EndScreen)
+        text = screen_text(app)
+        assert "GAME OVER" in text and "meetings scheduled" in text
+        result = app.result
+    # The default table: a generated 5-seat scenario, IMAP everywhere else, DMs only.
+    cfg = result.trace["config"]
+    assert [a["model"] for a in cfg["agents"]] == ["imap", "imap", "human", "imap", "imap"]
+    assert cfg["channels"] == ["dm"] and cfg["num_agents"] == 5 and cfg["human_seat"] == 2
+    # Played by keys, following the IMAP protocol: every meeting scheduled at oracle cost.
+    assert result.metrics["meetings_scheduled"] == result.metrics["meetings_total"] == 5
+    assert result.metrics["total_excess_burden"] == 0
+    human_msgs = [e for e in result.trace["events"] if e["type"] == "dm_sent" and e["data"]["from_agent"] == 2]
+    kinds = {e["data"]["payload"]["kind"] for e in human_msgs if e["data"].get("payload")}
+    assert {"cost_request", "costs", "decision"} <= kinds
+    # The save: completed, every event, a seat row per seat, and it folds cleanly.
+    saved = await store.load_trace(app.game_id)
+    assert saved["saved"]["status"] == "completed"
+    assert [e["seq"] for e in saved["events"]] == list(range(len(result.trace["events"])))
+    assert saved["metrics"]["meetings_scheduled"] == 5
+    assert fold_trace(saved).verified
+    rows = await store.game_results(game_ids=[app.game_id])
+    assert sorted(r["agent_id"] for r in rows) == [0, 1, 2, 3, 4]
+    assert [r["persona"] for r in rows if r["agent_id"] == 2] == ["human"]
+
+
+async def test_talk_by_composer_and_decide_by_batch_keys(store):
+    """Free text through the composer, and a batch built by hand in the builder."""
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True), store=store)
+    async with app.run_test(size=SIZE) as pilot:
+        gs = None
+        await wait_for(pilot, lambda: app.game_screen is not None and app.game_screen.pending is not None,
+                       what="the first turn")
+        gs = app.game_screen
+        # Round 1: seat 2 opens meeting M1 (participants 2, 3, 4) with plain English to both.
+        await pilot.press("i")
+        await pilot.press(*"Free at 11?")
+        await pilot.press("enter")
+        assert len(gs.outbox) == 2  # the feed's default audience: the other participants, by DM
+        await pilot.press("escape", "u")  # leave the composer, take the last one back ...
+        assert len(gs.outbox) == 1
+        await pilot.press("e")  # ... and send the other, ending the turn
+        await wait_for(pilot, lambda: app.screen is not gs or gs.pending is not None
+                       or isinstance(app.screen, DecisionScreen), what="the next step")
+        feed = " ".join(line.text.strip() for line in app.game_screen.chat.log_for("feed").lines)
+        assert "you → Agent 3: Free at 11?" in feed
+        # Pass the rest of the talk; the bots answer free text politely.
+        while not isinstance(app.screen, DecisionScreen):
+            await wait_for(pilot, lambda: gs.pending is not None or isinstance(app.screen, DecisionScreen),
+                           what="a turn or the decision")
+            if gs.pending is not None:
+                await pilot.press("e")
+        ds = app.screen
+        # Build a batch by hand: put the meeting on an errand, move the errand, change its destination.
+        cal = ds.plan.calendar
+        target = next(s for s, it in enumerate(cal) if it is not None and not getattr(it, "blocked", True))
+        while ds.builder.cursor != target:
+            await pilot.press("down")
+        await pilot.press("enter")
+        assert ds.plan.target == target and target in ds.plan.moves  # the errand must move: suggested
+        first = ds.plan.moves[target]
+        await pilot.press("right")
+        assert ds.plan.moves[target] != first
+        assert "✓ valid" in screen_text(app)
+        await pilot.press("x")  # undo the move: the engine's own rule 7 message shows at once
+        assert target not in ds.plan.moves
+        assert "Rule 7" in screen_text(app) or "still holds" in screen_text(app)
+        await pilot.press("m")  # move it again (to the cheapest destination)
+        assert target in ds.plan.moves
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.screen is not ds, what="the builder to close")
+        await play_to_end(pilot, app)
+        assert isinstance(app.screen, EndScreen)
+    saved = await store.load_trace(app.game_id)
+    assert saved["saved"]["status"] == "completed"
+    texts = [e["data"]["content"] for e in saved["events"] if e["type"] == "dm_sent" and e["data"]["from_agent"] == 2]
+    assert "Free at 11?" in texts
+
+
+async def test_rejected_batch_shows_the_conflict_and_retries_left(store):
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True), store=store)
+    async with app.run_test(size=SIZE) as pilot:
+        gs = None
+        while not isinstance(app.screen, DecisionScreen):
+            await wait_for(pilot, lambda: (app.game_screen is not None and app.game_screen.pending is not None)
+                           or isinstance(app.screen, DecisionScreen), what="a turn")
+            if not isinstance(app.screen, DecisionScreen):
+                await pilot.press("e")
+        ds = app.screen
+        blocked = next((s for s, it in enumerate(ds.plan.calendar) if getattr(it, "blocked", False)), None)
+        assert blocked is not None
+        while ds.builder.cursor != blocked:
+            await pilot.press("down")
+        await pilot.press("enter")  # a blocked errand: the meeting cannot go there
+        assert "✗" in screen_text(app)
+        await pilot.press("s")  # first press only warns
+        assert app.screen is ds
+        await pilot.press("s")  # second press submits anyway
+        await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen) and app.screen is not ds,
+                       what="the retry")
+        text = screen_text(app)
+        assert "Rejected:" in text and "retries left" in text and "attempt 2/4" in text
+        await play_to_end(pilot, app)
+    saved = await store.load_trace(app.game_id)
+    rejected = [e for e in saved["events"] if e["type"] == "batch_rejected" and e["data"]["agent_id"] == 2]
+    assert rejected and rejected[0]["data"]["attempt"] == 0
+
+
+async def test_ctrl_q_stops_and_resume_finishes_the_game(store, tmp_path):
+    settings = Settings(seat=2, seed=11, deterministic=True)
+    app = make_app(settings=settings, store=store)
+    async with app.run_test(size=SIZE) as pilot:
+        await play_to_end(pilot, app, stop_after_rounds=2)  # two rounds complete, the third begun
+        await wait_for(pilot, lambda: app.game_screen.pending is not None, what="a turn in round 3")
+        game_id = app.game_id
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    assert app.status == "stopped"
+    saved = await store.load_trace(game_id)
+    assert saved["saved"]["status"] == "stopped"
+    resolved = [e for e in saved["events"] if e["type"] == "resolution"]
+    assert len(resolved) == 2
+    # Resume: the complete rounds are folded, play continues at round 3.
+    again = make_app(settings=Settings(resume=game_id[:8], deterministic=True), store=store)
+    async with again.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: again.game_screen is not None, what="the resumed game")
+        assert again.settings.seat == 2
+        await play_to_end(pilot, again)
+        assert isinstance(again.screen, EndScreen)
+    assert again.game_id == game_id
+    final = await store.load_trace(game_id)
+    assert final["saved"]["status"] == "completed"
+    seqs = [e["seq"] for e in final["events"]]
+    assert seqs == list(range(len(seqs)))
+    assert [e["data"]["round"] for e in final["events"] if e["type"] == "resolution"] == [0, 1, 2, 3, 4]
+    assert sum(1 for e in final["events"] if e["type"] == "game_start") == 1
+    assert fold_trace(final).verified
+
+
+async def test_resume_refuses_a_completed_game(store):
+    from engine.game import GameConfig, run_game
+    from engine.generate import generate_scenario
+    from personas.registry import make_personas
+
+    task = generate_scenario(3)
+    result = await run_game(task, make_personas("imap", 5), GameConfig(deterministic=True))
+    trace = dict(result.trace)
+    trace["config"] = dict(trace["config"], human_seat=2)
+    await store.finish_game(result.game_id, trace, "completed")
+    again = make_app(settings=Settings(resume=result.game_id[:8]), store=store)
+    async with again.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+    assert again.return_code == 2 and "already completed" in again.error
+
+
+async def test_play_again_after_the_end_screen(store):
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True, max_turns_per_round=1), store=store)
+    async with app.run_test(size=SIZE) as pilot:
+        await play_to_end(pilot, app)
+        first = app.game_id
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.game_id != first and app.game_screen is not None
+                       and app.game_screen.pending is not None, what="a new game")
+        assert app.game_task.seed == 8 and isinstance(app.screen, type(app.game_screen))
+        await pilot.press("ctrl+q")
+    assert (await store.load_trace(first))["saved"]["status"] == "completed"

@@ -1,0 +1,215 @@
+"""The pieces under the screens: the human persona's futures, the batch plan, the seat projection,
+quick actions, settings and the key map."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from calbench_tui.messages import seat_event
+from calbench_tui.settings import SettingsError, load_keymap, parse_channels
+from calbench_tui.widgets import quick
+from calbench_tui.widgets.batch import BatchPlan
+from engine.actions import Reschedule, Schedule
+from engine.events import ListSink
+from engine.game import GameConfig, run_game
+from engine.generate import generate_scenario
+from engine.model import Errand, MeetingCopy
+from engine.rules import BatchOutcome, Rejection, check_batch
+from engine.seats import Reply
+from personas.human import HumanPersona
+from personas.registry import make_personas
+
+
+# -- the human persona --------------------------------------------------------------------------
+async def test_human_persona_awaits_the_interface_and_times_the_answer():
+    requests = []
+    human = HumanPersona(requests.append)
+    task = generate_scenario(7)
+
+    async def interface():
+        while True:
+            await asyncio.sleep(0)
+            pending = [r for r in requests if not r.done]
+            for r in pending:
+                if r.kind == "speak":
+                    r.answer(Reply())
+                elif r.kind == "decide":
+                    obs = r.obs
+                    free = next(s for s, it in enumerate(obs.view.calendar) if it is None)
+                    r.answer(Reply(actions=(Schedule(obs.meeting.id, free),)))
+                else:
+                    r.answer(Reply())
+
+    seats = make_personas("imap", 5, humans={})
+    seats[2] = human
+    ui = asyncio.create_task(interface())
+    try:
+        result = await run_game(task, seats, GameConfig(deterministic=True), ListSink())
+    finally:
+        ui.cancel()
+    kinds = [r.kind for r in requests]
+    assert kinds[0] == "register" and "speak" in kinds and "decide" in kinds
+    assert all(r.seat == 2 for r in requests)
+    assert human.answered == sum(1 for k in kinds if k != "register")
+    ends = [e for e in result.trace["events"] if e["type"] == "turn_end" and e["data"]["agent_id"] == 2]
+    assert ends and all(isinstance(e["data"]["latency_ms"], (int, float)) for e in ends)
+
+
+async def test_a_request_can_be_answered_from_another_thread_and_only_once():
+    got = []
+    human = HumanPersona(got.append)
+    task = generate_scenario(7)
+    from engine.observe import TurnObservation, meeting_view, seat_view
+
+    view = seat_view(2, task.calendars, task.labels, task.meetings, 0, task.cost_values, ("dm",))
+    obs = TurnObservation(view, 0, 0, 15, meeting_view(task.meetings[0], 2, task.labels), True, ())
+    speak = asyncio.create_task(human.speak(obs))
+    await asyncio.sleep(0)
+    req = got[0]
+    threading.Thread(target=req.answer_threadsafe, args=(Reply(text="hi"),)).start()
+    reply = await asyncio.wait_for(speak, 2)
+    assert reply.text == "hi" and reply.latency_ms is not None
+    assert req.answer(Reply()) is False  # already answered
+
+
+async def test_attach_resends_a_waiting_request():
+    first, second = [], []
+    human = HumanPersona(first.append)
+    task = generate_scenario(7)
+    from engine.observe import TurnObservation, meeting_view, seat_view
+
+    view = seat_view(2, task.calendars, task.labels, task.meetings, 0, task.cost_values, ("dm",))
+    obs = TurnObservation(view, 0, 0, 15, meeting_view(task.meetings[0], 2, task.labels), True, ())
+    speak = asyncio.create_task(human.speak(obs))
+    await asyncio.sleep(0)
+    human.attach(second.append)
+    assert second and second[0] is first[0]
+    second[0].answer(Reply())
+    await speak
+
+
+async def test_without_an_interface_the_human_seat_is_an_error_not_a_hang():
+    human = HumanPersona()
+    task = generate_scenario(7)
+    seats = make_personas("imap", 5)
+    seats[2] = human
+    result = await run_game(task, seats, GameConfig(deterministic=True, max_turns_per_round=1))
+    errors = [e for e in result.trace["events"] if e["type"] == "parse_error" and e["data"]["agent_id"] == 2]
+    assert errors and "no interface" in errors[0]["data"]["detail"]
+
+
+# -- the batch plan -----------------------------------------------------------------------------
+CAL = (Errand(1, 10), None, Errand(2, 1, blocked=True), MeetingCopy(7), Errand(3, 100), None)
+
+
+def test_plan_moves_what_must_move_to_the_nearest_free_slot_and_matches_the_engine():
+    plan = BatchPlan(CAL, meeting_id=9)
+    plan.set_target(4)
+    assert plan.moves == {4: 5}
+    out = plan.check()
+    assert isinstance(out, BatchOutcome) and out.cost == 100 and out.scheduled_slot == 4
+    assert out == check_batch(CAL, [Reschedule(3, 4, 5), Schedule(9, 4)], meeting_id=9, require_schedule=True)
+    # Changing the target undoes the automatic move.
+    plan.set_target(1)
+    assert plan.moves == {} and isinstance(plan.check(), BatchOutcome) and plan.cost() == 0
+    # A blocked slot: the engine's own rule 3 message.
+    plan.set_target(2)
+    out = plan.check()
+    assert isinstance(out, Rejection) and out.rule == 7
+    plan.add_move(2)
+    assert 2 not in plan.moves  # blocked items are never offered as moves
+    plan.moves[2] = 5
+    out = plan.check()
+    assert isinstance(out, Rejection) and out.rule == 3 and "blocked" in out.message
+
+
+def test_plan_cycles_destinations_among_free_slots_and_voluntary_has_no_schedule():
+    plan = BatchPlan(CAL, meeting_id=9)
+    plan.set_target(0)
+    assert plan.moves == {0: 1}
+    assert plan.cycle_destination(0, 1) == 5
+    assert plan.cycle_destination(0, 1) == 1
+    vol = BatchPlan(CAL, meeting_id=9, require_schedule=False)
+    assert isinstance(vol.check(), BatchOutcome) and vol.actions() == []
+    assert vol.add_move(3) and vol.moves == {3: 1}
+    assert isinstance(vol.check(), BatchOutcome) and vol.cost() == 1
+    assert "No moves" in " ".join(BatchPlan(CAL, meeting_id=9, require_schedule=False).describe())
+
+
+# -- what seat i may see of an event --------------------------------------------------------------
+def test_seat_event_keeps_only_what_the_seat_may_see():
+    dm = {"seq": 5, "type": "dm_sent", "data": {"round": 0, "turn": 0, "phase": "CHEAP_TALK", "agent_id": 0,
+                                                  "from_agent": 0, "to_agent": 3, "content": "x", "channel": "dm"}}
+    assert seat_event(dm, 2) is None
+    assert seat_event(dm, 3)["content"] == "x"
+    ts = {"seq": 6, "type": "turn_start", "data": {"round": 0, "turn": 0, "phase": "CHEAP_TALK", "agent_id": 0,
+                                                     "calendar_render": "Slot 0: Errand #1", "prompt_sent": "p"}}
+    assert seat_event(ts, 2) == {"type": "turn_start", "seq": 6, "round": 0, "turn": 0, "phase": "CHEAP_TALK",
+                                 "agent_id": 0}
+    ba = {"seq": 7, "type": "batch_applied", "data": {"round": 0, "turn": 0, "phase": "DECISION", "agent_id": 0,
+                                                        "calendar_after": [None], "cost": 10, "actions": []}}
+    assert "calendar_after" not in seat_event(ba, 2) and "cost" not in seat_event(ba, 2)
+    assert seat_event(ba, 0)["cost"] == 10
+    res = {"seq": 8, "type": "resolution", "data": {"round": 0, "turn": 0, "phase": "RESOLUTION", "agent_id": None,
+                                                      "meeting_id": 1, "per_agent_slot": {"0": 3, "1": 3},
+                                                      "coordinated": True, "calendars": [["a"], ["b"], ["c"]]}}
+    assert seat_event(res, 2) == {"type": "resolution", "seq": 8, "round": 0, "turn": 0, "phase": "RESOLUTION",
+                                  "agent_id": None, "participant": False, "my_calendar": ["c"]}
+    assert seat_event(res, 1)["my_slot"] == 3 and seat_event(res, 1)["my_calendar"] == ["b"]
+    assert seat_event({"seq": 9, "type": "reflection", "data": {"agent_id": 0}}, 0) is None
+
+
+# -- quick actions ------------------------------------------------------------------------------------
+def test_quick_actions_write_english_and_imap_payloads():
+    [m] = quick.ask_costs(2, 4, [0, 1, 2, 5], channel="dm", to=[3])
+    assert m.to == 3 and m.payload == {"protocol": "imap", "kind": "cost_request", "meeting_id": 4,
+                                       "slots": [0, 1, 2, 5]}
+    assert "slots 0, 1, 2 and 5" in m.content
+    a, b = quick.share_costs(2, 4, {0: 0, 3: 10, 5: None}, channel="dm", to=[0, 1])
+    assert a.payload["costs"] == {"0": 0, "3": 10, "5": None} and (a.to, b.to) == (0, 1)
+    assert "free at slot 0" in a.content and "slot 3 cost 10" in a.content and "can't do slot 5" in a.content
+    [p] = quick.propose(2, 4, [7], channel="participant_groupchat", to=[])
+    assert p.type == "participant_groupchat" and p.payload["kind"] == "decision" and p.payload["slot"] == 7
+    [p2] = quick.propose(2, 4, [7, 9], channel="dm", to=[1])
+    assert p2.payload is None and "slots 7 and 9" in p2.content
+    [y] = quick.accept(2, 4, 7, channel="dm", to=[1], protocol=None)
+    assert y.payload is None and "slot 7 works" in y.content
+    # What the bots read back out of it.
+    from personas.scripted.protocol import read_text
+
+    assert read_text(y.content, 16).works == {7}
+    assert read_text(quick.decline(2, 4, 7, channel="dm", to=[1])[0].content, 16).fails == {7}
+    assert quick.slots_in_text("how about slots 3-5 or slot 9?", 16) == [3, 4, 5, 9]
+
+
+# -- settings -------------------------------------------------------------------------------------------
+def test_channels_parse_and_bad_ones_are_one_line_errors():
+    assert parse_channels("dm") == ("dm",)
+    assert parse_channels("all,dm") == ("dm", "all_groupchat")
+    assert parse_channels("dm+participant") == ("dm", "participant_groupchat")
+    assert parse_channels("every") == ("dm", "participant_groupchat", "all_groupchat")
+    with pytest.raises(SettingsError, match="unknown channel 'sms'"):
+        parse_channels("dm,sms")
+
+
+def test_keymap_file_is_read_strictly(tmp_path):
+    ids = ["end_turn", "propose"]
+    p = tmp_path / "keys.toml"
+    assert load_keymap(p, ids) == {}
+    p.write_text('[keys]\nend_turn = "ctrl+t"\n')
+    assert load_keymap(p, ids) == {"end_turn": "ctrl+t"}
+    p.write_text('[keys]\nend_trun = "ctrl+t"\n')
+    with pytest.raises(SettingsError, match="unknown binding id 'end_trun'"):
+        load_keymap(p, ids)
+    p.write_text('[colours]\nx = 1\n')
+    with pytest.raises(SettingsError, match="unknown table"):
+        load_keymap(p, ids)
+    p.write_text('[keys]\nend_turn = 3\n')
+    with pytest.raises(SettingsError, match="must be a non-empty string"):
+        load_keymap(p, ids)
+    p.write_text('[keys\n')
+    with pytest.raises(SettingsError, match="not valid TOML"):
+        load_keymap(p, ids)
