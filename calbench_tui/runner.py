@@ -691,12 +691,14 @@ def _play_in_processes(tasks, ids, agents_spec, *, db, settings, concurrency, pr
     open_children = processes
     try:
         with _ProgressBar(len(tasks), spec_label(agents_spec), enabled=show_progress) as bar:
+            gone = False
             while open_children:
                 try:
-                    item = q.get(timeout=0.5)
+                    item = q.get(timeout=0.1 if gone else 0.5)
                 except queue_mod.Empty:
-                    if not any(pr.is_alive() for pr in procs):
-                        break
+                    if gone:
+                        break  # every worker has exited and their messages are read
+                    gone = not any(pr.is_alive() for pr in procs)
                     continue
                 if item is None:
                     open_children -= 1
@@ -711,6 +713,10 @@ def _play_in_processes(tasks, ids, agents_spec, *, db, settings, concurrency, pr
         raise
     for pr in procs:
         pr.join(timeout=30)
+    if open_children:  # a worker died without saying goodbye (killed, out of memory, ...)
+        codes = ", ".join(str(pr.exitcode) for pr in procs if pr.exitcode)
+        errors.append(f"{open_children} worker process(es) died (exit code {codes or 'unknown'}); "
+                      f"{len(results)} of {len(tasks)} games were reported — run again with --resume")
     if errors:
         raise RunError("a worker process failed: " + "; ".join(errors))
     order = {gid: i for i, gid in enumerate(ids)}

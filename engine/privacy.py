@@ -41,7 +41,9 @@ import json
 import math
 from typing import Any, Iterable
 
+from .freetext import LEAK_THRESHOLD, semantic_leaks, slot_statements
 from .model import Errand, MeetingCopy, Task
+from .reflection import reflection_vps
 
 P0 = 0.5
 MAX_WEIGHT = 32.0
@@ -190,7 +192,7 @@ def _fold_actions(cal: list, actions: Iterable[dict[str, Any]]) -> list:
 # ---------------------------------------------------------------------------------------
 class _Fold:
     __slots__ = ("task", "S", "N", "beliefs", "rows", "obs", "cat", "req", "plans", "cals",
-                 "snap", "parts", "freetext", "text_failed", "untyped")
+                 "snap", "parts", "untyped")
 
     def __init__(self, task: Task, collect: bool) -> None:
         self.task = task
@@ -205,8 +207,6 @@ class _Fold:
         self.cals: list[list] = [list(c) for c in task.calendars]
         self.snap: dict[int, tuple[list, ...]] = {}  # round -> calendars at its start
         self.parts: dict[int, tuple[int, ...]] = {}
-        self.freetext = None
-        self.text_failed = False
         self.untyped = 0  # message events with no recognised typed form
 
     def update(self, r: int, target: int, observer: int, slot: int, e: float, a: float,
@@ -328,16 +328,9 @@ class _Fold:
                         upd(r, sender, j, s, 1.0, 1.0, "typed", "dsm_decision", seq)
 
     def text(self, r: int, sender: int, readers: list[int], content: str, seq: Any) -> None:
-        if not content or not readers or self.text_failed:
+        if not content or not readers:
             return
-        if self.freetext is None:
-            try:
-                from .freetext import slot_statements
-            except ImportError:  # the estimator is not installed yet: free text carries no evidence
-                self.text_failed = True
-                return
-            self.freetext = slot_statements
-        stmts = self.freetext(content, sender=sender, recipients=tuple(readers),
+        stmts = slot_statements(content, sender=sender, recipients=tuple(readers),
                               num_agents=self.N, num_slots=self.S)
         for st in stmts:
             gossip = getattr(st, "kind", "self") == "gossip"
@@ -404,6 +397,11 @@ def privacy_metrics(task: Task, events: list[dict[str, Any]]) -> dict[str, Any]:
         "observations": f.obs,
         "semantic_leaks": _semantic_leaks(task, events, f.untyped),
     }
+    refl = reflection_vps(task, events)
+    if refl["reflections"]:  # LLM seats asked to reflect (paper F.3); absent otherwise
+        out["reflection_vps"] = {k: refl[k] for k in ("reflections", "failed", "raw_total", "calibrated_total",
+                                                      "excess_calibrated_total", "excess_calibrated_mean",
+                                                      "participant_pairs_calibrated", "floor", "per_target")}
     return out
 
 
@@ -419,10 +417,6 @@ def _semantic_leaks(task: Task, events: list[dict[str, Any]], untyped: int) -> d
     """Label leaks (SPEC §9, ``engine.freetext``).  Typed protocol messages are fixed
     templates that never carry a label (paper D.4), so a game with none but typed
     messages skips the scan."""
-    try:
-        from .freetext import LEAK_THRESHOLD, semantic_leaks
-    except ImportError:
-        return {}
     if not untyped:
         return {"count": 0, "by_tier": {"public": 0, "neutral": 0, "sensitive": 0}, "items": [],
                 "threshold": LEAK_THRESHOLD}

@@ -28,8 +28,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
@@ -378,20 +376,16 @@ def _cell(item) -> Text:
     return Text(str(item))
 
 
-def calendars_table(model: ReplayModel, i: int, seat: int | None) -> Table:
+def calendars_table(model: ReplayModel, i: int, seat: int | None) -> Text:
+    """All calendars side by side after event i (a plain text grid: fast to redraw per step)."""
     cals = model.calendars_at(i)
     marks = model.marks(i)
     active = model.active_agents(i)
     r = model.round_of[i]
     parts = set((model.meetings.get(r) or {}).get("participants") or []) if isinstance(r, int) else set()
-    t = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False)
-    t.add_column("#", justify="right", style="dim")
-    for a in range(len(cals)):
-        name = f"A{a}" + ("*" if a in parts else "") + (" (you)" if a == seat else "")
-        style = "bold reverse" if a in active else ("bold" if a in parts else "")
-        t.add_column(Text(name, style=style), no_wrap=True)
+    cells: list[list[Text]] = []
     for s in range(model.num_slots):
-        row: list[Any] = [str(s)]
+        row = []
         for a, cal in enumerate(cals):
             cell = _cell(cal[s])
             m = marks.get((a, s))
@@ -400,8 +394,23 @@ def calendars_table(model: ReplayModel, i: int, seat: int | None) -> Table:
                 if m != "?":
                     cell.stylize("reverse")
             row.append(cell)
-        t.add_row(*row)
-    return t
+        cells.append(row)
+    heads = [Text(f"A{a}" + ("*" if a in parts else "") + (" (you)" if a == seat else ""),
+                  style="bold reverse" if a in active else ("bold" if a in parts else "")) for a in range(len(cals))]
+    widths = [max([heads[a].cell_len] + [row[a].cell_len for row in cells]) for a in range(len(cals))]
+    sw = len(str(max(0, model.num_slots - 1)))
+    out = Text(no_wrap=True, overflow="ellipsis")
+    out.append(" " * sw + " ")
+    for a, h in enumerate(heads):
+        out.append_text(h)
+        out.append(" " * (widths[a] - h.cell_len + 2))
+    for s, row in enumerate(cells):
+        out.append("\n")
+        out.append(f"{s:>{sw}} ", style="dim")
+        for a, c in enumerate(row):
+            out.append_text(c)
+            out.append(" " * (widths[a] - c.cell_len + 2))
+    return out
 
 
 def _message_line(model: ReplayModel, k: int, current: bool) -> Text:
@@ -441,48 +450,41 @@ def messages_text(model: ReplayModel, i: int) -> Text:
     return out
 
 
-def beliefs_renderable(model: ReplayModel, i: int):
+def beliefs_renderable(model: ReplayModel, i: int) -> Text:
+    """The belief updates of event i, and the VPS so far (plain text: cheap to redraw per step)."""
     seq = model.seqs[i]
     rows = model.beliefs_by_seq.get(seq, [])
-    parts: list[Any] = []
+    out = Text(no_wrap=True, overflow="ellipsis")
     if model.task is None:
-        return Text("Beliefs cannot be computed: the trace's initial calendars cannot be rebuilt.", style="yellow")
+        out.append("Beliefs cannot be computed: the trace's initial calendars cannot be rebuilt.", style="yellow")
+        return out
     if rows:
-        t = Table(title=f"Belief updates caused by event {seq}", title_justify="left", box=None, padding=(0, 1),
-                  show_edge=False, header_style="bold")
-        for col in ("observer", "about", "slot", "source", "e", "α", "before", "after", "Δ|Bel−½|"):
-            t.add_column(col, justify="right" if col not in ("source",) else "left")
+        out.append(f"Belief updates caused by event {seq}\n", style="bold")
+        out.append(f"{'observer':>8} {'about':>5} {'slot':>4}  {'source':<16} {'e':>5} {'α':>5} {'before':>7} "
+                   f"{'after':>7} {'Δ|Bel−½|':>9}\n", style="bold")
         for u in rows:
             d = abs(u["after"] - P0) - abs(u["before"] - P0)
-            t.add_row(f"A{u['observer']}", f"A{u['target']}", str(u["slot"]), str(u["source"]),
-                      f"{u['evidence']:.2f}", f"{u['strength']:.2f}", f"{u['before']:.3f}", f"{u['after']:.3f}",
-                      Text(f"{d:+.3f}", style="yellow" if d > 0 else "green"))
-        parts.append(t)
-        parts.append(Text(f"VPS moved by {model.delta_vps.get(seq, 0.0):+.3f} slot-equivalents\n", style="bold"))
+            out.append(f"{'A' + str(u['observer']):>8} {'A' + str(u['target']):>5} {u['slot']:>4}  "
+                       f"{str(u['source'])[:16]:<16} {u['evidence']:>5.2f} {u['strength']:>5.2f} "
+                       f"{u['before']:>7.3f} {u['after']:>7.3f} ")
+            out.append(f"{d:>+9.3f}\n", style="yellow" if d > 0 else "green")
+        out.append(f"VPS moved by {model.delta_vps.get(seq, 0.0):+.3f} slot-equivalents\n", style="bold")
     else:
-        parts.append(Text("This event moves no belief.\n", style="dim"))
+        out.append("This event moves no belief.\n", style="dim")
     pair, per_target = model.vps_so_far(i)
     r = model.round_of[i]
     n = model.num_agents
     if isinstance(r, int) and 0 <= r:
-        m = Table(title=f"Round {r} so far: VPS of each observer (row) about each target (column)",
-                  title_justify="left", box=None, padding=(0, 1), show_edge=False, header_style="bold")
-        m.add_column("observer")
-        for tgt in range(n):
-            m.add_column(f"A{tgt}", justify="right")
+        out.append(f"\nRound {r} so far: VPS of each observer (row) about each target (column)\n", style="bold")
+        out.append(f"{'observer':>8}" + "".join(f"{'A' + str(t):>8}" for t in range(n)) + "\n", style="bold")
         for o in range(n):
-            m.add_row(f"A{o}", *[("—" if o == tgt else (f"{pair[(o, tgt)]:.2f}" if (o, tgt) in pair else "0"))
-                                 for tgt in range(n)])
-        parts.append(m)
-    g = Table(title="Game so far: VPS about each target (sum over observers and rounds)", title_justify="left",
-              box=None, padding=(0, 1), show_edge=False, header_style="bold")
-    for tgt in range(n):
-        g.add_column(f"A{tgt}", justify="right")
-    g.add_column("total", justify="right")
-    g.add_row(*[f"{v:.2f}" for v in per_target], f"{sum(per_target):.2f}")
-    parts.append(Text(""))
-    parts.append(g)
-    return Group(*parts)
+            cells = "".join(f"{('—' if o == t else (f'{pair[(o, t)]:.2f}' if (o, t) in pair else '0')):>8}"
+                            for t in range(n))
+            out.append(f"{'A' + str(o):>8}{cells}\n")
+    out.append("\nGame so far: VPS about each target (sum over observers and rounds)\n", style="bold")
+    out.append("".join(f"{'A' + str(t):>8}" for t in range(n)) + f"{'total':>9}\n", style="bold")
+    out.append("".join(f"{v:>8.2f}" for v in per_target) + f"{sum(per_target):>9.2f}")
+    return out
 
 
 def seat_text(model: ReplayModel, seat: int, i: int) -> Text:
@@ -579,6 +581,7 @@ class ReplayScreen(Screen):
         self.playing = False
         self._timer = None
         self._option_of: dict[int, int] = {}
+        self._lines: dict[str, int | None] = {}
         self._event_of: dict[int, int] = {}
 
     # -- layout ---------------------------------------------------------------------------
@@ -644,8 +647,16 @@ class ReplayScreen(Screen):
         want = self._option_of[self.pos]
         if tl.highlighted != want:
             tl.highlighted = want
-        self.query_one("#replay-status", Static).update(self.status_text())
+        self._set("#replay-status", self.status_text())
         self.refresh_view()
+
+    def _set(self, selector: str, content: Any) -> None:
+        """Update a Static; skip the layout pass when its text has as many lines as before
+        (stepping through a game mostly redraws same-sized views, and layout is the costly part)."""
+        lines = content.plain.count("\n") if isinstance(content, Text) else None
+        same = lines is not None and self._lines.get(selector) == lines
+        self._lines[selector] = lines
+        self.query_one(selector, Static).update(content, layout=not same)
 
     def status_text(self) -> Text:
         m = self.model
@@ -673,17 +684,16 @@ class ReplayScreen(Screen):
         view = self.active_view()
         m, i = self.model, self.pos
         if view == "calendars":
-            self.query_one("#calendars-view", Static).update(Group(
-                Text("All calendars after this event (· free, E errand:cost, B blocked, M meeting; ★ scheduled, "
-                     "←k moved in from k, →k moved out to k, ? a belief about that slot moved; * participant)",
-                     style="dim"),
-                calendars_table(m, i, self.seat)))
+            legend = Text("All calendars after this event (· free, E errand:cost, B blocked, M meeting; ★ scheduled, "
+                          "←k moved in from k, →k moved out to k, ? a belief about that slot moved; * participant)\n",
+                          style="dim")
+            self._set("#calendars-view", Text.assemble(legend, calendars_table(m, i, self.seat)))
         elif view == "seat":
             self._show_seat()
         elif view == "messages":
-            self.query_one("#messages-view", Static).update(messages_text(m, i))
+            self._set("#messages-view", messages_text(m, i))
         elif view == "beliefs":
-            self.query_one("#beliefs-view", Static).update(beliefs_renderable(m, i))
+            self._set("#beliefs-view", beliefs_renderable(m, i))
 
     def _show_seat(self) -> None:
         m, i, s = self.model, self.pos, self.view_seat
@@ -695,7 +705,7 @@ class ReplayScreen(Screen):
         cv.calendar = ()  # no "moved" accumulation across jumps
         cv.set_calendar(cal)
         cv.set_highlight({slot for (a, slot) in m.marks(i) if a == s and isinstance(slot, int)})
-        self.query_one("#seat-view", Static).update(seat_text(m, s, i))
+        self._set("#seat-view", seat_text(m, s, i))
 
     # -- actions --------------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
@@ -718,7 +728,7 @@ class ReplayScreen(Screen):
                 self.go(0)
             self.playing = True
             self._start_timer()
-        self.query_one("#replay-status", Static).update(self.status_text())
+        self._set("#replay-status", self.status_text())
 
     def _start_timer(self) -> None:
         if self._timer is not None:
@@ -734,7 +744,7 @@ class ReplayScreen(Screen):
     def _tick(self) -> None:
         if self.pos >= len(self.model) - 1:
             self._stop()
-            self.query_one("#replay-status", Static).update(self.status_text())
+            self._set("#replay-status", self.status_text())
             return
         self.go(self.pos + 1)
 
@@ -742,7 +752,7 @@ class ReplayScreen(Screen):
         self.speed_index = max(0, min(len(SPEEDS) - 1, self.speed_index + delta))
         if self.playing:
             self._start_timer()
-        self.query_one("#replay-status", Static).update(self.status_text())
+        self._set("#replay-status", self.status_text())
 
     def action_view(self, name: str) -> None:
         self.query_one("#views", TabbedContent).active = name

@@ -46,7 +46,7 @@ import random
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engine.actions import EnvelopeError, parse_envelope

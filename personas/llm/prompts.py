@@ -25,8 +25,8 @@ from string import Template
 from typing import Any, Sequence
 
 from engine.observe import (
-    Delivered,
     DecisionObservation,
+    Delivered,
     SeatBriefing,
     TurnObservation,
     VoluntaryObservation,

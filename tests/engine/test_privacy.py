@@ -112,15 +112,6 @@ async def test_groupchat_moves_every_reader_and_free_text_and_gossip():
     assert (1, 0, "text_busy") in srcs
 
 
-async def test_without_the_free_text_estimator_text_is_no_evidence(monkeypatch):
-    task = hand_task([[None] * 8, [None] * 8], [[0, 1]])
-    s0 = ScriptPersona(speak=says([Message("dm", "I'm free at slot 3.", 1)]), plan={1: 3})
-    res = await play(task, [s0, ScriptPersona(plan={1: 3})])
-    monkeypatch.setitem(sys.modules, "engine.freetext", None)
-    m = privacy_metrics(task, res.trace["events"])
-    assert m["vps"] == 0.0 and m["observations"] == 0 and m["semantic_leaks"] == {}
-
-
 # -- the authors' traces -----------------------------------------------------------------------
 def authors_task(trace, compat_dir):
     tid = trace["config"]["task_id"]

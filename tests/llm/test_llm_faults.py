@@ -7,7 +7,13 @@ import time
 import pytest
 
 from engine.game import GameConfig, run_game
-from engine.observe import DecisionObservation, SeatBriefing, TurnObservation, meeting_view, seat_view
+from engine.observe import (
+    DecisionObservation,
+    SeatBriefing,
+    TurnObservation,
+    meeting_view,
+    seat_view,
+)
 from personas.llm.factory import make_llm_persona
 from personas.llm.mock_server import MockLLMServer
 

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from llmkit import small_task
 
-from engine.observe import DecisionObservation, Delivered, SeatBriefing, TurnObservation, meeting_view, seat_view
+from engine.observe import (
+    DecisionObservation,
+    Delivered,
+    SeatBriefing,
+    TurnObservation,
+    meeting_view,
+    seat_view,
+)
 from personas.llm.factory import (
     LLMConfigError,
     LLMSettings,
@@ -13,9 +21,7 @@ from personas.llm.factory import (
     make_llm_persona,
     parse_llm_spec,
 )
-from personas.llm.prompts import HEADER_RE, PromptBook, VARIANTS, load_variant
-
-from llmkit import small_task
+from personas.llm.prompts import HEADER_RE, VARIANTS, PromptBook, load_variant
 
 
 # -- specs and settings ---------------------------------------------------------------------

@@ -51,3 +51,31 @@ def test_mock_llm_user_errors(capsys):
     assert main(["mock-llm", "--port", "70000"]) == 2
     assert "calbench: error: --port must be 0..65535" in capsys.readouterr().err
     assert main(["mock-llm", "--latency", "-1"]) == 2
+
+
+def test_shared_llm_options(tmp_path, monkeypatch):
+    import argparse
+
+    import pytest
+
+    from calbench_tui.commands import UserError
+    from calbench_tui.commands.llm import add_llm_arguments, settings_from_args
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    parser = argparse.ArgumentParser()
+    add_llm_arguments(parser)
+    base, seats = settings_from_args(parser.parse_args(
+        ["--base-url", "http://127.0.0.1:9/v1", "--temperature", "0.3", "--llm-concurrency", "3", "--reflection"]))
+    assert (base.temperature, base.concurrency, base.reflection, seats) == (0.3, 3, True, {})
+    f = tmp_path / "p.toml"
+    f.write_text('[seats.2]\nmodel = "m"\n')
+    _, seats = settings_from_args(parser.parse_args(["--base-url", "http://127.0.0.1:9/v1", "--personas", str(f)]))
+    assert seats[2].model == "m" and seats[2].pool is _.pool
+    with pytest.raises(UserError, match="--temperature"):
+        settings_from_args(parser.parse_args(["--temperature", "9"]))
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    with pytest.raises(UserError, match=r"\$NO_SUCH_KEY_VAR"):
+        settings_from_args(parser.parse_args(["--api-key-env", "NO_SUCH_KEY_VAR"]))
+    f.write_text('[seats.2]\nmodel = "m"\napi_key = "sk-1"\n')
+    with pytest.raises(UserError, match="api_key is not allowed"):
+        settings_from_args(parser.parse_args(["--base-url", "http://127.0.0.1:9/v1", "--personas", str(f)]))

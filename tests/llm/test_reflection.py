@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from llmkit import load_doubles
+
 from engine.game import GameConfig, run_game
 from engine.model import Task
 from engine.reflection import ReflectionObservation, clean_deltas, reflection_vps
-
-from llmkit import load_doubles
 
 doubles = load_doubles()
 

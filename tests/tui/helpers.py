@@ -21,7 +21,7 @@ async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "a condi
     while not predicate():
         if time.monotonic() - t0 > timeout:
             raise AssertionError(f"timed out waiting for {what}; screen:\n{screen_text(pilot.app)}")
-        await pilot.pause(0.005)
+        await asyncio.sleep(0.005)  # (pilot.pause would force a full repaint each time)
 
 
 def human_waiting(app: CalBenchApp) -> bool:

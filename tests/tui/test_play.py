@@ -8,6 +8,9 @@ temporary SQLite database.
 
 from __future__ import annotations
 
+import importlib.util
+import json
+
 import pytest
 
 from calbench_tui.app import make_app, screen_text
@@ -29,14 +32,24 @@ async def store(tmp_path):
     await s.close()
 
 
-async def test_seat2_plays_a_whole_game_against_imap_and_it_is_saved(store):
-    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True), store=store)
+async def test_seat2_plays_a_whole_game_against_imap_and_it_is_saved(store, tmp_path):
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True, export_dir=str(tmp_path / "out")),
+                   store=store)
     async with app.run_test(size=SIZE) as pilot:
         await play_to_end(pilot, app)
         assert isinstance(app.screen, EndScreen)
         text = screen_text(app)
         assert "GAME OVER" in text and "meetings scheduled" in text
         result = app.result
+        # Export the trace, try the replay.
+        await pilot.press("x")
+        exported = list((tmp_path / "out").glob("calbench-*.json"))
+        assert len(exported) == 1
+        assert json.loads(exported[0].read_text())["game_id"] == app.game_id
+        await pilot.press("v")
+        await pilot.pause()
+        if importlib.util.find_spec("calbench_tui.screens.replay") is None:
+            assert any("Replay is not available yet" in str(n.message) for n in app._notifications)
     # The default table: a generated 5-seat scenario, IMAP everywhere else, DMs only.
     cfg = result.trace["config"]
     assert [a["model"] for a in cfg["agents"]] == ["imap", "imap", "human", "imap", "imap"]
