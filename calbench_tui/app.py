@@ -261,6 +261,8 @@ class CalBenchApp(App):
         self.status = "running"
         try:
             if self.store is not None:
+                # (On --resume, create_game replaces the stopped game's rows; its complete
+                # rounds are written back below, one transaction per round.)
                 extra = {"human_seat": self.settings.seat, "app": "calbench-play"}
                 await self.store.create_game(
                     game_id, task_row=task.to_row(), config={**config.to_json(), **extra,
@@ -269,9 +271,12 @@ class CalBenchApp(App):
                                                                         for p in seats]},
                     agents=spec, settings_key=f"play:{spec}:{config.communication_protocol}",
                     started_at=datetime.now(timezone.utc).isoformat())
+                if resume_events:
+                    prefix_sink = self.store.sink(game_id, durable=False)
+                    for ev in resume_events:
+                        await prefix_sink.emit(ev)
+                    await prefix_sink.aclose()
                 store_sink = self.store.sink(game_id, durable=True)
-                for ev in resume_events or ():
-                    await store_sink.emit(ev)
             app_sink = AppSink(self, self.settings.seat)
             if resume_events:
                 for ev in resume_events:
@@ -377,16 +382,16 @@ class CalBenchApp(App):
         if gs is None:
             return
         if req.kind == "register":
-            gs.on_register(req.obs)
+            gs.deliver(gs.on_register, req.obs)
         elif req.kind == "speak":
-            gs.on_speak(req)
+            gs.deliver(gs.on_speak, req)
         elif req.kind in ("volunteer", "decide"):
-            gs.on_batch_request(req)
+            gs.deliver(gs.on_batch_request, req)
             self.open_batch_builder(req)
 
     def on_game_event(self, message: GameEvent) -> None:
         if self.game_screen is not None:
-            self.game_screen.on_game_event(message.event)
+            self.game_screen.deliver(self.game_screen.on_game_event, message.event)
 
     def on_game_over(self, message: GameOver) -> None:
         self._close_batch_builder()

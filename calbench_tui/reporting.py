@@ -477,10 +477,12 @@ def excess_vps(vps: float | None) -> float | None:
 
 def _raw_scores(seats: Sequence[dict[str, Any]]) -> dict[str, float | None]:
     """Per-seat-group OpenSkill scores, higher is better: coordination, −excess, −excess VPS."""
+    excess = _mean(s["excess_shown"] for s in seats)
+    vps = _mean(excess_vps(s["vps"]) for s in seats)
     return {
         "coordination": _mean(s["success"] for s in seats),
-        "excess": (lambda v: None if v is None else -v)(_mean(s["excess_shown"] for s in seats)),
-        "vps": (lambda v: None if v is None else -v)(_mean(excess_vps(s["vps"]) for s in seats)),
+        "excess": None if excess is None else -excess,
+        "vps": None if vps is None else -vps,
     }
 
 

@@ -84,7 +84,6 @@ class Settings:
     setup: bool = False  # open the setup screen before the game
     seat_personas: dict[int, str] = field(default_factory=dict)  # per-seat specs from the setup screen
     keymap: dict[str, str] = field(default_factory=dict)
-    bot_delay: float = 0.0  # seconds a scripted seat waits before answering (readability)
     export_dir: str | None = None  # where "export trace" writes (default: the current directory)
     cursor_blink: bool = True  # off in snapshot tests
     llm_available: bool = False  # an endpoint or key is configured: the setup screen offers llm seats

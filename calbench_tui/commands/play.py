@@ -83,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(f"--seat {args.seat} does not exist: a generated scenario has seats 0-4")
 
     llm_available = bool(args.base_url or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
-    llm = _llm_settings(args) if (llm_available or (args.agents and "llm" in args.agents)) else None
+    llm = _llm_settings(args)  # used only by llm seats (also those of a resumed game)
 
     settings = Settings(
         seat=args.seat,

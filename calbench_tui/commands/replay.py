@@ -13,7 +13,7 @@ import asyncio
 import os
 from typing import Any
 
-from . import UserError, add_db_option, db_path
+from . import UserError, add_db_option
 
 
 def register(sub) -> None:

@@ -220,7 +220,11 @@ class EndScreen(Screen):
             from . import replay  # type: ignore
 
             screen_cls = getattr(replay, "ReplayScreen")
-            self.app.push_screen(screen_cls(self.trace))
+            try:
+                screen = screen_cls(self.trace, seat=self.seat)
+            except TypeError:
+                screen = screen_cls(self.trace)
+            self.app.push_screen(screen)
         except Exception as exc:  # the replay screen is another issue's work
             self.notify(f"Replay could not open: {exc}", severity="error")
 

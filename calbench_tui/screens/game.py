@@ -36,7 +36,7 @@ from ..widgets.meeting import MeetingCard
 from ..widgets.phase import PhaseBanner
 from ..widgets.seats import SeatsBar
 
-QUICK = ("propose", "accept", "decline", "share_costs", "ask_costs")
+MESSAGE_EVENTS = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
 
 
 def short_kind(model: str | None, kind: str | None) -> str:
@@ -80,14 +80,15 @@ class GameScreen(Screen):
         self.batch_request = None  # HumanRequest (decide / volunteer) waiting for the builder
         self.outbox: list[ActionMessage] = []
         self.penalty = 0
-        self.calendar_json_seen = False
-        self.talk: list[int] = []  # slots talked about this round (latest first)
+        self.talk: list[int] = []  # the slots the latest message of this round was about
         self.proposal: tuple[int, list[int]] | None = None  # (from, slots) latest proposal to me
         self.cost_request: tuple[int, list[int]] | None = None  # (from, slots) latest ask to me
         self.my_proposal: list[int] = []
         self.reported: dict[int, dict[int, int | None]] = {}  # costs other participants sent me this round
         self.last_writer: int | None = None
         self.game_over = False
+        self._ready = False
+        self._backlog: list[tuple[Any, tuple]] = []  # calls that arrived before the screen was mounted
 
     # -- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -102,11 +103,22 @@ class GameScreen(Screen):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#composer", Input).cursor_blink = getattr(self.app, "settings", None) is None \
-            or self.app.settings.cursor_blink
+        settings = getattr(self.app, "settings", None)
+        self.query_one("#composer", Input).cursor_blink = settings is None or settings.cursor_blink
         self.query_one(PhaseBanner).seat = self.seat
         self.query_one(ChatPanel).setup(self.seat, self.num_agents, self.channels)
         self.query_one(ChatPanel).note(f"You are Agent {self.seat}. Press ? for help.")
+        self._ready = True
+        backlog, self._backlog = self._backlog, []
+        for fn, args in backlog:
+            fn(*args)
+
+    def deliver(self, fn, *args) -> None:
+        """Run ``fn(*args)`` now, or once the screen is mounted (the game may start first)."""
+        if self._ready:
+            fn(*args)
+        else:
+            self._backlog.append((fn, args))
 
     @property
     def banner(self) -> PhaseBanner:
@@ -210,7 +222,7 @@ class GameScreen(Screen):
             if agent is not None:
                 seats.set_state(agent, "waiting")
             return
-        if t in quick_message_events():
+        if t in MESSAGE_EVENTS:
             self._message(ev)
             return
         if t == "decide_start":
@@ -307,10 +319,8 @@ class GameScreen(Screen):
             if costs is not None:
                 self.reported[frm] = costs
                 self._suggest_from_costs()
-        if slots and len(slots) <= 4:
+        if slots and len(slots) <= 4:  # a proposal or an answer about a few slots, not a cost list
             self.talk = slots
-        elif slots and frm != self.seat and quick.is_request_for_costs(ev) and not self.talk:
-            self.talk = []
         self.calendar.set_highlight(self.talk)
         self.sync_bindings()
 
@@ -525,7 +535,3 @@ class GameScreen(Screen):
         self.calendar.marks.clear()
         self.calendar.refresh()
         self._queue(msgs)
-
-
-def quick_message_events() -> tuple[str, ...]:
-    return ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")

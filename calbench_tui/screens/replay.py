@@ -166,7 +166,9 @@ class ReplayModel:
     # -- verification ---------------------------------------------------------------------
     @property
     def verified(self) -> bool:
-        return self.fold.verified
+        """Every check passed and no round differs from its record (a round can differ only in
+        its recorded state hash, which fold_trace marks on the round without a problem line)."""
+        return self.fold.verified and self.first_mismatch() is None
 
     def first_mismatch(self) -> dict[str, Any] | None:
         """The first round whose folded state differs from the record (None if none)."""
@@ -175,7 +177,7 @@ class ReplayModel:
     def badge(self) -> Text:
         f = self.fold
         who = "the paper authors' harness" if f.source == "authors" else "CalBench"
-        if f.verified:
+        if self.verified:
             n = len(f.rounds)
             return Text.assemble(("✓ verified", "bold green"),
                                  f": all {n} round{'s' if n != 1 else ''} match the recorded state ({who} trace)")
@@ -185,6 +187,8 @@ class ReplayModel:
             t.append(f"✗ stops matching at round {bad['round']} (event {bad['seq']})", style="bold red")
         else:
             t.append("✗ does not verify", style="bold red")
+        if bad is not None and not f.problems:
+            t.append(": its recorded state hash differs from the folded calendars' hash")
         if f.problems:
             t.append(f": {_short(f.problems[0], 110)}")
             if len(f.problems) > 1:
@@ -640,7 +644,7 @@ class ReplayScreen(Screen):
 
     def show(self) -> None:
         if not len(self.model):
-            self.query_one("#replay-status", Static).update(Text("This trace has no events.", style="yellow"))
+            self.query_one("#replay-status", Static).update(self.status_text())
             return
         self._shown = True
         tl = self.query_one("#timeline", OptionList)
@@ -661,6 +665,8 @@ class ReplayScreen(Screen):
     def status_text(self) -> Text:
         m = self.model
         i = self.pos
+        if not len(m):
+            return Text.assemble(m.badge(), "\n", ("This trace has no events.", "yellow"))
         ev = m.events[i]
         d = ev.get("data") or {}
         t = Text()
@@ -681,6 +687,8 @@ class ReplayScreen(Screen):
         return self.query_one("#views", TabbedContent).active or "calendars"
 
     def refresh_view(self) -> None:
+        if not len(self.model):
+            return
         view = self.active_view()
         m, i = self.model, self.pos
         if view == "calendars":
@@ -721,6 +729,8 @@ class ReplayScreen(Screen):
         self.go(0 if where == "first" else len(self.model) - 1)
 
     def action_autoplay(self) -> None:
+        if not len(self.model):
+            return
         if self.playing:
             self._stop()
         else:

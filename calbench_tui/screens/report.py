@@ -64,6 +64,7 @@ class ReportScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#report-scroll", VerticalScroll).focus()  # ↑/↓, pgup/pgdn, home/end scroll
         if self.report is not None:
             self.render_report()
         else:

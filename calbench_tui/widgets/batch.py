@@ -168,7 +168,11 @@ class BatchPlan:
                     lines.append(f"{item_words(item)} at slot {self.target} must move first (m).")
         for f, t in self.moves.items():
             it = self.calendar[f]
-            lines.append(f"Move {item_words(it)} from slot {f} to slot {t} (cost {it.cost}).")
+            line = f"Move {item_words(it)} from slot {f} to slot {t} (cost {it.cost})."
+            others = [s for s in self.suggestions(f) if s != t][:4]
+            if others:
+                line += f" Also free: {', '.join(map(str, others))} (←/→)."
+            lines.append(line)
         if not self.require_schedule and not self.moves:
             lines.append("No moves: submitting does nothing (that is fine).")
         return lines

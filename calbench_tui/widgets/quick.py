@@ -3,8 +3,11 @@
 Each builder returns ``engine.actions.Message`` objects for one quick action.  The English
 names every slot explicitly (the scripted bots and the free-text estimator both read
 "slot N"), and the payload follows the scripted protocols' conventions
-(``personas/scripted/protocol.py``), so an IMAP bot answers a human's ``ask for costs``
-exactly as it answers another bot.  Costs shared by a human are computed from the seat's
+(``personas/scripted/protocol.py``: ``{"protocol", "kind", "meeting_id", ...}``) with
+IMAP's kinds (``cost_request``, ``costs``, ``decision``), so an IMAP bot — the default
+table — answers a human's "ask for costs" exactly as it answers another bot.  Bots of
+other protocols ignore a payload that is not theirs and read the English; accept and
+decline are English only (IMAP has no typed form for them).  Costs shared by a human are computed from the seat's
 own calendar with the same rule the IMAP bots use (:func:`personas.base.insertion_costs`):
 0 for a free slot, the errand's shown cost when it can move, "no" otherwise.
 
@@ -32,10 +35,6 @@ def _slots_words(slots: Sequence[int]) -> str:
     if len(slots) > 2 and slots == list(range(slots[0], slots[-1] + 1)):
         return f"slots {slots[0]}-{slots[-1]}"
     return "slots " + ", ".join(map(str, slots[:-1])) + f" and {slots[-1]}"
-
-
-def _cost_word(c: int | None) -> str:
-    return "impossible" if c is None else ("free" if c == 0 else f"cost {c}")
 
 
 def _send(channel: str, to: Iterable[int] | None, content: str, payload: dict[str, Any] | None) -> list[Message]:

@@ -208,3 +208,15 @@ def test_wrong_number_of_seats_is_a_clear_error():
     import asyncio
     with pytest.raises(ValueError, match="4 seats"):
         asyncio.run(run_game(TASK, [PlanPersona({})]))
+
+
+async def test_fold_detects_a_tampered_state_hash_alone():
+    from engine.replay import fold_trace
+
+    res = await play([PlanPersona({1: 2, 2: 4}) for _ in range(4)])
+    trace = json.loads(json.dumps(res.trace))
+    res_ev = [e for e in trace["events"] if e["type"] == "resolution"][1]
+    res_ev["data"]["state_hash"] = "0" * 16
+    folded = fold_trace(trace)
+    assert not folded.verified
+    assert any("round 1" in p and "hash" in p for p in folded.problems)

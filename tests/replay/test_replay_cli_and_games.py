@@ -65,26 +65,26 @@ def db(tmp_path):
 
 
 def test_replay_mistakes_are_one_line_and_exit_2(cli, db, tmp_path):
-    rc, out, err = cli("replay", "no-such-game", "--db", str(db))
+    rc, _, err = cli("replay", "no-such-game", "--db", str(db))
     assert rc == 2 and "no saved game matches 'no-such-game'" in one_error_line(err)
-    rc, out, err = cli("replay", "abc123", "--db", str(tmp_path / "missing.db"))
+    rc, _, err = cli("replay", "abc123", "--db", str(tmp_path / "missing.db"))
     assert rc == 2 and "no save database at" in one_error_line(err)
     assert not (tmp_path / "missing.db").exists()  # a replay never creates a database
-    rc, out, err = cli("replay", str(tmp_path / "nope.json"))
+    rc, _, err = cli("replay", str(tmp_path / "nope.json"))
     assert rc == 2 and "no such file" in one_error_line(err)
     bad = tmp_path / "bad.json"
     bad.write_text('{"hello": 1}')
-    rc, out, err = cli("replay", str(bad))
+    rc, _, err = cli("replay", str(bad))
     assert rc == 2 and "not a game trace" in one_error_line(err)
     empty = tmp_path / "empty.json"
     empty.write_text(json.dumps({"game_id": "x", "events": []}))
-    rc, out, err = cli("replay", str(empty))
+    rc, _, err = cli("replay", str(empty))
     assert rc == 2 and "nothing to fold" in one_error_line(err)
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps(imap_trace(5)))
-    rc, out, err = cli("replay", str(trace), "--seat", "7")
+    rc, _, err = cli("replay", str(trace), "--seat", "7")
     assert rc == 2 and "--seat 7: this game has seats 0-4" in one_error_line(err)
-    rc, out, err = cli("replay", str(tmp_path))
+    rc, _, err = cli("replay", str(tmp_path))
     assert rc == 2 and "is a directory" in one_error_line(err)
 
 
@@ -130,3 +130,18 @@ async def test_saved_games_list_opens_replay_and_report(db):
             assert "Report over 2 completed game(s), 10 seats" in text and "Table 1" in text
     finally:
         await store.close()
+
+
+async def test_replay_without_a_game_opens_the_saved_games_list(db):
+    from calbench_tui.screens.replay import ReplayApp
+
+    app = ReplayApp(store_path=str(db))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, SavedGamesScreen) and app.screen.loaded)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReplayScreen))
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, SavedGamesScreen))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.return_code == 0

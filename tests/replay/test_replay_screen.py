@@ -15,13 +15,13 @@ import dataclasses
 import json
 
 import pytest
+from doubles import PlanPersona
 from textual.app import App
 
 from calbench_tui.app import screen_text
 from calbench_tui.screens.end import EndScreen
 from calbench_tui.screens.replay import ReplayApp, ReplayScreen
 from calbench_tui.widgets.calendar import CalendarView
-from doubles import PlanPersona
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
 from engine.model import Task, item_from_json
@@ -265,6 +265,14 @@ async def test_badge_verified_and_where_a_tampered_copy_stops_matching(ours):
         assert "✗ differs from the record" in screen_text(app)
         # Earlier rounds still verify.
         assert [r["matches"] for r in s.model.fold.rounds[:2]] == [True, True]
+    # Only the recorded state hash of round 1 changed: still caught.
+    bad = copy.deepcopy(ours)
+    k = first_index(bad, "resolution", round=1)
+    bad["events"][k]["data"]["state_hash"] = "0" * 16
+    app = ReplayApp(bad)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert f"✗ stops matching at round 1 (event {bad['events'][k]['seq']})" in screen_text(app)
 
 
 async def test_autoplay_speed_and_pause(ours):

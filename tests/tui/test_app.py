@@ -33,12 +33,12 @@ async def test_remapped_keys_work_and_the_help_and_key_bar_show_them():
     async with app.run_test(size=SIZE) as pilot:
         await _first_turn(pilot, app)
         gs = app.game_screen
-        assert "^t End turn" in screen_text(app)
+        await wait_for(pilot, lambda: "^t End turn" in screen_text(app), what="the remapped key on the bar")
         req = gs.pending
         await pilot.press("e")  # no longer bound
         assert gs.pending is req and not req.done
         await pilot.press("ctrl+t")
-        assert req.done
+        await wait_for(pilot, lambda: req.done, what="the turn to end")
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         help_text = " ".join(w.render().plain for w in app.screen.query("Static") if hasattr(w.render(), "plain"))
@@ -68,9 +68,9 @@ async def test_the_mouse_moves_the_calendar_cursor_and_runs_keys():
         assert cal.cursor == 9
         req = app.game_screen.pending
         bar = app.game_screen.query_one("KeyBar")
+        await wait_for(pilot, lambda: "End turn" in str(bar.render()), what="the key bar")
         await pilot.click(bar, offset=(2, 0))  # "e End turn" is the first key on the bar
-        await pilot.pause()
-        assert req.done
+        await wait_for(pilot, lambda: req.done, what="the click to end the turn")
 
 
 async def test_no_color_is_honoured_and_cues_do_not_rely_on_colour(monkeypatch):

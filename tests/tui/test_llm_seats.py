@@ -29,9 +29,8 @@ async def test_seat2_against_llm_seats_on_the_loopback_endpoint(monkeypatch):
         async with app.run_test(size=SIZE) as pilot:
             # Round 1's first speaker is an LLM seat (meeting M1's order starts with agent 4):
             # while it thinks, the interface answers keys at once and shows the seat as slow.
-            bar = None
             await wait_for(pilot, lambda: app.game_screen is not None
-                           and "thinking" in (bar := app.game_screen.query_one(SeatsBar)).states,
+                           and "thinking" in app.game_screen.query_one(SeatsBar).states,
                            what="an LLM seat thinking")
             cal = app.game_screen.calendar
             before = cal.cursor

@@ -50,6 +50,10 @@ async def test_seat2_plays_a_whole_game_against_imap_and_it_is_saved(store, tmp_
         await pilot.pause()
         if importlib.util.find_spec("calbench_tui.screens.replay") is None:
             assert any("Replay is not available yet" in str(n.message) for n in app._notifications)
+        else:
+            assert type(app.screen).__name__ == "ReplayScreen"
+            await pilot.press("escape")
+            assert isinstance(app.screen, EndScreen)
     # The default table: a generated 5-seat scenario, IMAP everywhere else, DMs only.
     cfg = result.trace["config"]
     assert [a["model"] for a in cfg["agents"]] == ["imap", "imap", "human", "imap", "imap"]
@@ -83,7 +87,8 @@ async def test_talk_by_composer_and_decide_by_batch_keys(store):
         await pilot.press("i")
         await pilot.press(*"Free at 11?")
         await pilot.press("enter")
-        assert len(gs.outbox) == 2  # the feed's default audience: the other participants, by DM
+        await wait_for(pilot, lambda: len(gs.outbox) == 2, what="two queued DMs")  # the feed's default
+        # audience: the other participants, by DM
         await pilot.press("escape", "u")  # leave the composer, take the last one back ...
         assert len(gs.outbox) == 1
         await pilot.press("e")  # ... and send the other, ending the turn
@@ -108,10 +113,11 @@ async def test_talk_by_composer_and_decide_by_batch_keys(store):
         first = ds.plan.moves[target]
         await pilot.press("right")
         assert ds.plan.moves[target] != first
-        assert "✓ valid" in screen_text(app)
+        await wait_for(pilot, lambda: "✓ valid" in screen_text(app), what="the engine's verdict")
         await pilot.press("x")  # undo the move: the engine's own rule 7 message shows at once
         assert target not in ds.plan.moves
-        assert "Rule 7" in screen_text(app) or "still holds" in screen_text(app)
+        await wait_for(pilot, lambda: "Rule 7" in screen_text(app) or "still holds" in screen_text(app),
+                       what="the engine's rule 7 message")
         await pilot.press("m")  # move it again (to the cheapest destination)
         assert target in ds.plan.moves
         await pilot.press("s")
@@ -127,7 +133,6 @@ async def test_talk_by_composer_and_decide_by_batch_keys(store):
 async def test_rejected_batch_shows_the_conflict_and_retries_left(store):
     app = make_app(settings=Settings(seat=2, seed=7, deterministic=True), store=store)
     async with app.run_test(size=SIZE) as pilot:
-        gs = None
         while not isinstance(app.screen, DecisionScreen):
             await wait_for(pilot, lambda: (app.game_screen is not None and app.game_screen.pending is not None)
                            or isinstance(app.screen, DecisionScreen), what="a turn")
@@ -139,12 +144,12 @@ async def test_rejected_batch_shows_the_conflict_and_retries_left(store):
         while ds.builder.cursor != blocked:
             await pilot.press("down")
         await pilot.press("enter")  # a blocked errand: the meeting cannot go there
-        assert "✗" in screen_text(app)
+        await wait_for(pilot, lambda: "✗" in screen_text(app), what="the engine's rejection")
         await pilot.press("s")  # first press only warns
         assert app.screen is ds
         await pilot.press("s")  # second press submits anyway
-        await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen) and app.screen is not ds,
-                       what="the retry")
+        await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen) and app.screen is not ds
+                       and "Rejected:" in screen_text(app), what="the retry")
         text = screen_text(app)
         assert "Rejected:" in text and "retries left" in text and "attempt 2/4" in text
         await play_to_end(pilot, app)

@@ -11,7 +11,7 @@ from calbench_tui.app import make_app
 from calbench_tui.screens.decision import DecisionScreen
 from calbench_tui.settings import Settings
 
-from .helpers import decide, play_to_end, speak_turn, wait_for
+from .helpers import play_to_end, speak_turn, wait_for
 
 SIZE = (80, 24)
 

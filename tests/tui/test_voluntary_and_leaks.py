@@ -61,7 +61,8 @@ async def test_a_contacted_non_participant_may_move_its_own_items():
         while ds.builder.cursor != src:
             await pilot.press("down")
         await pilot.press("m")
-        assert src in ds.plan.moves and "✓ valid" in screen_text(app)
+        assert src in ds.plan.moves
+        await wait_for(pilot, lambda: "✓ valid" in screen_text(app), what="the engine's verdict")
         await pilot.press("s")
         await play_to_end(pilot, app)
         trace = app.result.trace

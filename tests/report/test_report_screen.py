@@ -1,0 +1,81 @@
+"""The report screen (Pilot): the tables and the three charts drawn in the terminal; regrouping."""
+
+from __future__ import annotations
+
+import json
+
+from textual.app import App
+
+from calbench_tui import reporting as R
+from calbench_tui.app import screen_text
+from calbench_tui.screens.report import ReportScreen
+from saves.store import Store
+
+from .test_reporting import GAMES
+
+
+class Host(App):
+    def __init__(self, screen):
+        super().__init__()
+        self._screen = screen
+
+    def on_mount(self) -> None:
+        self.push_screen(self._screen)
+
+
+async def wait_until(pilot, pred, timeout=20.0):
+    t = 0.0
+    while not pred():
+        await pilot.pause(0.05)
+        t += 0.05
+        assert t < timeout, "timed out"
+
+
+async def test_report_screen_shows_tables_and_charts_and_regroups():
+    store = await Store.open(":memory:")
+    try:
+        for g in GAMES:
+            await store.import_trace(json.loads(json.dumps(g)))
+        screen = ReportScreen(store=store)
+        app = Host(screen)
+        async with app.run_test(size=(160, 60)) as pilot:
+            await wait_until(pilot, lambda: screen.report is not None)
+            await pilot.pause()
+            text = screen_text(app)
+            assert "Report over 3 completed game(s), 9 seats · grouped by persona" in text
+            assert "Table 1" in text and "llm:a" in text and "75.00%" in text
+            seen = [text]
+            for _ in range(6):  # read on, a page at a time, as a person would
+                await pilot.press("pagedown")
+                await pilot.pause()
+                seen.append(screen_text(app))
+            plain = "\n".join(seen)
+            for title in ("Privacy–cost plane — uniform cost", "Fairness by persona", "Messages against excess"):
+                assert title in plain
+            # The fairness bars: llm:a · uniform has mean fairness 1.25 (hand-computed in test_reporting).
+            assert "llm:a · uniform" in plain and "1.250" in plain
+            await pilot.press("g")
+            await wait_until(pilot, lambda: screen.report is not None and screen.report["group_by"] == "model")
+            await pilot.pause()
+            assert "grouped by model" in screen_text(app)
+            await pilot.press("g")
+            await wait_until(pilot, lambda: screen.report["group_by"] == "cost_mode")
+            await pilot.pause()
+            assert "grouped by cost mode" in screen_text(app)
+    finally:
+        await store.close()
+
+
+def test_text_charts_place_points_where_they_belong():
+    # One point at (x max, 0) and one at (0, y max): bottom-right and top-left corners.
+    t = R.text_scatter({"a": [(10.0, 0.0)], "b": [(0.0, 5.0)]}, width=20, height=5, title="T").plain
+    grid = [ln for ln in t.splitlines() if "┤" in ln or "│" in ln]
+    assert len(grid) == 5
+    top, bottom = grid[0], grid[-1]
+    assert top.split("┤", 1)[1].startswith("B")
+    assert bottom.split("┤", 1)[1].rstrip().endswith("A")
+    bars = R.text_bars([("x", 1.0, None), ("y", 0.5, 0.25)], width=10).plain
+    lines = bars.splitlines()
+    # Scaled to the longest bar including its interval (1.0): 10 cells, then 5 cells + 3 for ±0.25.
+    assert lines[0].count("█") == 10 and "1.000" in lines[0]
+    assert lines[1].count("█") == 5 and lines[1].count("─") == 3 and "±0.250" in lines[1]
