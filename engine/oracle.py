@@ -671,9 +671,9 @@ def feasible_fraction(task: Task, *, exact_limit: int = 10**7, samples: int = 20
     Exact (DP over subsets of meetings) when ``2^M · (#allowed pairs)`` is at most
     ``exact_limit``; otherwise estimated from ``samples`` uniformly random injective
     assignments (seeded ``random.Random``) with a 95% Wilson interval.  When the hits
-    would be too few for a useful interval (fewer than 5 in the first tenth of the
-    samples, or fewer than 50 in all), the estimate switches to sequential importance
-    sampling — unbiased, and precise for tiny fractions — with a normal 95% interval.
+    would be too few for a tight interval (fewer than 100 in the first tenth of the
+    samples), the estimate switches to sequential importance sampling — unbiased, and
+    precise for tiny fractions — with a normal 95% interval.
     """
     allowed = _allowed_slots(task)
     m, s_count = len(allowed), task.num_slots
@@ -691,11 +691,11 @@ def feasible_fraction(task: Task, *, exact_limit: int = 10**7, samples: int = 20
     rng = random.Random(seed)
     order = sorted(range(m), key=lambda k: len(allowed[k]))  # most constrained first
     # Uniform sampling first; if a tenth of the budget shows the hits will be too few
-    # for a useful interval, switch to sequential importance sampling.
+    # for a tight interval (under ~1,000 in all), switch to sequential importance sampling.
     pilot = max(1, samples // 10)
     hits = _uniform_hits(allowed, order, s_count, pilot, rng)
     n_done = pilot
-    if hits >= 5:
+    if hits >= 100:
         hits += _uniform_hits(allowed, order, s_count, samples - pilot, rng)
         n_done = samples
         if hits >= 50:
