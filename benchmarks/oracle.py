@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine import oracle  # noqa: E402
-from engine.model import Task  # noqa: E402
+from engine import oracle
+from engine.model import Task
 
 AUTHORS_FILE = ROOT.parent / "shared" / "compat" / "authors_uniform_full.jsonl"
 

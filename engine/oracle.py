@@ -60,19 +60,19 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from engine.model import Calendar, Errand, MeetingCopy, Task
 
 __all__ = [
-    "OracleResult",
     "FeasibleFraction",
-    "solve",
-    "greedy",
-    "feasible_fraction",
+    "OracleResult",
     "difficulty_from_fraction",
     "difficulty_tertiles",
+    "feasible_fraction",
+    "greedy",
+    "solve",
 ]
 
 #: CP-SAT seed; with one worker the search is deterministic.
@@ -159,7 +159,7 @@ def _prepare(task: Task, meeting_ids: Iterable[int] | None, calendars: Sequence[
     if meeting_ids is None:
         meetings = list(task.meetings)
     else:
-        wanted = set(int(i) for i in meeting_ids)
+        wanted = {int(i) for i in meeting_ids}
         meetings = [m for m in task.meetings if m.id in wanted]
         missing = wanted - {m.id for m in meetings}
         if missing:
@@ -340,7 +340,7 @@ def _solve_bnb(inst: _Instance, node_limit: int = 10**15) -> tuple[bool, list[_O
             new_max = cur_max
             for a, c, _ in agent_cost[i][p]:
                 v = agent[a] + c
-                if v > new_max:
+                if v > new_max:  # noqa: PLR1730 (hot loop: faster than max())
                     new_max = v
             if phase_b:
                 if new_max > best_max:
@@ -467,7 +467,7 @@ def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = T
         if lexicographic:
             # fix stage 1, then minimise the option indices in order, in chunks whose
             # mixed-radix code fits the weight limit
-            model.add(obj == int(round(solver.objective_value)))
+            model.add(obj == round(solver.objective_value))
             chunk = max(1, int(math.log(LEX_WEIGHT_LIMIT) / math.log(base)))
             for start in range(0, len(units), chunk):
                 part = list(range(start, min(len(units), start + chunk)))

@@ -296,10 +296,10 @@ def test_determinism_of_agent_costs():
 
 def test_determinism_across_processes():
     code = (
-        "import json,random,sys;sys.path.insert(0,%r);from test_oracle import random_task;"
-        "from engine import oracle;rng=random.Random(5);"
+        f"import json,random,sys;sys.path.insert(0,{str(Path(__file__).parent)!r});"
+        "from test_oracle import random_task;from engine import oracle;rng=random.Random(5);"
         "print(json.dumps([list(oracle.solve(random_task(rng),method='cpsat').agent_costs) for _ in range(10)]))"
-    ) % str(Path(__file__).parent)
+    )
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
             for _ in range(2)}
     assert len(outs) == 1
@@ -307,7 +307,7 @@ def test_determinism_across_processes():
 
 def test_import_is_cheap():
     code = "import sys, engine.oracle; assert 'ortools' not in sys.modules; print('ok')"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.stdout.strip() == "ok", out.stderr
 
 
