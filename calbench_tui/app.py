@@ -34,7 +34,7 @@ from textual.binding import Binding
 from textual.worker import Worker
 
 from engine.events import LogicalClock, MultiSink
-from engine.game import GameConfig, run_game
+from engine.game import GameConfig, resume_point, run_game
 from engine.model import Task
 from personas.human import HumanPersona, HumanRequest
 
@@ -260,9 +260,12 @@ class CalBenchApp(App):
         self.game_id = game_id
         self.status = "running"
         try:
-            if self.store is not None:
-                # (On --resume, create_game replaces the stopped game's rows; its complete
-                # rounds are written back below, one transaction per round.)
+            if self.store is not None and self.resume_trace is not None:
+                # --resume: one transaction drops the round cut short and marks the game
+                # running; the complete rounds stay in the database as they were.
+                resume_events = await self.store.reopen_game(game_id, self.resume_trace["_keep_upto_seq"])
+                store_sink = self.store.sink(game_id, durable=True)
+            elif self.store is not None:
                 extra = {"human_seat": self.settings.seat, "app": "calbench-play"}
                 await self.store.create_game(
                     game_id, task_row=task.to_row(), config={**config.to_json(), **extra,
@@ -271,11 +274,6 @@ class CalBenchApp(App):
                                                                         for p in seats]},
                     agents=spec, settings_key=f"play:{spec}:{config.communication_protocol}",
                     started_at=datetime.now(timezone.utc).isoformat())
-                if resume_events:
-                    prefix_sink = self.store.sink(game_id, durable=False)
-                    for ev in resume_events:
-                        await prefix_sink.emit(ev)
-                    await prefix_sink.aclose()
                 store_sink = self.store.sink(game_id, durable=True)
             app_sink = AppSink(self, self.settings.seat)
             if resume_events:
@@ -327,10 +325,9 @@ class CalBenchApp(App):
         if seat is None:
             raise GameSetupError(f"game {trace['game_id']} has no human seat; resume it with 'calbench run'")
         events = trace.get("events") or []
-        last_res = max((e["seq"] for e in events if e.get("type") == "resolution"), default=None)
-        if last_res is None:
-            last_res = max((e["seq"] for e in events if e.get("type") == "agent_registered"), default=-1)
-        trace["_prefix"] = [e for e in events if e["seq"] <= last_res]
+        keep = resume_point(events)  # the end of the last complete round
+        trace["_keep_upto_seq"] = keep
+        trace["_prefix"] = [e for e in events if e["seq"] <= keep]
         self.resume_trace = trace
         self._given_task = hydrate_labels(_Task.from_row(trace["task"]))
         agents = [a.get("model") or a.get("type") for a in cfg.get("agents") or []]

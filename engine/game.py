@@ -159,17 +159,14 @@ class _Game:
     def restore(self, events: list[dict[str, Any]]) -> int:
         """Fold the complete rounds of an earlier, stopped run of this game (``--resume``).
 
-        Keeps the events up to the last ``resolution`` (the rest — a round cut short — is
-        dropped and replayed), re-validates every ``batch_applied`` with the rules, checks
+        Keeps the events up to the end of the last complete round (:func:`resume_point`: its
+        ``resolution`` and the ``meeting_broken`` / ``reflection`` events after it; the rest —
+        a round cut short — is dropped and replayed), re-validates every ``batch_applied`` with the rules, checks
         each round's recorded ``state_hash``, and continues the event numbering.  Returns
         the round to play next.  Raises ``ValueError`` for a trace that does not fold.
         """
         task = self.task
-        last = max((i for i, e in enumerate(events) if e.get("type") == "resolution"), default=None)
-        if last is None:
-            prefix = [e for e in events if e.get("type") in ("game_start", "agent_registered")]
-        else:
-            prefix = list(events[: last + 1])
+        prefix = list(events[: _resume_cut(events)])
         state = initial_state(task)
         sent = [0] * task.num_agents
         for ev in prefix:
@@ -254,6 +251,8 @@ class _Game:
                                     calendar_render=self.render(seat), prompt_sent=prompt)
                 reply = await self.call(seat, "speak", obs, round=r, turn=turn, phase="CHEAP_TALK")
                 msgs = [a for a in reply.actions if isinstance(a, Message)]
+                if (hi := _human_input(reply)) is not None:
+                    await self.log.emit("human_input", round=r, turn=turn, phase="CHEAP_TALK", agent_id=seat, **hi)
                 await self.log.emit(
                     "turn_end", round=r, turn=turn, phase="CHEAP_TALK", agent_id=seat,
                     tool_calls=[dict(a.to_json(), meeting_id=meeting.id) if isinstance(a, Message) else a.to_json()
@@ -413,6 +412,8 @@ class _Game:
             status = "applied" if isinstance(outcome, BatchOutcome) else ("failed" if reply.error else "rejected")
             if isinstance(outcome, BatchOutcome) and not outcome.moves:
                 status = "nothing"
+            if (hi := _human_input(reply)) is not None:
+                await self.log.emit("human_input", round=r, turn=turn, phase="VOLUNTARY", agent_id=seat, **hi)
             await self.log.emit("decide_end", round=r, turn=turn, phase="VOLUNTARY", agent_id=seat,
                                 tool_calls=actions_to_json(reply.actions), text=reply.text, thinking=reply.thinking,
                                 usage=reply.usage, latency_ms=reply.latency_ms, raw_api_response=reply.raw,
@@ -453,6 +454,8 @@ class _Game:
                 outcome = check_batch(snapshot.calendars[seat], reply.actions, meeting_id=meeting.id,
                                       require_schedule=True, meeting_cost=meeting.cost)
             ok = isinstance(outcome, BatchOutcome)
+            if (hi := _human_input(reply)) is not None:
+                events.append(log.make("human_input", round=r, turn=turn, phase="DECISION", agent_id=seat, **hi))
             events.append(log.make("decide_end", round=r, turn=turn, phase="DECISION", agent_id=seat,
                                    tool_calls=actions_to_json(reply.actions), text=reply.text,
                                    thinking=reply.thinking, usage=reply.usage, latency_ms=reply.latency_ms,
@@ -468,8 +471,60 @@ class _Game:
 
 
 def _extra(reply: Reply) -> dict[str, Any]:
-    """A persona's ``Reply.extra`` (e.g. an LLM seat's retry counters), when it has one."""
-    return {"extra": reply.extra} if reply.extra else {}
+    """A persona's ``Reply.extra`` (e.g. an LLM seat's retry counters), when it has one.
+
+    Its ``human_input`` entry is left out: that becomes an event of its own (:func:`_human_input`).
+    """
+    extra = {k: v for k, v in (reply.extra or {}).items() if k != "human_input"}
+    return {"extra": extra} if extra else {}
+
+
+def _human_input(reply: Reply) -> dict[str, Any] | None:
+    """What a person did for this reply (SPEC §12 ``human_input``), from ``Reply.extra["human_input"]``.
+
+    A human persona puts a dict there (what it was asked, the actions and text it
+    submitted, how long it took, ...); the engine records it as a ``human_input`` event
+    just before the ``turn_end`` / ``decide_end`` of the same reply.  Other personas
+    leave it out and get no such event.
+    """
+    hi = (reply.extra or {}).get("human_input")
+    if not isinstance(hi, dict):
+        return None
+    return {k: v for k, v in hi.items() if k not in ("round", "turn", "phase", "agent_id")}
+
+
+_RESOLUTION_TAIL = ("meeting_broken", "reflection")
+
+
+def _resume_cut(events: Sequence[dict[str, Any]]) -> int:
+    """How many leading events of a stopped game a resume keeps (see :func:`resume_point`)."""
+    last = max((i for i, e in enumerate(events) if e.get("type") == "resolution"), default=None)
+    if last is None:
+        n = 0
+        while n < len(events) and events[n].get("type") in ("game_start", "agent_registered"):
+            n += 1
+        return n
+    r = (events[last].get("data") or {}).get("round")
+    n = last + 1
+    while (n < len(events) and events[n].get("type") in _RESOLUTION_TAIL
+           and (events[n].get("data") or {}).get("round") == r):
+        n += 1
+    return n
+
+
+def resume_point(events: Sequence[dict[str, Any]]) -> int:
+    """The ``seq`` of the last event a resume of this stopped game keeps; -1 for none.
+
+    That is the end of the last complete round: its ``resolution`` and the RESOLUTION-phase
+    ``meeting_broken`` / ``reflection`` events right after it (before any round has
+    resolved: the ``game_start`` and ``agent_registered`` events).  ``run_game(...,
+    resume_events=...)`` keeps exactly these events and numbers new ones from this
+    ``seq`` + 1; a store reopening the game keeps the same ones (``Store.reopen_game``).
+    """
+    n = _resume_cut(events)
+    if n == 0:
+        return -1
+    return events[n - 1].get("seq", n - 1)
 
 
 def _costed(actions, outcome: BatchOutcome, meeting_cost: int = 1) -> list[dict[str, Any]]:
@@ -504,9 +559,10 @@ async def run_game(
     Ctrl-C), the events so far are already in the sink; the caller marks it stopped.
 
     ``resume_events``: the events of an earlier, stopped run of this game (same task,
-    seats and config).  Its complete rounds are folded (``_Game.restore``), nothing of
-    them is emitted again, the seats are briefed on the folded state, and play continues
-    at the first incomplete round; the trace holds the old events and the new ones.
+    seats and config).  Its complete rounds (up to :func:`resume_point`) are folded
+    (``_Game.restore``), nothing of them is emitted again, the seats are briefed on the
+    folded state, and play continues at the first incomplete round, numbering new events
+    from the last kept ``seq`` + 1; the trace holds the old events and the new ones.
     """
     config = config or GameConfig()
     if config.deterministic:

@@ -11,6 +11,10 @@ Nothing here imports Textual: the same persona can be driven by a test, a script
 different front end.  ``notify`` is called on the event loop that runs the game; when the
 front end lives on another thread it must resolve the future with
 ``loop.call_soon_threadsafe`` (``HumanRequest.answer_threadsafe`` does that).
+
+Every answer leaves a record of what the person did in ``Reply.extra["human_input"]``
+(the request kind, the submitted actions and text, the response time); the engine
+writes it to the trace as a ``human_input`` event.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
+from engine.actions import actions_to_json
 from engine.observe import DecisionObservation, SeatBriefing, TurnObservation, VoluntaryObservation
 from engine.seats import Reply
 
@@ -112,5 +117,21 @@ class HumanPersona:
             raise TypeError(f"the interface answered a {kind} request with {type(reply).__name__}, not a Reply")
         if reply.latency_ms is None:
             reply.latency_ms = round((time.perf_counter() - req.started) * 1000, 3)
+        reply.extra = {**(reply.extra or {}), "human_input": self._input_record(kind, reply)}
         self.answered += 1
         return reply
+
+    @staticmethod
+    def _input_record(kind: str, reply: Reply) -> dict[str, Any]:
+        """What the person did, for the trace's ``human_input`` event (SPEC §12).
+
+        The engine turns ``Reply.extra["human_input"]`` into that event.  A front end may
+        add its own keys (e.g. ``{"human_input": {"keys": [...]}}`` in the reply's extra);
+        they are kept next to these.
+        """
+        given = (reply.extra or {}).get("human_input")
+        record: dict[str, Any] = {"source": "human", "request": kind, "actions": actions_to_json(reply.actions),
+                                  "text": reply.text, "response_ms": reply.latency_ms}
+        if isinstance(given, dict):
+            record.update(given)
+        return record

@@ -507,6 +507,32 @@ class Store:
             await db.execute("DELETE FROM games WHERE game_id = ?", (game_id,))
             await db.execute(sql, values)
 
+    async def reopen_game(self, game_id: str, keep_upto_seq: int) -> list[dict[str, Any]]:
+        """Reopen a stopped (or crashed) game to continue it; returns the events kept.
+
+        In one transaction: the events after ``keep_upto_seq`` (the round cut short; see
+        ``engine.game.resume_point``) are deleted, the game is marked ``running`` again
+        (``ended_at`` cleared), and the events up to ``keep_upto_seq`` are read back.
+        Those kept rows are never rewritten, so a crash at any moment leaves either the
+        stopped game as it was or the reopened one.  The engine numbers new events from
+        ``keep_upto_seq + 1``.  A completed game is refused (``StoreError``); an unknown
+        id raises ``GameNotFound``.
+        """
+        if not isinstance(keep_upto_seq, int) or isinstance(keep_upto_seq, bool) or keep_upto_seq < -1:
+            raise StoreError(f"keep_upto_seq must be an event seq (or -1 for none), not {keep_upto_seq!r}")
+        await self._flush_sinks(game_id)
+        async with self._tx() as db:
+            found = await db.execute_fetchall("SELECT status FROM games WHERE game_id = ?", (game_id,))
+            if not found:
+                raise GameNotFound(f"no saved game {game_id}")
+            if found[0][0] == "completed":
+                raise StoreError(f"game {game_id} is completed; only a stopped game can be reopened")
+            await db.execute("DELETE FROM events WHERE game_id = ? AND seq > ?", (game_id, keep_upto_seq))
+            await db.execute("UPDATE games SET status = 'running', ended_at = NULL WHERE game_id = ?", (game_id,))
+            rows = await db.execute_fetchall("SELECT seq, type, timestamp, data FROM events WHERE game_id = ? "
+                                             "ORDER BY seq", (game_id,))
+        return [{"seq": s, "type": t, "timestamp": ts, "data": json.loads(d)} for s, t, ts, d in rows]
+
     def sink(self, game_id: str, *, durable: bool = True) -> StoreSink:
         s = StoreSink(self, game_id, durable)
         self._sinks.setdefault(game_id, []).append(s)

@@ -120,6 +120,81 @@ class LLMPersona:
     async def decide(self, obs: DecisionObservation) -> Reply:
         return await self._call(obs)
 
+    async def resume(self, own_events: list[dict[str, Any]]) -> None:
+        """Rebuild this seat's thread from its own events of a stopped game (``--resume``).
+
+        The engine calls it after :meth:`register` with the seat's events of the complete
+        rounds it folded.  The thread becomes exactly what the live seat had: the system
+        prompt of its ``agent_registered`` event (regenerated when the trace has none),
+        then per game call the recorded ``prompt_sent`` as the user message and, when the
+        model answered with some text, that ``text`` as the assistant message — the same
+        rule :meth:`_call` follows (an endpoint failure leaves the user message alone; an
+        unreadable reply is kept).  Also restored: the note the next prompt carries about
+        a failed last call (``parse_notice`` / ``infra_notice``), a context-length
+        exhaustion, what each round's messages showed of the inbox (``_seen`` /
+        ``_joined``; only the round being played reads them, and a resume starts a fresh
+        one) and the counters (the last reply's ``extra.counters`` plus the reflections
+        recorded after it; a reflection's retries are not in the trace).  The backoff
+        jitter generator starts again from its seed.
+        """
+        if self.book is None:
+            raise RuntimeError("register() must be called before resume()")
+        system = next((e["data"]["system_prompt"] for e in own_events if e.get("type") == "agent_registered"
+                       and isinstance((e.get("data") or {}).get("system_prompt"), str)), None)
+        messages: list[dict[str, str]] = [{"role": "system", "content": system or self.book.system_prompt()}]
+        counters = {k: 0 for k in COUNTER_KEYS}
+        seen: dict[int, int] = {}
+        talked: set[int] = set()  # rounds with a CHEAP_TALK turn
+        decided: set[int] = set()  # rounds with a DECISION call (participants only)
+        notice, exhausted = "", None
+        prompt: str | None = None  # the open call's user message
+        failure_detail: str | None = None  # from the error event between a call's start and end
+        for ev in own_events:
+            t, d = ev.get("type"), ev.get("data") or {}
+            r = d.get("round")
+            if t in ("turn_start", "decide_start"):
+                prompt, failure_detail = d.get("prompt_sent"), None
+                if t == "turn_start":
+                    talked.add(r)
+                    seen[r] = seen.get(r, 0) + len(d.get("inbox_drained") or ())
+                elif d.get("phase") == "DECISION":
+                    decided.add(r)
+            elif t in ("parse_error", "seat_timeout") and prompt is not None:
+                failure_detail = d.get("detail")
+            elif t in ("turn_end", "decide_end") and prompt is not None:
+                messages.append({"role": "user", "content": prompt})
+                prompt = None
+                text = d.get("text")
+                extra = d.get("extra") if isinstance(d.get("extra"), dict) else {}
+                failure = extra.get("failure")
+                if isinstance(text, str) and text.strip() and failure in (None, "parse_error"):
+                    messages.append({"role": "assistant", "content": text})
+                if isinstance(extra.get("counters"), dict):
+                    counters.update({k: v for k, v in extra["counters"].items() if k in counters})
+                else:  # the engine answered for the seat (a timeout): the call still counted
+                    counters["calls"] += 1
+                notice = ""
+                if exhausted:
+                    continue
+                if failure == "parse_error":
+                    notice = fragment("parse_notice", detail=failure_detail or "no detail")
+                elif failure == "context_length":
+                    exhausted = failure_detail or "context length exceeded"
+                elif failure is not None:
+                    notice = fragment("infra_notice")
+            elif t == "reflection":
+                counters["reflections"] += 1
+                if d.get("error"):
+                    counters["reflection_failures"] += 1
+                if not (exhausted and d.get("error")):
+                    counters["requests"] += 1
+        self.messages = messages
+        self.counters = counters
+        self._seen = seen
+        self._joined = talked - decided
+        self._notice = notice
+        self._context_exhausted = exhausted
+
     # -- one game call --------------------------------------------------------------------
     def _shown(self, obs) -> None:
         """Remember what this message showed, so the next one does not repeat it."""

@@ -128,6 +128,20 @@ async def test_talk_by_composer_and_decide_by_batch_keys(store):
     assert saved["saved"]["status"] == "completed"
     texts = [e["data"]["content"] for e in saved["events"] if e["type"] == "dm_sent" and e["data"]["from_agent"] == 2]
     assert "Free at 11?" in texts
+    # What the person did is in the trace: one human_input event right before each of the
+    # seat's replies (SPEC §12), and only for the human's seat.
+    ev = saved["events"]
+    inputs = [i for i, e in enumerate(ev) if e["type"] == "human_input"]
+    replies = [i for i, e in enumerate(ev) if e["type"] in ("turn_end", "decide_end") and e["data"]["agent_id"] == 2]
+    assert inputs and [i + 1 for i in inputs] == replies
+    assert all(ev[i]["data"]["agent_id"] == 2 and ev[i]["data"]["source"] == "human" for i in inputs)
+    first = ev[inputs[0]]["data"]
+    assert first["request"] == "speak" and first["text"] == "Free at 11?" and first["response_ms"] >= 0
+    assert first["actions"] == [{"type": "dm", "to": 3, "content": "Free at 11?"}]
+    decided = next(ev[i]["data"] for i in inputs if ev[i]["data"]["request"] == "decide")
+    assert {(a["type"], a.get("slot", a.get("from_slot"))) for a in decided["actions"]} == {
+        ("schedule", target), ("reschedule", target)}  # the batch built by hand above
+    assert not any("human_input" in (e["data"].get("extra") or {}) for e in ev)
 
 
 async def test_rejected_batch_shows_the_conflict_and_retries_left(store):
@@ -173,6 +187,13 @@ async def test_ctrl_q_stops_and_resume_finishes_the_game(store, tmp_path):
     resolved = [e for e in saved["events"] if e["type"] == "resolution"]
     assert len(resolved) == 2
     # Resume: the complete rounds are folded, play continues at round 3.
+    keep = max(e["seq"] for e in resolved)  # (no meeting_broken / reflection after it here)
+    # Watch the saved rows of the complete rounds: any delete or (re)insert of one is noted.
+    await store._db.execute("CREATE TEMP TABLE touched (op TEXT, seq INTEGER)")
+    await store._db.execute(f"CREATE TEMP TRIGGER watch_del AFTER DELETE ON events WHEN OLD.seq <= {keep} "
+                            "BEGIN INSERT INTO touched VALUES ('delete', OLD.seq); END")
+    await store._db.execute(f"CREATE TEMP TRIGGER watch_ins AFTER INSERT ON events WHEN NEW.seq <= {keep} "
+                            "BEGIN INSERT INTO touched VALUES ('insert', NEW.seq); END")
     again = make_app(settings=Settings(resume=game_id[:8], deterministic=True), store=store)
     async with again.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: again.game_screen is not None, what="the resumed game")
@@ -187,6 +208,8 @@ async def test_ctrl_q_stops_and_resume_finishes_the_game(store, tmp_path):
     assert [e["data"]["round"] for e in final["events"] if e["type"] == "resolution"] == [0, 1, 2, 3, 4]
     assert sum(1 for e in final["events"] if e["type"] == "game_start") == 1
     assert fold_trace(final).verified
+    # The complete rounds were kept in place (Store.reopen_game), never written again.
+    assert await store._db.execute_fetchall("SELECT * FROM touched") == []
 
 
 async def test_resume_refuses_a_completed_game(store):
