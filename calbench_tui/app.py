@@ -55,12 +55,15 @@ class GameSetupError(Exception):
 
 def binding_ids() -> list[str]:
     """Every remappable binding id (for keys.toml validation and the help screen)."""
+    from .screens.games import SavedGamesScreen
+    from .screens.replay import ReplayScreen
+    from .screens.report import ReportScreen
     from .widgets.batch import BatchBuilder
     from .widgets.calendar import CalendarView
 
     ids: list[str] = []
     for cls in (CalBenchApp, GameScreen, DecisionScreen, EndScreen, SetupScreen, HelpScreen, CalendarView,
-                BatchBuilder):
+                BatchBuilder, SavedGamesScreen, ReplayScreen, ReportScreen):
         for b in cls.BINDINGS:
             if isinstance(b, Binding) and b.id and b.id not in ids:
                 ids.append(b.id)

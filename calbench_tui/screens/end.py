@@ -116,6 +116,7 @@ class EndScreen(Screen):
         Binding("x", "export", "Export trace", id="export"),
         Binding("v", "replay", "Replay", id="replay"),
         Binding("n", "play_again", "Play again", id="play_again"),
+        Binding("g", "saved_games", "Saved games", id="end.games"),
         Binding("q", "app.quit", "Quit", id="end.quit"),
     ]
 
@@ -230,3 +231,8 @@ class EndScreen(Screen):
 
     def action_play_again(self) -> None:
         self.app.play_again()
+
+    def action_saved_games(self) -> None:
+        from .games import SavedGamesScreen
+
+        self.app.push_screen(SavedGamesScreen(getattr(self.app, "store", None)))

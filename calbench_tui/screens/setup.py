@@ -54,6 +54,7 @@ class SetupScreen(Screen):
 
     BINDINGS = [
         Binding("ctrl+s", "start", "Start", id="setup.start", priority=True),
+        Binding("ctrl+g", "saved_games", "Saved games", id="setup.games", priority=True),
     ]
 
     def __init__(self, settings: Settings, *, num_agents: int = 5, llm_available: bool = False) -> None:
@@ -123,6 +124,12 @@ class SetupScreen(Screen):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":
             self.action_start()
+
+    def action_saved_games(self) -> None:
+        """Browse saved games (replay one, or report on them) without leaving setup."""
+        from .games import SavedGamesScreen
+
+        self.app.push_screen(SavedGamesScreen(getattr(self.app, "store", None)))
 
     def action_start(self) -> None:
         err = self.query_one("#error", Static)

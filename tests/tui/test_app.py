@@ -92,7 +92,8 @@ def test_binding_ids_are_unique_and_cover_the_game():
     ids = binding_ids()
     assert len(ids) == len(set(ids))
     for needed in ("quit", "help", "end_turn", "propose", "accept", "decline", "share_costs", "ask_costs",
-                   "compose", "submit", "meet_here", "move", "export", "replay", "play_again"):
+                   "compose", "submit", "meet_here", "move", "export", "replay", "play_again",
+                   "setup.games", "end.games", "games.open", "games.report"):
         assert needed in ids
 
 
@@ -124,3 +125,22 @@ def test_parser_defaults_pin_the_first_game():
     assert app.agents_spec(5) == "imap,imap,human,imap,imap"
     task = app.resolve_task()
     assert task.num_agents == 5 and task.cost_mode == "uniform" and task.seed is not None
+
+
+async def test_saved_games_are_reachable_from_the_setup_screen(tmp_path):
+    from calbench_tui.screens.setup import SetupScreen
+    from saves.store import Store
+
+    store = await Store.open(tmp_path / "games.db")
+    try:
+        app = make_app(settings=Settings(seat=None), store=store)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, SetupScreen), what="the setup screen")
+            await pilot.press("ctrl+g")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "SavedGamesScreen" and app.screen.loaded,
+                           what="the saved games list")
+            assert "No saved games yet" in screen_text(app)
+            await pilot.press("escape")
+            assert isinstance(app.screen, SetupScreen)
+    finally:
+        await store.close()
