@@ -26,7 +26,6 @@ from .observe import (
     seat_view,
 )
 from .reflection import ReflectionObservation, reflection_event_data
-from .render import render_calendar
 from .rules import BatchOutcome, Rejection, check_batch
 from .seats import Persona, Reply
 from .state import GameState, apply_outcome, initial_state, resolve_round, state_hash

@@ -22,6 +22,29 @@ def add_db_option(parser) -> None:
                         help="SQLite database (default: $CALBENCH_DB, else the platform's user data directory)")
 
 
+def with_store(path: str, coro_fn):
+    """Open the store at ``path``, return ``await coro_fn(store)``, close it.
+
+    Store problems (no such game, a database from a newer version, ...) become one-line
+    :class:`UserError`s.
+    """
+    import asyncio
+
+    from saves.store import Store, StoreError
+
+    async def main():
+        store = await Store.open(path)
+        try:
+            return await coro_fn(store)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(main())
+    except StoreError as exc:
+        raise UserError(str(exc)) from None
+
+
 def db_path(arg: str | None) -> str:
     """--db, else $CALBENCH_DB, else calbench.db in the platform's user data directory."""
     if arg:

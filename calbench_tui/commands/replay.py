@@ -9,11 +9,10 @@ which any game can be replayed (and the report screen reached with ``r``).
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any
 
-from . import UserError, add_db_option
+from . import UserError, add_db_option, with_store
 
 
 def register(sub) -> None:
@@ -46,20 +45,7 @@ def load_trace(source: str, db: str | None) -> dict[str, Any]:
         return read_trace_file(source)
     if source.lower().endswith(".json") or os.sep in source:
         raise UserError(f"{source}: no such file (and it does not look like a game id)")
-    path = _existing_db(db)
-    from saves.store import Store, StoreError
-
-    async def main():
-        store = await Store.open(path)
-        try:
-            return await store.load_trace(source)
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(main())
-    except StoreError as exc:
-        raise UserError(str(exc)) from None
+    return with_store(_existing_db(db), lambda store: store.load_trace(source))
 
 
 def check_trace(trace: dict[str, Any], seat: int | None, source: str) -> None:

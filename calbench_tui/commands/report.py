@@ -11,13 +11,12 @@ The numbers are defined in docs/reports.md and computed by ``calbench_tui.report
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
 from typing import Any
 
-from . import UserError, add_db_option, db_path
+from . import UserError, add_db_option, db_path, with_store
 
 GROUP_BY = ("persona", "model", "cost_mode")
 
@@ -74,25 +73,13 @@ def task_ids(ref: str | None) -> list[str] | None:
 
 def load(path: str, ids: list[str] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(game_results rows, traces of those games) from the database at ``path``."""
-    from saves.store import Store, StoreError
 
-    async def main():
-        store = await Store.open(path)
-        try:
-            rows = await store.game_results(task_id=ids)
-            gids: list[str] = []
-            for r in rows:
-                if r["game_id"] not in gids:
-                    gids.append(r["game_id"])
-            traces = [await store.load_trace(g) for g in gids]
-            return rows, traces
-        finally:
-            await store.close()
+    async def main(store):
+        rows = await store.game_results(task_id=ids)
+        gids = list(dict.fromkeys(r["game_id"] for r in rows))
+        return rows, [await store.load_trace(g) for g in gids]
 
-    try:
-        return asyncio.run(main())
-    except StoreError as exc:
-        raise UserError(str(exc)) from None
+    return with_store(path, main)
 
 
 def handle_report(args) -> int:

@@ -9,13 +9,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
 from typing import Any
 
-from . import UserError, add_db_option, db_path
+from . import UserError, add_db_option, db_path, with_store
 
 
 def register(sub) -> None:
@@ -57,26 +56,6 @@ def register(sub) -> None:
 
 # -- helpers ---------------------------------------------------------------------------------
 
-def _run(coro_fn):
-    """Open the store, run ``coro_fn(store)``, close it; store problems become UserErrors."""
-    from saves.store import Store, StoreError
-
-    async def main(path):
-        store = await Store.open(path)
-        try:
-            return await coro_fn(store)
-        finally:
-            await store.close()
-
-    def runner(path: str):
-        try:
-            return asyncio.run(main(path))
-        except StoreError as exc:
-            raise UserError(str(exc)) from None
-
-    return runner
-
-
 def read_trace_file(path: str) -> dict[str, Any]:
     """A trace from a JSON file, or a UserError naming the file and what is wrong."""
     try:
@@ -104,7 +83,7 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 
 def compact_agents(spec: str | None) -> str:
-    """'imap,imap,imap,dsm-welfare,imap' -> 'imap×3,dsm-welfare,imap' (runs collapsed)."""
+    """'imap,imap,imap,dsm-welfare,imap' -> 'imap×3,dsm-welfare,imap' (runs collapsed; used by the app too)."""
     if not spec:
         return "—"
     out: list[list] = []
@@ -122,7 +101,7 @@ def handle_games(args) -> int:
     async def go(store):
         return await store.list_games(status=args.status, task_id=args.task)
 
-    games = _run(go)(db_path(args.db))
+    games = with_store(db_path(args.db), go)
     if args.json:
         keys = ("game_id", "task_id", "agents", "status", "started_at", "ended_at", "coordination", "excess_cost",
                 "cost_mode", "source")
@@ -158,7 +137,7 @@ def handle_export(args) -> int:
     async def go(store):
         return await store.load_trace(args.game)
 
-    trace = _run(go)(db_path(args.db))
+    trace = with_store(db_path(args.db), go)
     text = json.dumps(trace, indent=2, ensure_ascii=False)
     if args.output == "-":
         sys.stdout.write(text + "\n")
@@ -192,7 +171,7 @@ def handle_import(args) -> int:
                 continue
             results.append((path, "imported" if added else "duplicate", trace["game_id"]))
 
-    _run(go)(db_path(args.db))
+    with_store(db_path(args.db), go)
     counts = {"imported": 0, "duplicate": 0, "failed": 0}
     for path, outcome, detail in results:
         counts[outcome] += 1
@@ -220,7 +199,7 @@ def _load_for_trace(args) -> dict[str, Any]:
     async def go(store):
         return await store.load_trace(args.source)
 
-    return _run(go)(db_path(args.db))
+    return with_store(db_path(args.db), go)
 
 
 def _cell(item) -> str:

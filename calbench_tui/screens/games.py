@@ -18,6 +18,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from ..commands.saves import compact_agents
+
 
 def _pct(v: Any) -> str:
     return "—" if v is None else f"{v * 100:.0f}%"
@@ -25,19 +27,6 @@ def _pct(v: Any) -> str:
 
 def _num(v: Any) -> str:
     return "—" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
-
-
-def compact_agents(spec: str | None) -> str:
-    """'imap,imap,imap,sdmap' -> 'imap×3,sdmap'."""
-    if not spec:
-        return "—"
-    out: list[list[Any]] = []
-    for name in spec.split(","):
-        if out and out[-1][0] == name:
-            out[-1][1] += 1
-        else:
-            out.append([name, 1])
-    return ",".join(n if k == 1 else f"{n}×{k}" for n, k in out)
 
 
 class SavedGamesScreen(Screen):

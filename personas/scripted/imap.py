@@ -118,7 +118,6 @@ class IMAPPersona(ProtocolPersona):
 
     # -- free text -------------------------------------------------------------------------
     def on_text(self, msg: Delivered, reading: Reading) -> list[Message]:
-        st = self.rs.extra
         rs = self.rs
         for s in reading.proposed + reading.mentioned:
             rs.peer_slots.append((msg.sender, s, s == reading.decided))

@@ -4,7 +4,6 @@ authors' traces, and our IMAP against the authors' figure on their 36 tasks."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
