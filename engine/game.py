@@ -206,7 +206,7 @@ class _Game:
                 continue
             await self.log.emit(
                 "agent_registered", round=-1, turn=-1, phase="GAME_START", agent_id=seat,
-                agent_type=persona.kind, model=persona.model, is_nosy_agent=seat in cfg.nosy_agent_ids,
+                agent_type=agent_type(persona), kind=persona.kind, model=persona.model, is_nosy_agent=seat in cfg.nosy_agent_ids,
                 system_prompt=system_prompt, calendar_render=self.render(seat),
                 calendar=calendar_to_json(task.calendars[seat]),
                 variant=getattr(persona, "variant", None),
@@ -526,6 +526,15 @@ def resume_point(events: Sequence[dict[str, Any]]) -> int:
     return events[n - 1].get("seq", n - 1)
 
 
+def agent_type(persona) -> str:
+    """A seat's ``type`` in the trace, with the authors' meaning: the protocol's name for a
+    scripted seat (``imap``, ``dsm-welfare``), else the persona kind (``llm``, ``human``).
+    The kind itself is recorded beside it as ``kind``."""
+    if persona.kind == "scripted" and persona.model:
+        return str(persona.model)
+    return str(persona.kind)
+
+
 def _costed(actions, outcome: BatchOutcome, meeting_cost: int = 1) -> list[dict[str, Any]]:
     """The applied actions in the authors' shape: each with the cost it incurred."""
     by_from = {mv.from_slot: mv.cost for mv in outcome.moves}
@@ -575,7 +584,7 @@ async def run_game(
     started_at = clock()
     from .metrics import optimal_cost_cached, greedy_cost_cached
 
-    agent_types = [s.kind for s in seats]
+    agent_types = [agent_type(s) for s in seats]
     agent_models = [s.model or s.kind for s in seats]
     if resume_events:
         first_round = g.restore(resume_events)
@@ -599,7 +608,8 @@ async def run_game(
         "game_id": game_id,
         "config": {
             "num_agents": task.num_agents,
-            "agents": [{"type": s.kind, "model": s.model, "variant": getattr(s, "variant", None)} for s in seats],
+            "agents": [{"type": agent_type(s), "kind": s.kind, "model": s.model, "variant": getattr(s, "variant", None)}
+                       for s in seats],
             "seed": task.seed,
             "num_slots": task.num_slots,
             "num_meetings": len(task.meetings),

@@ -29,7 +29,7 @@ async def test_all_llm_game(mock, make_settings, task):
     assert m["coordination_rate"] == 1.0 and m["excess"] == 0.0
     assert m["total_cheap_talk_messages"] > 0
     assert not events(res.trace, "parse_error", "seat_timeout")
-    assert res.trace["config"]["agents"][0] == {"type": "llm", "model": "llm:mock-model", "variant": None}
+    assert res.trace["config"]["agents"][0] == {"type": "llm", "kind": "llm", "model": "llm:mock-model", "variant": None}
 
     for reg in events(res.trace, "agent_registered"):
         seat = reg["data"]["agent_id"]

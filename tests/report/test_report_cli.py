@@ -179,3 +179,18 @@ def test_an_empty_database_reports_nothing_kindly(cli, tmp_path):
     assert rc == 0 and "No completed games match" in out
     rc, out, _ = cli("report", "--db", str(path), "--json")
     assert json.loads(out)["table"] == []
+
+
+def test_suites_from_calbench_run_are_reported_per_protocol(cli, tmp_path):
+    """Games saved by `calbench run` are grouped by protocol name, not by persona kind."""
+    db = str(tmp_path / "runs.db")
+    for agents in ("imap", "sdmap", "imap,imap,sdmap,sdmap,dsm-welfare"):
+        rc, _, err = cli("run", "--tasks", "canonical:0-1", "--agents", agents, "--db", db, "--concurrency", "1")
+        assert rc == 0, err
+    rc, out, err = cli("report", "--db", db, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    seats = {r["persona"]: r["games"] for r in doc["table"]}
+    assert set(seats) == {"imap", "sdmap", "dsm-welfare"}
+    # Table 2 holds only games where every seat plays the same protocol.
+    assert {r["persona"]: r["games"] for r in doc["protocols"]} == {"imap": 2, "sdmap": 2}
