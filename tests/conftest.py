@@ -26,3 +26,16 @@ def authors_tasks_path(compat_dir: Path) -> Path:
     if not p.exists():
         pytest.skip(f"{p} not found")
     return p
+
+
+@pytest.fixture
+def cli(capsys):
+    """The ``calbench`` command line in-process (fast): returns (exit code, stdout, stderr)."""
+    from calbench_tui.cli import main
+
+    def run(*args):
+        capsys.readouterr()
+        rc = main(list(args))
+        out = capsys.readouterr()
+        return rc, out.out, out.err
+    return run

@@ -23,15 +23,6 @@ def calbench(*args):
     return subprocess.run([sys.executable, "-m", "calbench_tui.cli", *args], capture_output=True, text=True)
 
 
-@pytest.fixture
-def cli(capsys):
-    """The same command line in-process (fast): returns (exit code, stdout, stderr)."""
-    def run(*args):
-        capsys.readouterr()
-        rc = main(list(args))
-        out = capsys.readouterr()
-        return rc, out.out, out.err
-    return run
 
 
 def our_trace(seed=3):

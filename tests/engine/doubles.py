@@ -88,3 +88,25 @@ class ScriptPersona:
             item = self._decide.pop(0)
             return item(obs) if callable(item) else item
         return Reply(actions=tuple(clear_and_schedule(obs.view.calendar, obs.meeting.id, self.plan[obs.meeting.id])))
+
+
+def E(i, c=1, b=False):
+    """An errand as it appears in a task row (``b``: blocked)."""
+    return {"errand_id": i, "cost": c, **({"blocked": True} if b else {})}
+
+
+def hand_task(calendars, meetings, task_id="hand"):
+    """A small hand-made task: calendars as row JSON, meetings as participant lists."""
+    from engine.model import Task
+
+    return Task.from_row({"task_id": task_id, "seed": 1, "calendars": calendars,
+                          "meetings": [{"id": i + 1, "participants": p, "cost": 1, "duration": 1}
+                                       for i, p in enumerate(meetings)]})
+
+
+def one_error_line(err: str) -> str:
+    """The single ``calbench: error: ...`` line a user mistake prints (no traceback)."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("calbench: error: ") and "Traceback" not in err
+    return lines[0]

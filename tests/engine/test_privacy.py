@@ -16,17 +16,7 @@ from engine.render import parse_calendar_render
 from engine.seats import Reply
 from personas.scripted.imap import IMAPPersona
 
-from doubles import ScriptPersona
-
-
-def E(i, c=1, b=False):
-    return {"errand_id": i, "cost": c, **({"blocked": True} if b else {})}
-
-
-def hand_task(calendars, meetings):
-    return Task.from_row({"task_id": "hand", "seed": 1, "calendars": calendars,
-                          "meetings": [{"id": i + 1, "participants": p, "cost": 1, "duration": 1}
-                                       for i, p in enumerate(meetings)]})
+from doubles import E, hand_task, ScriptPersona
 
 
 def typed(kind, proto="imap", **fields):

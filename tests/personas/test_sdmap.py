@@ -10,23 +10,13 @@ import pytest
 from engine.actions import Message
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
-from engine.model import Errand, MeetingCopy, Task, item_from_json
+from engine.model import Errand, MeetingCopy, item_from_json
 from engine.seats import Reply
 from engine.suite import canonical_recipe
 from personas.registry import make_personas
 from personas.scripted.sdmap import SDMAPPersona
 
-from doubles import ScriptPersona
-
-
-def E(i, c=1, b=False):
-    return {"errand_id": i, "cost": c, **({"blocked": True} if b else {})}
-
-
-def hand_task(calendars, meetings):
-    return Task.from_row({"task_id": "hand", "seed": 1, "calendars": calendars,
-                          "meetings": [{"id": i + 1, "participants": p, "cost": 1, "duration": 1}
-                                       for i, p in enumerate(meetings)]})
+from doubles import E, hand_task, ScriptPersona
 
 
 async def play(task, seats):

@@ -10,7 +10,7 @@ import pytest
 from textual.app import App
 
 from calbench_tui.app import screen_text
-from calbench_tui.cli import main
+from doubles import one_error_line
 from calbench_tui.screens.games import SavedGamesScreen
 from calbench_tui.screens.replay import ReplayScreen
 from calbench_tui.screens.report import ReportScreen
@@ -33,21 +33,6 @@ def imap_trace(seed: int) -> dict:
     return json.loads(json.dumps(res.trace))
 
 
-@pytest.fixture
-def cli(capsys):
-    def run(*args):
-        capsys.readouterr()
-        rc = main(list(args))
-        out = capsys.readouterr()
-        return rc, out.out, out.err
-    return run
-
-
-def one_error_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("calbench: error: ") and "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture

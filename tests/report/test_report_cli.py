@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from calbench_tui.cli import main
+from doubles import one_error_line
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
 from personas.registry import make_personas
@@ -24,21 +24,6 @@ def run_sync(coro):
         return ex.submit(asyncio.run, coro).result()
 
 
-@pytest.fixture
-def cli(capsys):
-    def run(*args):
-        capsys.readouterr()
-        rc = main(list(args))
-        out = capsys.readouterr()
-        return rc, out.out, out.err
-    return run
-
-
-def one_error_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("calbench: error: ") and "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
