@@ -59,6 +59,9 @@ __all__ = [
 
 #: ``calbench.suite_version`` of a scenario made by :func:`generate_scenario` outside a suite.
 GENERATOR_VERSION = "generator-1"
+#: Largest agents / slots / meetings a scenario may have (the oracle and the feasible
+#: fraction are benchmarked up to N=50, S=96, M=50; beyond a few hundred nothing is usable).
+MAX_SIZE = 500
 #: Shown cost values of a varied scenario (paper §3).
 DEFAULT_VARIED_COSTS: tuple[int, ...] = (1, 10, 100)
 _EPS = 1e-9
@@ -179,6 +182,8 @@ def _validate(
     for name, v in (("num_agents", num_agents), ("num_slots", num_slots), ("num_meetings", num_meetings)):
         if not _is_int(v) or v < 1:
             raise TaskError(f"{name}={v!r} must be a whole number, at least 1.")
+        if v > MAX_SIZE:
+            raise TaskError(f"{name}={v} is more than this generator supports (at most {MAX_SIZE}).")
     if not isinstance(force_witness_errand, bool):
         raise TaskError(f"force_witness_errand={force_witness_errand!r} must be true or false.")
     densities = _per_agent("density", density, num_agents, _check_density)

@@ -382,6 +382,10 @@ class Store:
                                  f"{exc.strerror or exc}") from None
             path = str(Path(path).expanduser())
         try:
+            if not memory:
+                # Probe synchronously first: when aiosqlite's own connect fails, its worker
+                # thread outlives the event loop and prints a traceback at exit.
+                sqlite3.connect(path, uri=path.startswith("file:")).close()
             db = await aiosqlite.connect(path, isolation_level=None, uri=path.startswith("file:"))
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the save database {path}: {exc}") from None

@@ -52,6 +52,8 @@ def check_task(task) -> dict:
         "file_optimal_cost": file_cost,
         "agent_costs": list(res.agent_costs) if res.feasible else None,
         "feasible_fraction": frac.value,
+        "feasible_fraction_exact": frac.exact,
+        "feasible_fraction_interval": [frac.low, frac.high],
         "difficulty": difficulty_from_fraction(frac.value),
         "seconds": round(seconds, 4),
         "status": status,

@@ -34,10 +34,11 @@ def register(sub) -> None:
     add_db_option(p)
     p.set_defaults(handler=handle_export)
 
-    p = sub.add_parser("import", help="load JSON traces (ours or the paper authors') into the database",
-                       description="Load game traces into the save database. Games already saved are "
+    p = sub.add_parser("import", help="load JSON traces (ours or the paper authors') or other save databases",
+                       description="Load game traces into the save database, or merge whole save databases "
+                                   "(e.g. the shards of a suite run with --shard). Games already saved are "
                                    "skipped; a file that cannot be read is reported and the others still load.")
-    p.add_argument("files", metavar="FILE.json", nargs="+", help="trace files")
+    p.add_argument("files", metavar="FILE.json|FILE.db", nargs="+", help="trace files or save databases")
     add_db_option(p)
     p.set_defaults(handler=handle_import)
 
@@ -63,6 +64,8 @@ def read_trace_file(path: str) -> dict[str, Any]:
             text = fh.read()
     except OSError as exc:
         raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file (a JSON trace is UTF-8 text)") from None
     try:
         trace = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -163,6 +166,9 @@ def handle_import(args) -> int:
     async def go(store):
         for path in args.files:
             try:
+                if is_sqlite_file(path):  # another save database (e.g. a shard of a suite): merge it
+                    await _merge_database(store, path, results)
+                    continue
                 trace = read_trace_file(path)
                 added = await store.import_trace(trace)
             except (UserError, StoreError) as exc:
@@ -184,6 +190,31 @@ def handle_import(args) -> int:
     print(f"{counts['imported']} imported, {counts['duplicate']} already saved, {counts['failed']} failed",
           file=sys.stderr)
     return 1 if counts["failed"] else 0
+
+
+def is_sqlite_file(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+async def _merge_database(store, path: str, results: list) -> None:
+    """Import every game of another save database, one result line per game."""
+    from saves.store import Store
+
+    if os.path.realpath(path) == os.path.realpath(store.path):
+        raise UserError(f"{path} is the database being imported into")
+    other = await Store.open(path)
+    try:
+        for g in await other.list_games():
+            where = f"{path}#{g['game_id'][:8]}"
+            trace = await other.load_trace(g["game_id"])
+            added = await store.import_trace(trace)
+            results.append((where, "imported" if added else "duplicate", g["game_id"]))
+    finally:
+        await other.close()
 
 
 # -- trace -----------------------------------------------------------------------------------
@@ -217,6 +248,9 @@ def handle_trace(args) -> int:
     from engine.replay import TraceError, fold_trace
 
     trace = _load_for_trace(args)
+    last = len(trace.get("events") or []) - 1
+    if args.at is not None and not 0 <= args.at <= max(last, 0):
+        raise UserError(f"--at {args.at}: this trace has events 0-{last}")
     try:
         res = fold_trace(trace, upto_seq=args.at)
     except TraceError as exc:

@@ -46,7 +46,9 @@ def handle(args) -> int:
     from engine.model import TaskError
 
     try:
-        if args.task:
+        if args.task is not None:
+            if not args.task.strip():
+                raise UserError("--task needs a reference, e.g. canonical:7, seed:7 or FILE.jsonl:ID")
             from engine.taskref import TaskRefError, resolve_tasks
 
             try:

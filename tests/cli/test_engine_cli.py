@@ -51,6 +51,8 @@ def test_scenario_summary_and_task_reference():
     (["scenario", "--agents", "two"], "invalid int"),
     (["scenario", "--bogus"], "unrecognized"),
     (["oracle", "no/such/file.jsonl"], "no/such/file.jsonl"),
+    (["scenario", "--slots", "1000000"], "at most 500"),
+    (["scenario", "--task", ""], "--task needs a reference"),
 ])
 def test_bad_input_is_one_clear_line(args, words):
     proc = calbench(*args, check=False)
@@ -75,6 +77,8 @@ def test_oracle_agrees_with_the_authors_file(authors_tasks_path):
     for t in out["tasks"]:
         assert set(t) >= {"task_id", "optimal_cost", "file_optimal_cost", "agent_costs", "feasible_fraction",
                           "difficulty", "seconds"}
+        low, high = t["feasible_fraction_interval"]
+        assert t["feasible_fraction_exact"] and low == t["feasible_fraction"] == high
         if t["status"] == "disagree":
             assert "capacity" in t["reason"]  # the only allowed cause (SPEC §3)
     assert out["disagree"] == 0

@@ -155,13 +155,11 @@ def test_shards_cover_the_suite_exactly_once(tmp_path, capsys):
     got2 = [g["task_id"] for g in two["games"]]
     assert got1 == ids[0::2] and got2 == ids[1::2]
     assert sorted(got1 + got2) == sorted(ids)
-    # Their databases merge with `calbench export` + `calbench import` into one suite...
-    files = []
-    for g in two["games"]:
-        files.append(str(tmp_path / f"{g['game_id']}.json"))
-        assert main(["export", g["game_id"], "--db", db2, "-o", files[-1]]) == 0
-    assert main(["import", "--db", db1, *files]) == 0
-    capsys.readouterr()
+    # Their databases merge with `calbench import OTHER.db` into one suite...
+    assert main(["import", "--db", db1, db2]) == 0
+    assert f"{len(two['games'])} imported" in capsys.readouterr().err
+    assert main(["import", "--db", db1, db2]) == 0  # a second merge adds nothing
+    assert "0 imported" in capsys.readouterr().err
     merged = saved(db1)
     assert sorted(g["task_id"] for g in merged.values()) == sorted(ids)
     assert len({g["settings_key"] for g in merged.values()}) == 1
@@ -429,3 +427,12 @@ def test_llm_seat_without_a_key_is_a_user_error(tmp_path, capsys, monkeypatch):
                "--db", str(tmp_path / "r.db")])
     err = capsys.readouterr().err
     assert rc == 2 and "NO_SUCH_KEY_VAR" in err and "Traceback" not in err
+
+
+def test_persona_names_are_case_insensitive_for_resume(tmp_path, capsys):
+    db = str(tmp_path / "case.db")
+    first = run_json(capsys, "--tasks", "canonical:0", "--agents", "IMAP", "--db", db)
+    assert first["games"][0]["agents"] == "imap"
+    again = run_json(capsys, "--tasks", "canonical:0", "--agents", "imap", "--db", db, "--resume")
+    assert [g["game_id"] for g in again["games"]] == [first["games"][0]["game_id"]]  # nothing replayed
+    assert len(saved(db)) == 1

@@ -176,3 +176,20 @@ def test_trace_of_a_file_that_is_not_a_trace(tmp_path, cli):
     path = write(tmp_path / "row.json", {"game_id": "x", "events": []})
     rc, _, err = cli("trace", path, "--db", str(tmp_path / "e.db"))
     assert rc == 2 and "nothing to fold" in err
+
+
+def test_trace_at_outside_the_trace_is_one_line(cli, compat_dir):
+    from doubles import one_error_line
+
+    path = str(next(compat_dir.glob("authors_trace_*imap*.json")))
+    rc, _, err = cli("trace", path, "--at", "-5")
+    assert rc == 2 and "--at -5: this trace has events 0-" in one_error_line(err)
+
+
+def test_a_binary_file_is_not_a_trace(cli, tmp_path):
+    from doubles import one_error_line
+
+    bad = tmp_path / "noise.json"
+    bad.write_bytes(bytes(range(128, 256)))
+    rc, _, err = cli("trace", str(bad))
+    assert rc == 2 and "not a text file" in one_error_line(err)
