@@ -105,22 +105,22 @@ _CUES: list[tuple[str, list[str]]] = [
              "unavailable", "not possible", "impossible", "not feasible", "infeasible", "isn't possible",
              "is not possible", "busy", "booked", "occupied", "blocked", "taken", "conflicts", "conflict",
              "clash", "unable", "no way", "bumped", "fails", "failed", "doesn't", "doesnt", "does not",
-             "won't", "isn't", "not for me"]),
+             "won't", "isn't", "not for me", "not"]),
     ("decide", ["decision", "decided", "confirmed", "confirm", "let's go with", "lets go with", "go with",
                 "final", "settled", "lock in", "locked", "we meet at", "meeting is at", "book it",
                 "scheduled at", "schedule it at", "schedule at", "agreed slot"]),
     ("ask", ["are you free", "are you available", "is your", "do you have", "what about your", "which slots",
              "what slots", "when are you", "your availability", "your costs", "your cost", "asks", "ask",
              "can you do", "could you do", "does it work", "would it work", "would that work", "works for you",
-             "work for you"]),
+             "work for you", "not sure"]),
     ("prop", ["how about", "what about", "proposes", "propose", "proposal", "suggests", "suggest",
               "let's", "lets", "let us", "shall we", "could we", "can we", "should we", "meet at", "try",
               "prefer", "instead", "alternatively", "maybe", "option", "moving"]),
     ("pos", ["free", "open", "available", "works", "work for me", "workable", "can do", "could do", "can make",
              "fine", "ok", "okay", "good for me", "sounds good", "good for", "suits", "possible", "feasible", "pending", "movable",
-             "accept", "accepted", "agree", "agreed", "yes", "sure", "perfect"]),
+             "accept", "accepted", "agree", "agreed", "yes", "yep", "yeah", "yup", "sure", "perfect"]),
 ]
-_YES = re.compile(r"\b(yes|yep|yeah|sure|ok|okay|agreed|agree|sounds good|works for me|fine|deal|confirmed|perfect|great)\b")
+_YES = re.compile(r"\b(yes|yep|yup|yeah|sure|ok|okay|agreed|agree|sounds good|works for me|fine|deal|confirmed|perfect|great)\b")
 _NO = re.compile(r"\b(no|nope|can't|cannot|doesn't work|does not work|not possible|impossible|unfortunately|fails|failed)\b")
 _NOT_SLOT_BEFORE = re.compile(
     r"(?:\bagents?|\bmeetings?|\berrands?|\brounds?|\bturns?|\bparticipants?|\bids?|\blevels?|\bscores?"

@@ -25,6 +25,11 @@ S = 16
     ("Free: 0, 2, 5; impossible: 1, 6–8.", {0, 2, 5}, {1, 6, 7, 8}, []),
     ("Slot 4 is not available.", set(), {4}, []),
     ("Let's meet at slot 12 instead.", set(), set(), [12]),
+    ("yep, 7", {7}, set(), []),
+    ("I can do 5 but not 6", {5}, {6}, []),
+    ("not 3", set(), {3}, []),
+    ("free at 3, not 4", {3}, {4}, []),
+    ("I am not sure about slot 4", set(), set(), []),
 ])
 def test_reader_slot_statements(text, works, fails, proposed):
     r = read_text(text, S)
