@@ -17,6 +17,14 @@ class UserError(Exception):
         self.exit_code = exit_code
 
 
+def require_terminal(what: str) -> None:
+    """Refuse to start a full-screen app without a terminal (it would wait for ever)."""
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UserError(f"{what} needs an interactive terminal, but standard input or output is not one")
+
+
 def add_db_option(parser) -> None:
     parser.add_argument("--db", metavar="PATH", default=None,
                         help="SQLite database (default: $CALBENCH_DB, else the platform's user data directory)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from . import UserError, add_db_option, db_path
+from . import UserError, add_db_option, db_path, require_terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,6 +102,7 @@ def handle(args: argparse.Namespace) -> int:
         llm_available=llm_available,
     )
     app = make_app(settings=settings, task=task, llm=llm, store_path=db_path(args.db))
+    require_terminal("calbench-play")
     app.run()
     if app.error and app.return_code == 2:
         raise UserError(app.error)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import UserError, add_db_option, with_store
+from . import UserError, add_db_option, require_terminal, with_store
 
 
 def register(sub) -> None:
@@ -68,10 +68,12 @@ def handle_replay(args) -> int:
         if args.seat is not None:
             raise UserError("--seat needs a GAME or TRACE.json to replay")
         app = ReplayApp(store_path=_existing_db(args.db))
+        require_terminal("calbench replay")
         app.run()
         return app.return_code or 0
     trace = load_trace(args.source, args.db)
     check_trace(trace, args.seat, args.source)
     app = ReplayApp(trace, seat=args.seat)
+    require_terminal("calbench replay")
     app.run()
     return app.return_code or 0

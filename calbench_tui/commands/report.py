@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from . import UserError, add_db_option, db_path, with_store
+from . import UserError, add_db_option, db_path, require_terminal, with_store
 
 GROUP_BY = ("persona", "model", "cost_mode")
 
@@ -85,8 +85,8 @@ def load(path: str, ids: list[str] | None) -> tuple[list[dict[str, Any]], list[d
 def handle_report(args) -> int:
     if args.group_by not in GROUP_BY:
         raise UserError(f"--group-by must be one of {', '.join(GROUP_BY)}, not {args.group_by!r}")
-    if args.json and args.csv:
-        raise UserError("choose one of --json and --csv")
+    if sum(map(bool, (args.json, args.csv, args.tui))) > 1:
+        raise UserError("choose one of --json, --csv and --tui")
     if args.plot:
         folder = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(folder):
@@ -107,6 +107,7 @@ def handle_report(args) -> int:
         report["plots"] = written
 
     if args.tui:
+        require_terminal("calbench report --tui")
         from textual.app import App
 
         from ..screens.report import ReportScreen

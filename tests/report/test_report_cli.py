@@ -139,7 +139,11 @@ def test_mistakes_are_one_line_and_exit_2(cli, db, tmp_path):
     rc, _, err = cli("report", "--db", db, "--group-by", "colour")
     assert rc == 2 and "--group-by must be one of persona, model, cost_mode" in one_error_line(err)
     rc, _, err = cli("report", "--db", db, "--json", "--csv")
-    assert rc == 2 and "choose one of --json and --csv" in one_error_line(err)
+    assert rc == 2 and "choose one of --json, --csv and --tui" in one_error_line(err)
+    rc, _, err = cli("report", "--db", db, "--tui", "--json")
+    assert rc == 2 and "choose one of --json, --csv and --tui" in one_error_line(err)
+    rc, _, err = cli("report", "--db", db, "--tui")  # pytest captures stdout: no terminal
+    assert rc == 2 and "needs an interactive terminal" in one_error_line(err)
     rc, _, err = cli("report", "--db", db, "--tasks", "canonical:999")
     assert rc == 2 and "canonical:999" in one_error_line(err)
     rc, _, err = cli("report", "--db", db, "--plot", str(tmp_path / "no" / "such" / "f.png"))
