@@ -107,6 +107,20 @@ def _llm_fields(llm: Any) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if k not in _LLM_KEY_EXCLUDE and "secret" not in k and "key" != k[-3:]}
 
 
+def seat_llm_config(seats: Sequence[Any]) -> dict[str, Any]:
+    """``{"llm": [per seat: public LLM settings or None]}`` for a game with LLM seats, else ``{}``.
+
+    Recorded in the trace's config: model, endpoint (without credentials), sampling,
+    timeout, retries, variant and the NAME of the key's environment variable — never a key
+    (``LLMSettings.public`` has no key field to give).
+    """
+    out: list[dict[str, Any] | None] = []
+    for s in seats:
+        describe = getattr(s, "describe", None)
+        out.append(describe() if getattr(s, "kind", None) == "llm" and callable(describe) else None)
+    return {"llm": out} if any(x is not None for x in out) else {}
+
+
 def spec_names(agents_spec: str) -> list[str]:
     return [p.strip() for p in agents_spec.split(",") if p.strip()]
 
@@ -215,10 +229,14 @@ class GameSummary:
     messages: int = 0
     scheduled_participant_meetings: int = 0
     seconds: float = 0.0
+    # Failures by whose fault (see :func:`failure_counts`); None: not known (a game read back
+    # for --resume from the per-seat results, which keep no events).
+    infra_failures: int | None = 0
+    agent_failures: int | None = 0
 
     JSON_KEYS = ("game_id", "task_id", "cost_mode", "agents", "status", "coordination",
                  "meetings_scheduled", "meetings_total", "excess_cost", "messages_per_meeting",
-                 "fairness", "vps")
+                 "fairness", "vps", "infra_failures", "agent_failures")
 
     def to_json(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.JSON_KEYS}
@@ -234,6 +252,7 @@ class GameSummary:
         task_row = trace.get("task") or {}
         per_seat = m.get("per_seat") or []
         cost_mode = m.get("cost_mode") or (task_row.get("calbench") or {}).get("cost_mode") or "?"
+        infra, agent = failure_counts(trace.get("events") or [])
         return cls(
             game_id=game_id or trace.get("game_id"),
             task_id=str(cfg.get("task_id", task_row.get("task_id"))),
@@ -252,6 +271,7 @@ class GameSummary:
             fairness_sum=sum(s.get("fairness", 0) for s in per_seat),
             messages=int(m.get("total_cheap_talk_messages", 0)),
             scheduled_participant_meetings=sum(s.get("meetings_scheduled", 0) for s in per_seat),
+            infra_failures=infra, agent_failures=agent,
         )
 
     @classmethod
@@ -273,7 +293,30 @@ class GameSummary:
             excess_cost=excess / n if n else None, messages_per_meeting=sent / spm if spm else float(sent),
             fairness=fairness / n if n else None, vps=sum(s.get("vps") or 0 for s in seats),
             seats=n, excess_sum=excess, fairness_sum=fairness, messages=sent, scheduled_participant_meetings=spm,
+            infra_failures=None, agent_failures=None,  # the per-seat results keep no events
         )
+
+
+def failure_counts(events: Iterable[dict[str, Any]]) -> tuple[int, int]:
+    """``(infrastructure failures, agent failures)`` of a game, counted from its events.
+
+    * infrastructure: ``seat_timeout`` events — a seat that could not answer at all: the
+      engine records them for ``Reply.error`` ``"seat_timeout"`` and ``"infra_error"`` (an
+      LLM endpoint down or failing past its retries, a context-length error, a missing
+      key met during a call) and for a persona call that timed out;
+    * agent: ``parse_error`` events — the agent answered but got it wrong: unreadable
+      output (``parse_error``), a persona exception (``seat_error``), a message that could
+      not be delivered (``undeliverable``) and actions sent in the wrong phase
+      (``ignored_actions``).  All are the agent's mistakes, so all count.
+    """
+    infra = agent = 0
+    for e in events:
+        t = e.get("type")
+        if t == "seat_timeout":
+            infra += 1
+        elif t == "parse_error":
+            agent += 1
+    return infra, agent
 
 
 def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
@@ -282,12 +325,20 @@ def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
     ``coordination`` is the mean share of meetings scheduled (0–1; the table shows %),
     ``excess`` and ``fairness`` are means over seats (levels), ``messages_per_meeting``
     is pooled (Σ messages / Σ scheduled participant-meetings) and ``vps`` is the mean
-    game VPS.  ``failed`` counts games that could not be played.
+    game VPS.  ``failed`` counts games that could not be played.  ``infra_failures`` and
+    ``agent_failures`` sum the games' :func:`failure_counts` (played and failed games;
+    games read back for ``--resume`` add nothing), and ``games_with_infra_failures``
+    counts the games with at least one infrastructure failure.
     """
     groups: dict[tuple[str, str], list[GameSummary]] = {}
     failed: dict[tuple[str, str], int] = {}
+    fails: dict[tuple[str, str], list[int]] = {}
     for g in games:
         k = (g.agents, g.cost_mode)
+        f = fails.setdefault(k, [0, 0, 0])
+        f[0] += g.infra_failures or 0
+        f[1] += g.agent_failures or 0
+        f[2] += 1 if g.infra_failures else 0
         if g.status == "completed":
             groups.setdefault(k, [])
             groups[k].append(g)
@@ -310,6 +361,9 @@ def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
             "messages_per_meeting": (msgs / spm) if spm else (float(msgs) if n else None),
             "fairness": (sum(g.fairness_sum for g in gs) / seats) if seats else None,
             "vps": _mean([g.vps for g in gs]),
+            "infra_failures": fails.get((persona, mode), [0, 0, 0])[0],
+            "agent_failures": fails.get((persona, mode), [0, 0, 0])[1],
+            "games_with_infra_failures": fails.get((persona, mode), [0, 0, 0])[2],
         })
     return out
 
@@ -482,7 +536,8 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | SeatFa
         try:
             seats = make_seats(agents_spec, task, settings)
             prime_oracle(task)
-            result = await run_game(task, seats, config, sink, game_id=gid, extra_config=extra)
+            game_extra = {**extra, **seat_llm_config(seats)}
+            result = await run_game(task, seats, config, sink, game_id=gid, extra_config=game_extra)
             if stream:
                 await sink.aclose()
                 await store.finish_game(gid, result.trace)

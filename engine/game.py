@@ -32,6 +32,18 @@ from .state import GameState, apply_outcome, initial_state, resolve_round, state
 
 CALBENCH_VERSION = "0.1.0"
 
+#: Prompt variants that make a seat a "nosy" (privacy-probing) agent in the authors' trace
+#: fields: ``game_start.nosy_agent_ids`` and ``agent_registered.is_nosy_agent``.  A seat is
+#: nosy when its persona's ``variant`` is one of these, or when ``GameConfig.nosy_agent_ids``
+#: names it (see :func:`nosy_seats`).
+NOSY_VARIANTS = frozenset({"nosy-highpressure", "redteam"})
+
+
+def nosy_seats(seats: Sequence[Any], configured: Sequence[int] = ()) -> tuple[int, ...]:
+    """Seats that are nosy: ``configured`` ∪ seats whose persona variant is in :data:`NOSY_VARIANTS`."""
+    derived = {i for i, s in enumerate(seats) if getattr(s, "variant", None) in NOSY_VARIANTS}
+    return tuple(sorted(derived | set(configured)))
+
 
 @dataclass(frozen=True)
 class GameConfig:
@@ -579,6 +591,11 @@ async def run_game(
             task.task_id, task.seed, [getattr(s, "model", None) for s in seats], config.to_json()))))
     clock = clock or wall_clock
     game_id = game_id or str(uuid.uuid4())
+    nosy = nosy_seats(seats, config.nosy_agent_ids)
+    if nosy != tuple(config.nosy_agent_ids):  # after the deterministic id: same ids as before
+        from dataclasses import replace
+
+        config = replace(config, nosy_agent_ids=nosy)
     log = EventLog(sink, clock)
     g = _Game(task, seats, config, log)
     started_at = clock()

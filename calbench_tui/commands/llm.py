@@ -45,6 +45,8 @@ def handle_mock(args) -> int:
         raise UserError(f"--port must be 0..65535, not {args.port}")
     if args.latency < 0:
         raise UserError("--latency must be 0 or more seconds")
+    if args.retry_after < 0:
+        raise UserError(f"--retry-after must be 0 or more seconds, not {args.retry_after:g}")
     server = MockLLMServer(policy=args.policy, latency=args.latency, seed=args.seed, port=args.port,
                            retry_after=args.retry_after)
 
@@ -92,13 +94,15 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                    help="environment variable holding the API key (default OPENAI_API_KEY); the key itself is "
                         "never written anywhere")
     g.add_argument("--personas", default=None, metavar="FILE.toml",
-                   help="TOML file giving seats their own model, endpoint and settings ([defaults], [seats.N])")
+                   help="TOML file giving seats their own model, endpoint and settings ([defaults], [seats.N]: "
+                        "model, base_url, variant, ...); a bare 'llm' seat takes its model from here")
     g.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the endpoint's)")
     g.add_argument("--max-tokens", type=int, default=None, metavar="N", help="reply token limit (default 1024)")
     g.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="seconds per HTTP request (default 120)")
     g.add_argument("--llm-retries", type=int, default=None, metavar="N",
-                   help="retries after 429/5xx/timeouts, honouring Retry-After (default 4)")
+                   help="LLM request retries after 429/5xx/timeouts/connection errors, honouring Retry-After "
+                        "(default 4; not the decision retries of --retries)")
     g.add_argument("--llm-concurrency", type=int, default=None, metavar="N",
                    help="LLM requests in flight across all seats and games of the run (default 8)")
     g.add_argument("--reflection", action="store_true",
@@ -108,6 +112,41 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
 _FLAGS = {"base_url": "base_url", "api_key_env": "api_key_env", "temperature": "temperature",
           "max_tokens": "max_tokens", "timeout": "timeout", "llm_retries": "retries",
           "llm_concurrency": "concurrency", "reflection": "reflection"}
+
+# Options that must be positive (0 would mean "no tokens", "no time", "no requests").
+_POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds"}
+
+
+def given_llm_options(args) -> dict[str, object]:
+    """``{LLMSettings field: value}`` for the LLM options the user gave.
+
+    An option not given is ``None`` (``False`` for ``--reflection``); a given 0 is kept
+    (``--temperature 0`` is greedy sampling, ``--llm-retries 0`` no retries).
+    """
+    given = {}
+    for flag, field in _FLAGS.items():
+        v = getattr(args, flag, None)
+        if v is None or v is False:
+            continue
+        if flag in _POSITIVE and v <= 0:
+            raise UserError(f"--{flag.replace('_', '-')} must be {_POSITIVE[flag]}, not {v:g}")
+        if flag == "llm_retries" and v < 0:
+            raise UserError(f"--llm-retries must be 0 or more, not {v}")
+        given[field] = v
+    return given
+
+
+def validation_message(exc, flags: dict[str, str] | None = None) -> str:
+    """One line for a pydantic ``ValidationError`` of ``LLMSettings``: ``--flag: reason``."""
+    first = exc.errors()[0]
+    loc = first.get("loc") or ()
+    field = str(loc[0]) if loc else ""
+    flags = _FLAGS if flags is None else flags
+    flag = next((f for f, fld in flags.items() if fld == field), field or "llm option")
+    msg = str(first.get("msg", "invalid value"))
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return f"--{flag.replace('_', '-')}: {msg}"
 
 
 def settings_from_args(args) -> tuple["LLMSettings", dict[int, "LLMSettings"]]:  # noqa: F821
@@ -120,19 +159,17 @@ def settings_from_args(args) -> tuple["LLMSettings", dict[int, "LLMSettings"]]: 
 
     from personas.llm.factory import LLMConfigError, LLMSettings, load_personas_file
 
-    given = {field: getattr(args, flag) for flag, field in _FLAGS.items()
-             if getattr(args, flag, None) not in (None, False)}
+    given = given_llm_options(args)
     try:
         base = LLMSettings(**given)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        flag = next((f for f, fld in _FLAGS.items() if first.get("loc") and fld == first["loc"][0]), "llm option")
-        raise UserError(f"--{flag.replace('_', '-')}: {first['msg']}") from None
+        raise UserError(validation_message(exc)) from None
     per_seat: dict[int, LLMSettings] = {}
     try:
         if getattr(args, "personas", None):
             per_seat = load_personas_file(args.personas, base)
         for s in (per_seat.values() if per_seat else [base]):
+            s.check_base_url()
             s.resolve_api_key()
     except LLMConfigError as exc:
         raise UserError(str(exc)) from None

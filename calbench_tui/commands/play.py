@@ -84,6 +84,8 @@ def handle(args: argparse.Namespace) -> int:
 
     llm_available = bool(args.base_url or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
     llm = _llm_settings(args)  # used only by llm seats (also those of a resumed game)
+    if args.agents and _spec_uses_llm(args.agents):
+        _check_llm_key(llm)  # an llm seat without a key: one line now, not a failure at every turn
 
     settings = Settings(
         seat=args.seat,
@@ -113,15 +115,36 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spec_uses_llm(spec: str) -> bool:
+    return any(n.strip().lower() == "llm" or n.strip().lower().startswith("llm:") for n in spec.split(","))
+
+
+def _check_llm_key(llm) -> None:
+    """The same start-up checks as ``calbench run``: a usable endpoint URL and a key (or a local endpoint)."""
+    from personas.llm.settings import LLMConfigError
+
+    try:
+        llm.check_base_url()
+        llm.resolve_api_key()
+    except LLMConfigError as exc:
+        raise UserError(str(exc)) from None
+
+
 def _llm_settings(args: argparse.Namespace):
     """Settings for llm seats (``personas.llm.settings.LLMSettings``): the endpoint from
     ``--base-url`` or the environment; the key is read from the environment when a seat
-    first calls, never stored."""
+    first calls, never stored.  A malformed ``--base-url`` is refused here, whatever the seats."""
     try:
+        from pydantic import ValidationError
+
         from personas.llm.settings import LLMConfigError, LLMSettings
     except ImportError:
         raise UserError("llm seats are not available in this build") from None
+    from .llm import validation_message
+
     try:
         return LLMSettings(base_url=args.base_url) if args.base_url else LLMSettings()
+    except ValidationError as exc:
+        raise UserError(validation_message(exc, {"base_url": "base_url"})) from None
     except (LLMConfigError, ValueError) as exc:
         raise UserError(str(exc).splitlines()[0]) from None

@@ -6,6 +6,9 @@
                  --api-key-env OPENAI_API_KEY --concurrency 8
 
 Progress goes to stderr; the table (or, with ``--json``, one JSON document) to stdout.
+Exit status: 0; 2 for a usage mistake; 1 when some game had infrastructure failures
+(``seat_timeout`` events: an LLM endpoint that did not answer) — the table and JSON are
+still printed, with ``infra_failures`` / ``agent_failures`` per game and per row.
 """
 
 from __future__ import annotations
@@ -64,19 +67,9 @@ def register(subparsers) -> None:
     g.add_argument("--deterministic", action="store_true",
                    help="logical clock and game ids derived from the inputs (byte-identical traces)")
 
-    llm = p.add_argument_group("LLM seats")
-    llm.add_argument("--base-url", default=None, metavar="URL", help="OpenAI-compatible endpoint")
-    llm.add_argument("--api-key-env", default=None, metavar="NAME",
-                     help="environment variable holding the API key (the key itself is never saved)")
-    llm.add_argument("--personas", default=None, metavar="FILE.toml",
-                     help="per-seat LLM settings ([defaults], [seats.N]: model, base_url, variant, ...); "
-                          "a bare 'llm' seat in --agents takes its model from here")
-    llm.add_argument("--temperature", type=float, default=None)
-    llm.add_argument("--max-tokens", type=int, default=None, metavar="N")
-    llm.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="per LLM call")
-    llm.add_argument("--llm-concurrency", type=int, default=None, metavar="N", help="LLM requests in flight at once")
-    llm.add_argument("--reflection", action="store_true",
-                     help="ask LLM seats for belief reflections after each round (calibrated VPS)")
+    from .llm import add_llm_arguments
+
+    add_llm_arguments(p)  # --base-url, --api-key-env, --personas, --temperature, ..., --llm-retries
     p.set_defaults(handler=handle)
 
 
@@ -110,40 +103,20 @@ def parse_shard(raw: str | None) -> tuple[int, int] | None:
     return i, n
 
 
-_LLM_FLAGS = {  # flag attribute -> LLMSettings field
-    "base_url": "base_url", "api_key_env": "api_key_env", "temperature": "temperature",
-    "max_tokens": "max_tokens", "timeout": "timeout", "llm_concurrency": "concurrency", "reflection": "reflection",
-}
-
-
 def build_llm_settings(args, spec: str):
-    """(LLMSettings, {seat: LLMSettings} from --personas) for a spec with LLM seats, else (None, None)."""
-    from .. import runner
+    """(LLMSettings, {seat: LLMSettings} from --personas or None) for a spec with LLM seats, else (None, None).
 
-    given = {field: getattr(args, flag) for flag, field in _LLM_FLAGS.items()
-             if getattr(args, flag) not in (None, False)}
+    The options are the shared ones of ``commands/llm.py`` (``add_llm_arguments``).
+    """
+    from .. import runner
+    from .llm import given_llm_options, settings_from_args
+
     if not runner.spec_uses_llm(spec):
-        if given or args.personas:
+        if given_llm_options(args) or args.personas:
             print("calbench: note: LLM options are ignored: no seat of --agents is an LLM", file=sys.stderr)
         return None, None
-    from pydantic import ValidationError
-
-    from personas.llm.factory import LLMConfigError, LLMSettings, load_personas_file
-
-    try:
-        base = LLMSettings(**given)
-    except ValidationError as exc:
-        errs = "; ".join(f"--{'-'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise UserError(f"bad LLM settings: {errs}") from None
-    per_seat = None
-    try:
-        if args.personas:
-            per_seat = load_personas_file(args.personas, base)
-        for s in (per_seat.values() if per_seat else [base]):
-            s.resolve_api_key()  # no key for a remote endpoint: say so now, not at every request
-    except LLMConfigError as exc:
-        raise UserError(str(exc)) from None
-    return base, per_seat
+    base, per_seat = settings_from_args(args)
+    return base, (per_seat or None)
 
 
 def _check_spec(spec: str, num_agents: int, settings, task_id: str) -> None:
@@ -224,6 +197,11 @@ def handle(args) -> int:
     if failed:
         print(f"calbench: {failed} game(s) failed; list them with 'calbench games --status failed --db {path}' "
               "and read the error with 'calbench export GAME -o -'", file=sys.stderr)
+    infra = sum(1 for g in games if g.infra_failures)
+    if infra:  # an endpoint down or failing: the numbers measure the infrastructure, not the agents
+        print(f"calbench: {infra} game(s) had infrastructure failures (seat_timeout: the LLM endpoint did not "
+              "answer); their scores do not measure the agents", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -243,21 +221,31 @@ def print_table(summary: list[dict[str, Any]], games) -> None:
     table.add_column("Msgs.", justify="right")
     table.add_column("Fair.", justify="right")
     table.add_column("VPS", justify="right")
+    # Failure columns only when some row has failures (scripted suites never do).
+    fail_cols = [(key, title) for key, title in (("infra_failures", "Infra fail."), ("agent_failures", "Agent fail."))
+                 if any(row.get(key) for row in summary)]
+    for _, title in fail_cols:
+        table.add_column(title, justify="right")
+    blank = [""] * (6 + len(fail_cols))
     mode = None
     for row in summary:
         if row["cost_mode"] != mode:
             mode = row["cost_mode"]
-            table.add_row(f"[bold]{mode.capitalize()} Cost[/bold]", "", "", "", "", "", "", end_section=False)
+            table.add_row(f"[bold]{mode.capitalize()} Cost[/bold]", *blank, end_section=False)
         n = str(row["games"]) + (f" (+{row['failed']} failed)" if row.get("failed") else "")
         table.add_row(
             f"  {row['persona']}", n,
             _fmt(row["coordination"], 100, "{:.1f}"), _fmt(row["excess"], 1, "{:.2f}"),
             _fmt(row["messages_per_meeting"], 1, "{:.2f}"), _fmt(row["fairness"], 1, "{:.3f}"),
             _fmt(row["vps"], 1, "{:.2f}"),
+            *(str(row.get(key) or 0) for key, _ in fail_cols),
         )
     console.print(table)
     console.print("Coord. = % of meetings scheduled; Excess and Fair. in cost levels per seat; "
                   "Msgs. = messages per scheduled participant-meeting; VPS per game.", style="dim")
+    if fail_cols:
+        console.print("Infra fail. = seat calls the endpoint could not answer (seat_timeout events); "
+                      "Agent fail. = unreadable or invalid replies (parse_error events).", style="dim")
 
 
 def _fmt(v, scale, pattern) -> str:

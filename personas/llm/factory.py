@@ -151,7 +151,7 @@ def load_personas_file(path: str | Path, base: LLMSettings | None = None) -> dic
         check_table(where, table)
         if "concurrency" in table:
             raise PersonasFileError(f"personas file {path}: {where}.concurrency is not allowed — the limit is "
-                                    "shared by the whole run; set it in [defaults] or with --concurrency")
+                                    "shared by the whole run; set it in [defaults] or with --llm-concurrency")
         try:
             settings = layered.derive(**table)
         except ValidationError as exc:

@@ -13,7 +13,8 @@ Replies are read with :func:`engine.actions.parse_envelope` (lenient).  Failures
   (DECISION); the next prompt says why the reply could not be read;
 * endpoint trouble that outlives the retries (``personas.llm.client``), or a
   context-length error → ``Reply(error="infra_error")``: an *infrastructure* failure;
-  the engine records ``seat_timeout`` and the game goes on.  After a context-length
+  the engine records ``seat_timeout`` and the game goes on.  So is a configuration
+  error met during a call (``LLMConfigError``: no API key, an unusable endpoint).  After a context-length
   error the thread can only grow, so later calls fail at once without a request.
 
 ``counters`` keeps both kinds apart; every reply carries them in ``Reply.extra``.
@@ -37,7 +38,7 @@ from engine.seats import Reply
 
 from .client import CallResult, complete
 from .prompts import PromptBook, fragment
-from .settings import LLMSettings
+from .settings import LLMConfigError, LLMSettings
 
 __all__ = ["LLMPersona"]
 
@@ -242,7 +243,14 @@ class LLMPersona:
             return Reply(prompt=text, error="infra_error", latency_ms=0.0,
                          error_detail=f"context_length: the conversation no longer fits ({self._context_exhausted})",
                          extra=self._extra(None, "context_length"))
-        res = await complete(self.client, self.messages, self.settings, model=self.model_name, rng=self._rng)
+        try:
+            client = self.client
+        except LLMConfigError as exc:  # no key, a bad endpoint: infrastructure, not the agent's fault
+            self.counters["infra_failures"] += 1
+            self._notice = fragment("infra_notice")
+            return Reply(prompt=text, error="infra_error", latency_ms=0.0, error_detail=f"configuration: {exc}",
+                         extra=self._extra(None, "config_error"))
+        res = await complete(client, self.messages, self.settings, model=self.model_name, rng=self._rng)
         self._count(res)
         if not res.ok:
             self.counters["infra_failures"] += 1
@@ -285,7 +293,12 @@ class LLMPersona:
             return {"prompt": question, "error": "infra_error",
                     "error_detail": "context_length: the conversation no longer fits"}
         messages = self.messages + [{"role": "user", "content": question}]  # not appended to the thread
-        res = await complete(self.client, messages, self.settings, model=self.model_name, rng=self._rng)
+        try:
+            client = self.client
+        except LLMConfigError as exc:
+            self.counters["reflection_failures"] += 1
+            return {"prompt": question, "error": "infra_error", "error_detail": f"configuration: {exc}"}
+        res = await complete(client, messages, self.settings, model=self.model_name, rng=self._rng)
         self._count(res)
         out: dict[str, Any] = {"prompt": question, "usage": res.usage, "latency_ms": res.latency_ms,
                                "raw": res.raw, "text": res.text}

@@ -112,7 +112,18 @@ class LLMSettings(BaseModel):
     @classmethod
     def _env_name(cls, v: str) -> str:
         if not v or not v.replace("_", "").isalnum():
-            raise ValueError("api_key_env must be the NAME of an environment variable, e.g. OPENAI_API_KEY")
+            raise ValueError("must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key")
+        return v
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.strip()
+        problem = url_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("variant")
@@ -151,11 +162,33 @@ class LLMSettings(BaseModel):
         raise LLMConfigError(f"no API key: set ${self.api_key_env} (or choose another variable with "
                              "--api-key-env), or point --base-url at a local endpoint")
 
+    def check_base_url(self) -> None:
+        """Raise :class:`LLMConfigError` when the resolved endpoint (also ``$OPENAI_BASE_URL``) is no URL."""
+        url = self.resolved_base_url()
+        problem = url_problem(url) if url else None
+        if problem:
+            src = "--base-url" if self.base_url else "$OPENAI_BASE_URL"
+            raise LLMConfigError(f"{src}: {problem}")
+
     def public(self) -> dict[str, Any]:
         """What a trace may record about these settings (no key, by construction)."""
         d = self.model_dump(exclude_none=True)
         d["base_url"] = _without_credentials(self.resolved_base_url())
         return d
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint (no http(s) scheme or no host), or None when it can."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return f"{url!r} is not a valid URL (expected e.g. http://127.0.0.1:8000/v1)"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{url!r} is not an http(s) URL with a host (expected e.g. http://127.0.0.1:8000/v1)"
+    return None
 
 
 def _without_credentials(url: str | None) -> str | None:

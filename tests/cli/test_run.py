@@ -47,7 +47,8 @@ def test_json_matches_the_saved_games(tmp_path, capsys):
     games = doc["games"]
     assert [g["task_id"] for g in games] == [t.task_id for t in resolve_tasks(SUITE)]
     keys = {"game_id", "task_id", "cost_mode", "agents", "status", "coordination", "meetings_scheduled",
-            "meetings_total", "excess_cost", "messages_per_meeting", "fairness", "vps"}
+            "meetings_total", "excess_cost", "messages_per_meeting", "fairness", "vps",
+            "infra_failures", "agent_failures"}
     assert all(set(g) == keys for g in games)
     db_games = saved(db)
     assert set(db_games) == {g["game_id"] for g in games}
@@ -436,3 +437,126 @@ def test_persona_names_are_case_insensitive_for_resume(tmp_path, capsys):
     again = run_json(capsys, "--tasks", "canonical:0", "--agents", "imap", "--db", db, "--resume")
     assert [g["game_id"] for g in again["games"]] == [first["games"][0]["game_id"]]  # nothing replayed
     assert len(saved(db)) == 1
+
+
+# -- review fixes: zero values, --llm-retries, failure counts, URLs, recorded settings ------
+def _load(db, gid):
+    async def go():
+        async with await Store.open(db) as store:
+            return await store.load_trace(gid)
+    return asyncio.run(go())
+
+
+def test_llm_settings_are_recorded_and_the_key_is_nowhere(tmp_path, capsys, monkeypatch, mock_url):
+    url, server = mock_url
+    secret = "sk-unique-secret-7f3a9c1e5b"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    db = str(tmp_path / "r.db")
+    spec = "imap,llm:mock-model,imap,imap,imap"
+    doc = run_json(capsys, "--tasks", "canonical:0", "--agents", spec, "--db", db,
+                   "--base-url", url.replace("http://", "http://user:pw@"),
+                   "--temperature", "0", "--max-tokens", "300", "--timeout", "20", "--llm-retries", "2",
+                   "--max-turns", "3")
+    (g,) = doc["games"]
+    assert g["status"] == "completed" and len(server.records) > 0
+    assert g["infra_failures"] == 0 and doc["summary"][0]["infra_failures"] == 0
+    tr = _load(db, g["game_id"])
+    llm = tr["config"]["llm"]
+    assert llm[0] is None and llm[2:] == [None, None, None]
+    s = llm[1]
+    assert s["model"] == "mock-model" and s["variant"] is None
+    assert s["temperature"] == 0  # --temperature 0 is kept, not dropped
+    assert (s["max_tokens"], s["timeout"], s["retries"]) == (300, 20.0, 2)
+    assert s["api_key_env"] == "OPENAI_API_KEY"
+    assert s["base_url"] == url  # no user:password, no query string
+    # The key is nowhere: not in the database (nor its WAL), not in the exported trace.
+    files = [p for p in tmp_path.iterdir() if p.name.startswith("r.db")]
+    assert files
+    for p in files:
+        assert secret.encode() not in p.read_bytes(), p.name
+    assert "user:pw" not in json.dumps(tr)
+    out = tmp_path / "export.json"
+    assert main(["export", g["game_id"], "--db", db, "-o", str(out)]) == 0
+    assert secret not in out.read_text()
+    assert "pw@" not in out.read_text()
+
+
+def test_dead_endpoint_counts_infra_failures_and_exits_1(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    db = str(tmp_path / "r.db")
+    rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m,imap,imap,imap,imap", "--db", db,
+               "--base-url", "http://127.0.0.1:1/v1", "--llm-retries", "0", "--max-turns", "2", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 1, err
+    assert "1 game(s) had infrastructure failures" in err and "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1
+    doc = json.loads(out)
+    (g,) = doc["games"]
+    assert g["status"] == "completed"
+    tr = _load(db, g["game_id"])
+    timeouts = [e for e in tr["events"] if e["type"] == "seat_timeout"]
+    assert timeouts and all(e["data"]["error"] == "infra_error" for e in timeouts)
+    assert g["infra_failures"] == len(timeouts)
+    assert g["agent_failures"] == len([e for e in tr["events"] if e["type"] == "parse_error"])
+    row = doc["summary"][0]
+    assert row["infra_failures"] == len(timeouts) and row["games_with_infra_failures"] == 1
+    # The table shows the column.
+    rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m,imap,imap,imap,imap", "--db", db,
+               "--base-url", "http://127.0.0.1:1/v1", "--llm-retries", "0", "--max-turns", "2"])
+    out, _ = capsys.readouterr()
+    assert rc == 1 and "Infra fail." in out
+
+
+def test_agent_failures_are_counted_apart():
+    events = [{"type": "seat_timeout", "data": {"error": "infra_error"}},
+              {"type": "parse_error", "data": {"error": "parse_error"}},
+              {"type": "parse_error", "data": {"error": "undeliverable"}},
+              {"type": "turn_end", "data": {}}]
+    assert runner.failure_counts(events) == (1, 2)
+    games = [runner.GameSummary("a", "t", "uniform", "llm:m", "completed", infra_failures=3, agent_failures=1),
+             runner.GameSummary("b", "t", "uniform", "llm:m", "completed", infra_failures=0, agent_failures=2),
+             runner.GameSummary("c", "t", "uniform", "llm:m", "completed", infra_failures=None, agent_failures=None)]
+    (row,) = runner.summarise(games)
+    assert (row["infra_failures"], row["agent_failures"], row["games_with_infra_failures"]) == (3, 3, 1)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--llm-concurrency", "0"], "--llm-concurrency must be at least 1"),
+    (["--max-tokens", "0"], "--max-tokens must be at least 1"),
+    (["--timeout", "0"], "--timeout must be more than 0 seconds"),
+    (["--timeout", "-3"], "--timeout must be more than 0 seconds"),
+    (["--llm-retries", "-1"], "--llm-retries must be 0 or more"),
+    (["--base-url", "notaurl"], "--base-url: 'notaurl' is not an http(s) URL"),
+    (["--base-url", "http:///v1"], "--base-url:"),
+    (["--api-key-env", "sk-123"], "--api-key-env: must be the NAME"),
+])
+def test_bad_llm_options_are_one_line(tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m", "--db", str(tmp_path / "r.db"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert "api_key_env" not in err
+
+
+def test_bad_openai_base_url_env_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "localhost:8000")
+    rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m", "--db", str(tmp_path / "r.db")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "$OPENAI_BASE_URL" in err and len(err.strip().splitlines()) == 1
+
+
+def test_zero_temperature_and_llm_retries_reach_the_settings(monkeypatch):
+    from calbench_tui.commands import run as run_cmd
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    parser = __import__("argparse").ArgumentParser()
+    sub = parser.add_subparsers()
+    run_cmd.register(sub)
+    args = parser.parse_args(["run", "--tasks", "canonical:0", "--agents", "llm:m", "--base-url",
+                              "http://127.0.0.1:9/v1", "--temperature", "0", "--llm-retries", "0", "--retries", "5"])
+    base, per_seat = run_cmd.build_llm_settings(args, "llm:m")
+    assert base.temperature == 0.0 and base.retries == 0 and per_seat is None
+    assert args.retries == 5  # the decision retry budget stays apart

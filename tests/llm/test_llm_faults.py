@@ -171,3 +171,24 @@ async def test_a_chaos_game_is_reproducible_and_finishes(make_settings, task):
         outcomes.append((st["faults"], st["by_status"], res.metrics["meetings_scheduled"]))
     assert outcomes[0] == outcomes[1]
     assert sum(outcomes[0][0].values()) >= 3
+
+
+async def test_config_error_during_a_turn_is_an_infrastructure_failure(mock, make_settings, task, monkeypatch):
+    """A missing key met at the first call (no start-up check in this path) is infra_error →
+    seat_timeout, never a parse_error (agent failure); the other seats play over HTTP."""
+    from engine.game import GameConfig, run_game
+    from personas.llm.factory import LLMSettings, make_llm_persona
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("CALBENCH_MISSING_KEY", raising=False)
+    good = make_settings(mock)
+    broken = LLMSettings(api_key_env="CALBENCH_MISSING_KEY", reflection=True)  # remote endpoint, no key
+    seats = [make_llm_persona("llm:m", broken if a == 0 else good) for a in range(task.num_agents)]
+    res = await run_game(task, seats, GameConfig(deterministic=True, max_turns_per_round=2))
+    ev = res.trace["events"]
+    mine = [e for e in ev if e["type"] in ("seat_timeout", "parse_error") and e["data"]["agent_id"] == 0]
+    assert mine and all(e["type"] == "seat_timeout" and e["data"]["error"] == "infra_error" for e in mine)
+    assert "CALBENCH_MISSING_KEY" in mine[0]["data"]["detail"]
+    assert seats[0].counters["infra_failures"] == len(mine) and seats[0].counters["agent_failures"] == 0
+    assert len(mock.records) > 0
+    await broken.pool.aclose()

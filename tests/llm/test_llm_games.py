@@ -129,10 +129,23 @@ async def test_variant_is_recorded(mock, make_settings, task):
     settings = make_settings(mock)
     seats = [make_llm_persona("llm:mock+nosy-highpressure" if a == 1 else "llm:mock", settings)
              for a in range(task.num_agents)]
-    res = await run_game(task, seats, GameConfig(deterministic=True, nosy_agent_ids=(1,)))
+    res = await run_game(task, seats, GameConfig(deterministic=True))  # nosy seats derived from the variant
     reg = {e["data"]["agent_id"]: e["data"] for e in events(res.trace, "agent_registered")}
     assert reg[1]["variant"] == "nosy-highpressure" and reg[1]["is_nosy_agent"]
+    assert not reg[0]["is_nosy_agent"]
+    assert events(res.trace, "game_start")[0]["data"]["nosy_agent_ids"] == [1]
+    assert res.trace["config"]["nosy_agent_ids"] == [1]
     assert reg[0]["variant"] is None
     assert "press them to say what is there" in reg[1]["system_prompt"]
     assert "press them" not in reg[0]["system_prompt"]
     assert res.trace["config"]["agents"][1]["variant"] == "nosy-highpressure"
+
+
+async def test_redteam_seat_is_nosy_and_configured_ids_are_kept(mock, make_settings, task):
+    settings = make_settings(mock)
+    seats = [make_llm_persona("llm:mock+redteam" if a == 2 else "llm:mock", settings)
+             for a in range(task.num_agents)]
+    res = await run_game(task, seats, GameConfig(deterministic=True, nosy_agent_ids=(0,)))
+    reg = {e["data"]["agent_id"]: e["data"] for e in events(res.trace, "agent_registered")}
+    assert [a for a in sorted(reg) if reg[a]["is_nosy_agent"]] == [0, 2]
+    assert events(res.trace, "game_start")[0]["data"]["nosy_agent_ids"] == [0, 2]

@@ -79,3 +79,31 @@ def test_shared_llm_options(tmp_path, monkeypatch):
     f.write_text('[seats.2]\nmodel = "m"\napi_key = "sk-1"\n')
     with pytest.raises(UserError, match="api_key is not allowed"):
         settings_from_args(parser.parse_args(["--base-url", "http://127.0.0.1:9/v1", "--personas", str(f)]))
+
+
+def test_mock_llm_refuses_a_negative_retry_after(capsys):
+    assert main(["mock-llm", "--retry-after", "-2"]) == 2
+    assert "--retry-after must be 0 or more" in capsys.readouterr().err
+
+
+def test_shared_llm_options_keep_zero_and_refuse_non_positive(monkeypatch):
+    import argparse
+
+    import pytest
+
+    from calbench_tui.commands import UserError
+    from calbench_tui.commands.llm import add_llm_arguments, settings_from_args
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    parser = argparse.ArgumentParser()
+    add_llm_arguments(parser)
+    base, _ = settings_from_args(parser.parse_args(["--base-url", "http://127.0.0.1:9/v1", "--temperature", "0",
+                                                    "--llm-retries", "0"]))
+    assert base.temperature == 0.0 and base.retries == 0
+    for args, msg in ((["--max-tokens", "0"], "--max-tokens must be at least 1"),
+                      (["--llm-concurrency", "-1"], "--llm-concurrency must be at least 1"),
+                      (["--timeout", "0"], "--timeout must be more than 0")):
+        with pytest.raises(UserError, match=msg):
+            settings_from_args(parser.parse_args(["--base-url", "http://127.0.0.1:9/v1", *args]))
+    with pytest.raises(UserError, match="--base-url: 'notaurl'"):
+        settings_from_args(parser.parse_args(["--base-url", "notaurl"]))
