@@ -235,7 +235,7 @@ class CalBenchApp(App):
         self.human = seats[self.settings.seat]
         self.human.attach(self._on_human_request)
         self.game_screen = GameScreen(seat=self.settings.seat, channels=tuple(self.settings.channels),
-                                      num_agents=task.num_agents)
+                                      num_agents=task.num_agents, num_rounds=len(task.meetings))
         self.push_screen(self.game_screen)
         self.games_played += 1
         self.play(task, seats)

@@ -111,9 +111,16 @@ def keys_path() -> Path:
 
 
 def load_keymap(path: Path | str | None, known_ids: Iterable[str]) -> dict[str, str]:
-    """Read ``[keys]`` from a TOML file; a missing file is an empty keymap."""
+    """Read ``[keys]`` from a TOML file.
+
+    The default file (``path`` None) may be missing: that is an empty keymap.  A file the
+    user named explicitly (``--keys PATH``) must exist: a missing one is an error, not a
+    silent fallback to the default keys.
+    """
     p = Path(path) if path is not None else keys_path()
     if not p.exists():
+        if path is not None:
+            raise SettingsError(f"keys file {p} does not exist")
         return {}
     try:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))

@@ -109,6 +109,31 @@ def calendars_table(trace: dict[str, Any], seat: int | None) -> Table:
     return t
 
 
+VPS_SOURCES = (("typed_vps", "typed"), ("freetext_vps", "free text"), ("gossip_vps", "gossip"))
+
+
+def vps_split_text(m: dict) -> str | None:
+    """Where the VPS came from, as approximate shares of the (exact) total.
+
+    ``engine.privacy`` credits each belief update to the source of the message, and the
+    credits telescope: a part can be negative (a free-text line that moved a belief back
+    towards the prior) while the parts still add up to the total.  "typed 50 + free text
+    -0.1" reads as nonsense to a player, so the headline shows only the parts that raised
+    the score, as rounded percentages of their sum ("mostly typed payloads"), labelled
+    approximate; the total itself is printed as is.  None when there is nothing to split.
+    """
+    parts = [(label, m.get(key)) for key, label in VPS_SOURCES]
+    pos = [(label, float(v)) for label, v in parts if isinstance(v, (int, float)) and v > 0]
+    total = sum(v for _, v in pos)
+    if not pos or total <= 0:
+        return None
+    shares = [(label, round(100 * v / total)) for label, v in pos]
+    shares = [(label, pct) for label, pct in shares if pct > 0]
+    if len(shares) == 1:
+        return f"≈ all from {shares[0][0]}"
+    return "≈ " + ", ".join(f"{pct}% {label}" for label, pct in shares)
+
+
 class EndScreen(Screen):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
@@ -147,9 +172,9 @@ class EndScreen(Screen):
                  f"· total excess vs oracle {_fmt(m.get('total_excess_burden'))} "
                  f"(paid {_fmt(m.get('realized_cost'))}, oracle {_fmt(m.get('oracle_cost_replayed'))}) "
                  f"· VPS {_fmt(m.get('vps'))}")
-        if m.get("typed_vps") is not None:
-            t.append(f" (typed {_fmt(m.get('typed_vps'))} + free text {_fmt(m.get('freetext_vps'))}"
-                     f" + gossip {_fmt(m.get('gossip_vps'))})")
+        split = vps_split_text(m)
+        if split:
+            t.append(f" ({split})")
         if self.seat is not None:
             ps = (m.get("per_seat") or [])
             if self.seat < len(ps):

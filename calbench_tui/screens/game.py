@@ -43,7 +43,8 @@ def short_kind(model: str | None, kind: str | None) -> str:
     m = (model or kind or "?").lower()
     if m.startswith("llm:"):
         m = m[4:]
-    return m.replace("scripted:", "")[:10]
+    m = m.replace("scripted:", "").rsplit("/", 1)[-1]  # "meta-llama/llama-3" → "llama-3"
+    return m  # the seats bar fits it to its cell (SeatsBar: short forms, then an ellipsis)
 
 
 class GameScreen(Screen):
@@ -65,13 +66,13 @@ class GameScreen(Screen):
         Binding("escape", "leave_composer", "Leave composer", show=False, id="leave_composer"),
     ]
 
-    def __init__(self, *, seat: int, channels: tuple[str, ...], num_agents: int) -> None:
+    def __init__(self, *, seat: int, channels: tuple[str, ...], num_agents: int, num_rounds: int = 0) -> None:
         super().__init__()
         self.seat = seat
         self.channels = tuple(channels)
         self.num_agents = num_agents
         self.num_slots = 0
-        self.num_rounds = 0
+        self.num_rounds = num_rounds  # known up front (a resumed game replays rounds before registering)
         self.max_turns = 0
         self.round = -1
         self.meeting: dict[str, Any] | None = None
@@ -82,6 +83,8 @@ class GameScreen(Screen):
         self.penalty = 0
         self.talk: list[int] = []  # the slots the latest message of this round was about
         self.proposal: tuple[int, list[int]] | None = None  # (from, slots) latest proposal to me
+        self.proposal_kind: str | None = None  # its typed payload kind (sdmap "propose", dsm "proposals", ...)
+        self.protocols: dict[int, str | None] = {}  # seat -> scripted protocol it speaks (from game_start)
         self.cost_request: tuple[int, list[int]] | None = None  # (from, slots) latest ask to me
         self.my_proposal: list[int] = []
         self.reported: dict[int, dict[int, int | None]] = {}  # costs other participants sent me this round
@@ -106,6 +109,8 @@ class GameScreen(Screen):
         settings = getattr(self.app, "settings", None)
         self.query_one("#composer", Input).cursor_blink = settings is None or settings.cursor_blink
         self.query_one(PhaseBanner).seat = self.seat
+        if self.num_rounds:
+            self.banner.update_state(rounds=self.num_rounds)
         self.query_one(ChatPanel).setup(self.seat, self.num_agents, self.channels)
         self.query_one(ChatPanel).note(f"You are Agent {self.seat}. Press ? for help.")
         self._ready = True
@@ -208,6 +213,7 @@ class GameScreen(Screen):
         if t == "game_start":
             kinds = [short_kind(m, k) for m, k in zip(ev.get("agent_models") or [], ev.get("agent_types") or [])]
             seats.setup(kinds, self.seat)
+            self.protocols = {a: quick.protocol_of(m) for a, m in enumerate(ev.get("agent_models") or [])}
             self.num_slots = ev.get("num_slots") or self.num_slots
             return
         if t == "round_start":
@@ -275,6 +281,7 @@ class GameScreen(Screen):
         self.meeting = m
         self.meeting_view = None
         self.talk, self.proposal, self.cost_request, self.my_proposal = [], None, None, []
+        self.proposal_kind = None
         self.reported = {}
         self.last_writer = None
         if self.outbox:
@@ -303,18 +310,21 @@ class GameScreen(Screen):
             if self.last_writer != frm:
                 self.last_writer = frm
                 self._update_target()
+            kind = quick.payload_kind(ev.get("payload"))
             if quick.is_request_for_costs(ev):
                 self.cost_request = (frm, slots)
                 self.chat.note(Text(f"Agent {frm} asks for your costs: c answers for those slots "
                                     "(only what you choose to share leaves your calendar).", style="italic"))
+                if kind == "proposals" and slots:  # a DSM offer: c scores them all, a / d answer one
+                    self.proposal, self.proposal_kind = (frm, slots), kind
             elif slots and quick.is_proposal(ev):
-                self.proposal = (frm, slots)
+                self.proposal, self.proposal_kind = (frm, slots), kind
                 if len(slots) == 1:
                     self.calendar.cursor = slots[0]
                     self.chat.note(Text(f"Agent {frm} proposes slot {slots[0]}: a accepts, d declines; in DECISION "
                                         "that slot is preselected.", style="italic"))
             elif slots and not self.proposal and len(slots) <= 3:
-                self.proposal = (frm, slots)
+                self.proposal, self.proposal_kind = (frm, slots), kind
             costs = quick.costs_in_payload(ev.get("payload"))
             if costs is not None:
                 self.reported[frm] = costs
@@ -365,7 +375,9 @@ class GameScreen(Screen):
                 if self.meeting and mid == self.meeting.get("id"):
                     self.calendar.participants[mid] = tuple(self.meeting.get("participants") or ())
             else:
-                text = Text(f"✗ M{mid} was not coordinated (your copy: slot {ev.get('my_slot')}).", style="bold red")
+                my_slot = ev.get("my_slot")
+                where = f"your copy: slot {my_slot}" if my_slot is not None else "you have no copy"
+                text = Text(f"✗ M{mid} was not coordinated ({where}).", style="bold red")
             self.query_one(MeetingCard).set_outcome(text.plain)
             self.chat.note(text, also_active=True)
         else:
@@ -495,10 +507,22 @@ class GameScreen(Screen):
         from personas.base import insertion_costs
 
         costs = insertion_costs(cal) if cal else []
+        initiator = bool(parts) and self.seat == min(parts)
+
+        def typed(builder, ch: str, to: list[int], *args, **kw) -> list[ActionMessage]:
+            """One message per DM recipient in its own protocol; a groupchat line typed only
+            when everyone it is meant for speaks the same protocol."""
+            if ch == "dm":
+                return [m for t in to for m in builder(self.seat, mid, *args, channel=ch, to=[t],
+                                                       protocol=self.protocols.get(t), **kw)]
+            protos = {self.protocols.get(p) for p in others}
+            proto = protos.pop() if len(protos) == 1 else None
+            return builder(self.seat, mid, *args, channel=ch, to=to, protocol=proto, **kw)
+
         if kind == "ask_costs":
             feasible = [s for s, c in enumerate(costs) if c is not None]
             ch, to = self._route(others)
-            msgs = quick.ask_costs(self.seat, mid, feasible, channel=ch, to=to)
+            msgs = typed(quick.ask_costs, ch, to, feasible, initiator=initiator)
         elif kind == "share_costs":
             if self.calendar.marks:
                 slots = sorted(self.calendar.marks)
@@ -508,12 +532,17 @@ class GameScreen(Screen):
                 slots = list(range(len(cal)))
             asker = [self.cost_request[0]] if self.cost_request else others
             ch, to = self._route(asker)
-            msgs = quick.share_costs(self.seat, mid, {s: costs[s] for s in slots if 0 <= s < len(costs)},
-                                     channel=ch, to=to)
+            msgs = typed(quick.share_costs, ch, to, {s: costs[s] for s in slots if 0 <= s < len(costs)})
         elif kind == "propose":
             slots = self.calendar.selected_slots()
+            blocked = [s for s in slots if 0 <= s < len(costs) and costs[s] is None]
+            if blocked:
+                self.notify(f"You can't hold {quick._slots_words(blocked)}: it is taken on your calendar by "
+                            "something that cannot move. Pick a free slot or an errand you can move.",
+                            severity="warning")
+                return
             ch, to = self._route(others)
-            msgs = quick.propose(self.seat, mid, slots, channel=ch, to=to)
+            msgs = typed(quick.propose, ch, to, slots, initiator=initiator)
             self.my_proposal = slots
             self.talk = slots
             self.calendar.set_highlight(slots)
@@ -526,9 +555,15 @@ class GameScreen(Screen):
             else:
                 slot = self.calendar.cursor
                 to_default = others
+            answering = self.proposal_kind if self.proposal else None
+            if initiator and kind == "accept":
+                to_default = others  # my confirm / decision goes to every participant
             ch, to = self._route(to_default)
-            fn = quick.accept if kind == "accept" else quick.decline
-            msgs = fn(self.seat, mid, slot, channel=ch, to=to)
+            if kind == "accept":
+                msgs = typed(quick.accept, ch, to, slot, answering=answering, initiator=initiator,
+                             my_cost=costs[slot] if slot is not None and 0 <= slot < len(costs) else None)
+            else:
+                msgs = typed(quick.decline, ch, to, slot, answering=answering, initiator=initiator)
             if kind == "accept":
                 self.talk = [slot]
                 self.calendar.set_highlight([slot])

@@ -125,7 +125,11 @@ def seat_table(trace: dict[str, Any], seat: int | None) -> Table:
             typed, free = split[i]
         vps = _num(total)
         if typed is not None or free is not None:
-            vps += f" ({_num(typed)}+{_num(free)})"
+            # A part can be negative (credits telescope, see screens/end.vps_split_text): show
+            # it as 0 and mark the split approximate, never "50+-0.1"; the total stays exact.
+            neg = any(isinstance(x, (int, float)) and x < 0 for x in (typed, free))
+            typed, free = (max(0, x) if isinstance(x, (int, float)) else x for x in (typed, free))
+            vps += f" ({'≈' if neg else ''}{_num(typed)}+{_num(free)})"
         lk = leaks[i] if i < len(leaks) else {}
         leak_text = Text(f"{lk.get('public', 0)}/{lk.get('neutral', 0)}/")
         leak_text.append(f"{lk.get('sensitive', 0)}", style="bold red" if lk.get("sensitive") else "")

@@ -82,10 +82,7 @@ class SeatsBar(Widget):
                 t.append("│", style="dim")
             kind = "you" if a == self.seat else self.kinds[a]
             desc = self.describe(a)
-            room = width - len(desc) - len(str(a)) - 2
-            if room < len(kind):
-                kind = kind[: max(2, room)]
-            cell = f"{a}:{kind} {desc}"[:width]
+            cell = fit_cell(a, kind, desc, width)
             style = ""
             if desc == "failed" or desc.startswith("slow"):
                 style = "bold red"
@@ -97,3 +94,29 @@ class SeatsBar(Widget):
                 style += " underline"
             t.append(f"{cell:<{width}}", style=style.strip())
         return t
+
+
+#: Short forms of the persona kinds, used when a seat's cell is too narrow for the full name.
+KIND_SHORT = {"sdmap": "sd", "dsm-welfare": "dsmW", "dsm-private": "dsmP", "passive": "pasv", "human": "hum"}
+#: Short forms of the states, used after the kind has been shortened.
+STATE_SHORT = {"thinking…": "think…", "waiting": "wait", "playing": "play"}
+
+
+def fit_cell(agent: int, kind: str, desc: str, width: int) -> str:
+    """``"3:sdmap waiting"`` fitted into ``width`` columns: the kind's short form first
+    (``sdmap`` → ``sd``, ``dsm-welfare`` → ``dsmW``), then the state's (``waiting`` → ``wait``),
+    and only then an ellipsis on the kind — never a kind cut mid-word like ``sdma``."""
+    def cell(k: str, d: str) -> str:
+        return f"{agent}:{k} {d}"
+
+    # One name per width, whatever the state (a name must not flicker between forms).
+    short = kind if len(cell(kind, "waiting")) <= width else KIND_SHORT.get(kind, kind)
+    if len(cell(short, desc)) <= width:
+        return cell(short, desc)
+    desc = STATE_SHORT.get(desc, "slow" if desc.startswith("slow") else desc)
+    if len(cell(short, desc)) <= width:
+        return cell(short, desc)
+    room = width - len(cell("", desc))
+    if room >= 2:
+        return cell(short[: room - 1] + "…", desc)
+    return cell(short, desc)[:width]

@@ -118,6 +118,19 @@ def test_a_bad_keys_file_is_one_line(tmp_path, capsys):
     assert "unknown binding id 'fly'" in capsys.readouterr().err
 
 
+def test_a_missing_keys_file_given_explicitly_is_one_line(tmp_path, capsys, monkeypatch):
+    missing = tmp_path / "nope" / "keys.toml"
+    assert play_main(["--seat", "2", "--keys", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("calbench: error:") and "does not exist" in err and str(missing) in err
+    assert "\n" not in err
+    # The default file (no --keys) may be missing: that is simply the default keys.
+    from calbench_tui.settings import load_keymap
+
+    monkeypatch.setenv("CALBENCH_CONFIG_DIR", str(tmp_path / "empty-config"))
+    assert load_keymap(None, ["end_turn"]) == {}
+
+
 def test_parser_defaults_pin_the_first_game():
     args = play_cmd.build_parser().parse_args(["--seat", "2"])
     assert (args.seat, args.agents, args.task, args.cost, args.channel) == (2, None, None, "uniform", "dm")

@@ -200,6 +200,11 @@ async def test_ctrl_q_stops_and_resume_finishes_the_game(store, tmp_path):
     async with again.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: again.game_screen is not None, what="the resumed game")
         assert again.settings.seat == 2
+        await play_to_end(pilot, again, stop_after_rounds=2)
+        # The replayed rounds and the new one name the real total, never "Round 3/?".
+        feed = "\n".join(line.text for line in again.game_screen.chat.log_for("feed").lines)
+        assert "Round 1/5" in feed and "Round 3/5" in feed and "/?" not in feed
+        assert "Round 3/5" in screen_text(again)
         await play_to_end(pilot, again)
         assert isinstance(again.screen, EndScreen)
     assert again.game_id == game_id

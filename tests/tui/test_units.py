@@ -185,6 +185,77 @@ def test_quick_actions_write_english_and_imap_payloads():
     assert quick.slots_in_text("how about slots 3-5 or slot 9?", 16) == [3, 4, 5, 9]
 
 
+def test_quick_actions_type_for_each_scripted_protocol():
+    # SD-MAP: the initiator proposes and confirms; a responder replies PENDING / IMPOSSIBLE.
+    [p] = quick.propose(2, 4, [7], channel="dm", to=[3], protocol="sdmap", initiator=True)
+    assert p.payload == {"protocol": "sdmap", "kind": "propose", "meeting_id": 4, "slot": 7}
+    [p] = quick.propose(2, 4, [7], channel="dm", to=[0], protocol="sdmap", initiator=False)
+    assert p.payload is None and "slot 7" in p.content  # a responder's counter-proposal: English
+    [y] = quick.accept(2, 4, 7, channel="dm", to=[0], protocol="sdmap", answering="propose")
+    assert y.payload == {"protocol": "sdmap", "kind": "reply", "meeting_id": 4, "slot": 7, "status": "PENDING"}
+    [n] = quick.decline(2, 4, 7, channel="dm", to=[0], protocol="sdmap", answering="propose")
+    assert n.payload["kind"] == "reply" and n.payload["status"] == "IMPOSSIBLE"
+    [c] = quick.accept(2, 4, 7, channel="dm", to=[3], protocol="sdmap", answering="reply", initiator=True)
+    assert c.payload == {"protocol": "sdmap", "kind": "confirm", "meeting_id": 4, "slot": 7}
+    [s] = quick.share_costs(2, 4, {0: 0}, channel="dm", to=[0], protocol="sdmap")
+    assert s.payload is None and "free at slot 0" in s.content
+    # DSM: the initiator offers (proposals) and decides; a responder scores.
+    [r] = quick.ask_costs(2, 4, [1, 5], channel="dm", to=[3], protocol="dsm", initiator=True)
+    assert r.payload["kind"] == "proposals" and r.payload["slots"] == [1, 5]
+    [s] = quick.share_costs(2, 4, {0: 0, 3: 10, 5: None}, channel="dm", to=[0], protocol="dsm")
+    assert s.payload["kind"] == "scores" and s.payload["scores"] == {"0": 11, "3": 7, "5": 0}
+    [d] = quick.propose(2, 4, [7], channel="dm", to=[3], protocol="dsm", initiator=True)
+    assert d.payload == {"protocol": "dsm", "kind": "decision", "meeting_id": 4, "slot": 7}
+    [y] = quick.accept(2, 4, 7, channel="dm", to=[0], protocol="dsm", answering="proposals", my_cost=0)
+    assert y.payload["kind"] == "scores" and y.payload["scores"] == {"7": 11}
+    [n] = quick.decline(2, 4, 7, channel="dm", to=[0], protocol="dsm", answering="proposals")
+    assert n.payload["scores"] == {"7": 0}
+    # Scores come back as costs for the cheapest-common-slot hint.
+    assert quick.costs_in_payload({"protocol": "dsm", "kind": "scores", "scores": {"3": 11, "4": 7, "5": 0}}) \
+        == {3: 0, 4: 15, 5: None}
+    assert [quick.protocol_of(m) for m in ("imap", "sdmap", "dsm-welfare", "dsm-private", "human", "gpt")] \
+        == ["imap", "sdmap", "dsm", "dsm", None, None]
+
+
+def test_end_screen_vps_split_shows_no_negative_part():
+    from calbench_tui.screens.end import vps_split_text
+
+    m = {"vps": 49.9, "typed_vps": 50.0, "freetext_vps": -0.1, "gossip_vps": 0.0}
+    text = vps_split_text(m)
+    assert text == "≈ all from typed" and "-" not in text
+    assert vps_split_text({"vps": 40.0, "typed_vps": 30.0, "freetext_vps": 10.0, "gossip_vps": 0.0}) \
+        == "≈ 75% typed, 25% free text"
+    assert vps_split_text({"vps": 0.0, "typed_vps": 0.0, "freetext_vps": 0.0, "gossip_vps": 0.0}) is None
+    assert vps_split_text({"vps": 3.0}) is None
+
+
+def test_seat_table_vps_parts_are_never_negative():
+    from rich.console import Console
+
+    from calbench_tui.widgets.metrics import seat_table
+
+    rec = {"vps": 49.9, "vps_typed": 50.0, "vps_free_text": -0.1, "meetings_scheduled": 1, "meetings_assigned": 1}
+    c = Console(width=120, record=True)
+    c.print(seat_table({"metrics": {"per_seat": [rec]}, "config": {"agents": [{"model": "imap"}]}}, None))
+    text = c.export_text()
+    assert "49.9 (≈50+0)" in text and "-0.1" not in text
+
+
+def test_seats_bar_cells_abbreviate_kinds_instead_of_cutting_them():
+    from calbench_tui.widgets.seats import fit_cell
+
+    width = (80 - 2 - 4) // 5  # five seats at 80 columns
+    assert fit_cell(0, "sdmap", "waiting", width) == "0:sd waiting"
+    assert fit_cell(0, "sdmap", "thinking…", width) == "0:sd thinking…"
+    assert fit_cell(1, "dsm-welfare", "thinking…", width) == "1:dsmW think…"
+    assert fit_cell(3, "imap", "waiting", width) == "3:imap waiting"
+    for kind in ("sdmap", "dsm-welfare", "dsm-private", "imap", "gpt-4o-mini"):
+        for desc in ("waiting", "thinking…", "playing", "done", "failed", "slow 12s"):
+            cell = fit_cell(4, kind, desc, width)
+            assert len(cell) <= width and "sdma " not in cell and not cell.startswith("4:sdma")
+    assert fit_cell(2, "sdmap", "waiting", 30) == "2:sdmap waiting"  # room enough: the full name
+
+
 # -- settings -------------------------------------------------------------------------------------------
 def test_channels_parse_and_bad_ones_are_one_line_errors():
     assert parse_channels("dm") == ("dm",)
@@ -198,7 +269,8 @@ def test_channels_parse_and_bad_ones_are_one_line_errors():
 def test_keymap_file_is_read_strictly(tmp_path):
     ids = ["end_turn", "propose"]
     p = tmp_path / "keys.toml"
-    assert load_keymap(p, ids) == {}
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_keymap(p, ids)  # a file named explicitly must exist
     p.write_text('[keys]\nend_turn = "ctrl+t"\n')
     assert load_keymap(p, ids) == {"end_turn": "ctrl+t"}
     p.write_text('[keys]\nend_trun = "ctrl+t"\n')
