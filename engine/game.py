@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from .actions import CHANNELS, Message, Reschedule, Schedule, actions_from_json, actions_to_json
@@ -593,8 +593,6 @@ async def run_game(
     game_id = game_id or str(uuid.uuid4())
     nosy = nosy_seats(seats, config.nosy_agent_ids)
     if nosy != tuple(config.nosy_agent_ids):  # after the deterministic id: same ids as before
-        from dataclasses import replace
-
         config = replace(config, nosy_agent_ids=nosy)
     log = EventLog(sink, clock)
     g = _Game(task, seats, config, log)
