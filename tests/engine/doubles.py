@@ -110,3 +110,14 @@ def one_error_line(err: str) -> str:
     assert len(lines) == 1, err
     assert lines[0].startswith("calbench: error: ") and "Traceback" not in err
     return lines[0]
+
+
+def round_calendars(task, trace):
+    """Calendars at the start of each round: the task's, then each resolution's."""
+    from engine.model import item_from_json
+
+    out = [list(task.calendars)]
+    for e in trace["events"]:
+        if e["type"] == "resolution":
+            out.append([tuple(item_from_json(it) for it in cal) for cal in e["data"]["calendars"]])
+    return out

@@ -8,13 +8,13 @@ import json
 from engine.actions import Message
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
-from engine.model import Errand, MeetingCopy, Task, item_from_json
+from engine.model import Errand, MeetingCopy, Task
 from engine.seats import Reply
 from engine.suite import canonical_recipe
 from personas.registry import make_personas
 from personas.scripted.imap import IMAPPersona
 
-from doubles import E, hand_task, ScriptPersona, clear_and_schedule
+from doubles import E, hand_task, ScriptPersona, clear_and_schedule, round_calendars
 
 
 def canonical_like(n=12):
@@ -28,15 +28,6 @@ async def play(task, seats):
 def messages(trace, rnd=None):
     return [e["data"] for e in trace["events"] if e["type"].endswith("_sent")
             and (rnd is None or e["data"]["round"] == rnd)]
-
-
-def round_calendars(task, trace):
-    """Calendars at the start of each round: the task's, then each resolution's."""
-    out = [list(task.calendars)]
-    for e in trace["events"]:
-        if e["type"] == "resolution":
-            out.append([tuple(item_from_json(it) for it in cal) for cal in e["data"]["calendars"]])
-    return out
 
 
 def cost(cal, s):

@@ -10,13 +10,13 @@ import pytest
 from engine.actions import Message
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
-from engine.model import Errand, MeetingCopy, item_from_json
+from engine.model import Errand, MeetingCopy
 from engine.seats import Reply
 from engine.suite import canonical_recipe
 from personas.registry import make_personas
 from personas.scripted.sdmap import SDMAPPersona
 
-from doubles import E, hand_task, ScriptPersona
+from doubles import E, hand_task, ScriptPersona, round_calendars
 
 
 async def play(task, seats):
@@ -37,14 +37,6 @@ def feasible(cal, s):
     if it is None:
         return True
     return isinstance(it, Errand) and not it.blocked and any(x is None for t, x in enumerate(cal) if t != s)
-
-
-def round_calendars(task, trace):
-    out = [list(task.calendars)]
-    for e in trace["events"]:
-        if e["type"] == "resolution":
-            out.append([tuple(item_from_json(it) for it in cal) for cal in e["data"]["calendars"]])
-    return out
 
 
 CANONICAL = [generate_scenario(**canonical_recipe(i)) for i in range(10)]
