@@ -13,9 +13,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 FORBIDDEN = {
-    "engine": {"textual", "openai", "aiosqlite", "personas", "saves", "calbench_tui"},
-    "personas": {"textual", "aiosqlite", "saves", "calbench_tui"},
-    "saves": {"textual", "openai", "personas", "calbench_tui"},
+    "engine": {"textual", "openai", "aiosqlite", "personas", "saves", "lab", "calbench_tui"},
+    "personas": {"textual", "aiosqlite", "saves", "lab", "calbench_tui"},
+    "saves": {"textual", "openai", "personas", "lab", "calbench_tui"},
+    "lab": {"textual", "calbench_tui"},
 }
 
 

@@ -1,0 +1,172 @@
+"""One game session: create the saved game, run it, then finish, stop or fail it.
+
+Every driver that plays a game — the terminal app, the suite runner, the study runner,
+the table server, the executors — calls :func:`run_session`; none of them talks to the
+store about a game's life on its own.  So a game's life is written once:
+
+* **stream** (interactive games: human or LLM seats): the game is created ``running``
+  before the first event, every event is committed as it is emitted (a kill loses at
+  most the event being written), and the end is recorded in one transaction.
+* **batch** (scripted suites, where a game takes milliseconds): events stay in memory
+  and the finished game is handed whole to ``saver`` (or imported at once), so worker
+  processes do not queue for SQLite's writer lock once per event.
+
+Ends:
+
+* completed — the trace is saved with its final state, metrics and seat rows;
+* failed — a persona or the engine raised: the error text *and* a short traceback are
+  saved with the events so far, and the outcome says so (the caller decides whether a
+  suite goes on);
+* stopped — the session was cancelled (ctrl+q, Ctrl-C, a server shutting down): the
+  events so far stay saved, the game is marked ``stopped`` and ``CancelledError`` goes
+  on up.  A batch game that is cancelled is not saved; ``--resume`` plays it again.
+
+Listeners (any ``engine.events.EventSink``: a screen, a remote seat, a progress meter)
+see every event as it happens; on a resumed game they are first shown the events kept
+from the earlier run, so a screen or a client can rebuild its view from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+from engine.events import Clock, EventSink, ListSink, MultiSink, wall_clock
+from engine.game import GameConfig, GameResult, run_game
+from engine.model import Task
+
+__all__ = ["Session", "SessionOutcome", "run_session", "failure_trace", "saved_trace"]
+
+Saver = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Session:
+    """What one game is: the task, who sits where, the rules, and how it is filed.
+
+    ``agents`` is the table's spec label as stored with the game (``imap,llm:gpt-4o,...``);
+    ``settings_key`` is what ``--resume`` matches games on; ``extra_config`` is merged into
+    the trace's ``config`` (never a key: callers pass public settings only).
+    """
+
+    task: Task
+    seats: Sequence[Any]
+    config: GameConfig
+    game_id: str
+    agents: str
+    settings_key: str
+    extra_config: Mapping[str, Any] = field(default_factory=dict)
+    clock: Clock | None = None
+
+    def config_json(self) -> dict[str, Any]:
+        """The ``config`` recorded when the game is created (the engine writes the full one at the end)."""
+        return {**self.config.to_json(), **self.extra_config, "task_id": self.task.task_id,
+                "num_agents": self.task.num_agents,
+                "agents": [{"type": getattr(p, "kind", None), "model": getattr(p, "model", None)}
+                           for p in self.seats]}
+
+
+@dataclass
+class SessionOutcome:
+    """How a session ended.  ``trace`` is the full trace when completed, a partial one when failed."""
+
+    session: Session
+    status: str  # completed | failed
+    trace: dict[str, Any]
+    result: GameResult | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def game_id(self) -> str:
+        return self.session.game_id
+
+
+def saved_trace(session: Session, trace: dict[str, Any], status: str) -> dict[str, Any]:
+    """``trace`` with the ``saved`` key the store's import reads (agents, settings key, status)."""
+    return {**trace, "saved": {"agents": session.agents, "settings_key": session.settings_key,
+                               "status": status, "source": "calbench"}}
+
+
+def failure_trace(session: Session, events: list[dict[str, Any]], exc: BaseException) -> dict[str, Any]:
+    """The partial trace of a game that raised: its events so far, the error and where it came from."""
+    return {"game_id": session.game_id, "config": session.config_json(), "events": events,
+            "final_state": None, "metrics": None, "ended_at": wall_clock(), "stopped": False,
+            "task": session.task.to_row(), "error": f"{type(exc).__name__}: {exc}",
+            "error_traceback": "".join(traceback.format_exception(exc, limit=10))}
+
+
+async def run_session(session: Session, *, store: Any = None, stream: bool = True,
+                      listeners: Sequence[EventSink] = (), resume_upto: int | None = None,
+                      saver: Saver | None = None) -> SessionOutcome:
+    """Play ``session`` to its end, filing it in ``store`` (``saves.store.Store`` or None).
+
+    ``resume_upto``: continue a stopped game of this id, keeping its events up to that
+    ``seq`` (``engine.game.resume_point``); needs ``store`` and ``stream``.
+    ``saver``: for batch games, an async callable given the finished trace (with its
+    ``saved`` key) — the suite runner's burst writer; without it the trace is imported
+    at once.  Raises ``asyncio.CancelledError`` after marking a streamed game stopped.
+    """
+    t0 = time.perf_counter()
+    gid = session.game_id
+    resume_events: list[dict[str, Any]] | None = None
+    store_sink = None
+    memory = ListSink()
+    if resume_upto is not None and (store is None or not stream):
+        raise ValueError("resuming a game needs a store and a streamed session")
+    if store is not None and stream:
+        if resume_upto is not None:
+            # One transaction drops the round cut short and marks the game running again.
+            resume_events = await store.reopen_game(gid, resume_upto)
+        else:
+            await store.create_game(gid, task_row=session.task.to_row(), config=session.config_json(),
+                                    agents=session.agents, settings_key=session.settings_key,
+                                    started_at=wall_clock())
+        store_sink = store.sink(gid, durable=True)
+    if resume_events:
+        for ev in resume_events:
+            for listener in listeners:
+                await listener.emit(ev)
+    sink = MultiSink(store_sink, memory, *listeners)
+    try:
+        result = await run_game(session.task, session.seats, session.config, sink, clock=session.clock,
+                                game_id=gid, extra_config=dict(session.extra_config),
+                                **({"resume_events": resume_events} if resume_events else {}))
+    except asyncio.CancelledError:
+        if store_sink is not None:
+            await _close_quietly(store_sink)
+            await asyncio.shield(_mark_stopped(store, gid))
+        raise
+    except Exception as exc:  # a broken persona or an engine bug: record it with its traceback
+        trace = failure_trace(session, [] if store_sink is not None else list(memory.events), exc)
+        await _file(store, store_sink, saver, session, trace, "failed")
+        return SessionOutcome(session, "failed", trace, error=trace["error"], seconds=time.perf_counter() - t0)
+    await _file(store, store_sink, saver, session, result.trace, "completed")
+    return SessionOutcome(session, "completed", result.trace, result=result, seconds=time.perf_counter() - t0)
+
+
+async def _file(store, store_sink, saver, session: Session, trace: dict[str, Any], status: str) -> None:
+    if store_sink is not None:
+        await _close_quietly(store_sink)  # the events so far are in the database already
+        await store.finish_game(session.game_id, trace, status=status)
+    elif saver is not None:
+        await saver(saved_trace(session, trace, status))
+    elif store is not None:
+        await store.import_trace(saved_trace(session, trace, status))
+
+
+async def _mark_stopped(store, game_id: str) -> None:
+    try:
+        await store.mark_status(game_id, "stopped")
+    except Exception:
+        pass
+
+
+async def _close_quietly(sink) -> None:
+    try:
+        await sink.aclose()
+    except Exception:
+        pass

@@ -1,0 +1,103 @@
+"""The one game session: created, run and ended the same way for every driver."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.events import ListSink
+from engine.game import GameConfig
+from engine.taskref import resolve_tasks
+from lab.session import Session, run_session
+from personas.registry import make_personas
+from saves.store import Store
+
+
+def _task():
+    return resolve_tasks("canonical:3")[0]
+
+
+def _session(task, seats=None, game_id="g-1"):
+    seats = seats or make_personas("imap", task.num_agents)
+    return Session(task=task, seats=seats, config=GameConfig(deterministic=True), game_id=game_id,
+                   agents="imap", settings_key="k1", extra_config={"app": "test"})
+
+
+class Broken:
+    """A persona that cannot even be briefed: the engine cannot play around that."""
+
+    kind = "scripted"
+    model = None
+
+    async def register(self, seat):
+        raise RuntimeError("the persona broke")
+
+
+async def test_streamed_session_is_saved_completed_with_every_event(tmp_path):
+    task = _task()
+    listener = ListSink()
+    async with await Store.open(tmp_path / "s.db") as store:
+        out = await run_session(_session(task), store=store, stream=True, listeners=[listener])
+        assert out.status == "completed" and out.error is None
+        trace = await store.load_trace("g-1")
+    assert trace["saved"]["status"] == "completed"
+    assert [e["seq"] for e in trace["events"]] == [e["seq"] for e in listener.events]
+    assert trace["metrics"] == out.trace["metrics"]
+
+
+async def test_batch_session_goes_to_the_saver_and_matches_the_streamed_one(tmp_path):
+    task = _task()
+    got = []
+
+    async def saver(trace):
+        got.append(trace)
+
+    out = await run_session(_session(task), store=None, stream=False, saver=saver)
+    assert got and got[0]["saved"]["status"] == "completed" and got[0]["saved"]["settings_key"] == "k1"
+    async with await Store.open(tmp_path / "s.db") as store:
+        streamed = await run_session(_session(task, game_id="g-2"), store=store, stream=True)
+    assert out.trace["metrics"] == streamed.trace["metrics"]
+
+
+async def test_a_failing_persona_is_saved_failed_with_error_text_and_traceback(tmp_path):
+    task = _task()
+    seats = make_personas("imap", task.num_agents)
+    seats[0] = Broken()
+    async with await Store.open(tmp_path / "s.db") as store:
+        out = await run_session(_session(task, seats), store=store, stream=True)
+        games = await store.list_games()
+        trace = await store.load_trace("g-1")
+    assert out.status == "failed" and "the persona broke" in (out.error or "")
+    assert games[0]["status"] == "failed"
+    assert "RuntimeError: the persona broke" in trace.get("error", "")
+    assert "Traceback" in trace.get("error_traceback", "")
+
+
+async def test_a_cancelled_session_is_marked_stopped_and_keeps_its_events(tmp_path):
+    task = _task()
+
+    class Slow:
+        kind = "scripted"
+        model = None
+
+        async def register(self, seat):
+            return None
+
+        async def speak(self, obs):
+            await asyncio.sleep(30)
+
+        volunteer = decide = speak
+
+    seats = make_personas("imap", task.num_agents)
+    seats[task.meetings[0].participants[0]] = Slow()
+    async with await Store.open(tmp_path / "s.db") as store:
+        job = asyncio.ensure_future(run_session(_session(task, seats), store=store, stream=True))
+        await asyncio.sleep(0.3)
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+        games = await store.list_games()
+        events = await store.load_events("g-1")
+    assert games[0]["status"] == "stopped"
+    assert events and events[0]["type"] == "game_start"
