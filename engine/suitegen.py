@@ -794,16 +794,25 @@ def _quantile(sorted_vals: Sequence[float], q: float) -> float:
 
 
 def distribution(values: Sequence[float], bins: int = 8) -> dict[str, Any]:
-    """Count, min, quartiles, max, mean and an equal-width histogram of ``values``."""
+    """Count, min, quartiles, max, mean and a histogram of ``values``: one bin per value
+    for whole numbers spanning at most 16, else ``bins`` equal-width bins."""
     vals = sorted(float(v) for v in values)
     if not vals:
         return {"count": 0}
     lo, hi = vals[0], vals[-1]
-    width = (hi - lo) / bins if hi > lo else 1.0
-    counts = [0] * (bins if hi > lo else 1)
-    for v in vals:
-        counts[min(len(counts) - 1, int((v - lo) / width))] += 1
-    edges = [lo + i * width for i in range(len(counts) + 1)] if hi > lo else [lo, hi]
+    if all(v.is_integer() for v in vals) and hi - lo < 16:
+        edges = [lo + i for i in range(int(hi - lo) + 2)]
+        counts = [0] * (len(edges) - 1)
+        for v in vals:
+            counts[int(v - lo)] += 1
+    elif hi > lo:
+        width = (hi - lo) / bins
+        counts = [0] * bins
+        for v in vals:
+            counts[min(bins - 1, int((v - lo) / width))] += 1
+        edges = [lo + i * width for i in range(bins)] + [hi]
+    else:
+        edges, counts = [lo, hi], [len(vals)]
     return {
         "count": len(vals), "min": lo, "q25": _quantile(vals, 0.25), "median": _quantile(vals, 0.5),
         "q75": _quantile(vals, 0.75), "max": hi, "mean": sum(vals) / len(vals),
@@ -812,13 +821,20 @@ def distribution(values: Sequence[float], bins: int = 8) -> dict[str, Any]:
 
 
 def text_histogram(dist: dict[str, Any], width: int = 30, fmt: str = "{:.4g}") -> list[str]:
-    """Lines ``[lo, hi)  ####### n`` of a :func:`distribution`'s histogram."""
+    """Lines ``lo – hi  ███████ n`` of a :func:`distribution`'s histogram (one value per
+    line when the bins are whole numbers)."""
     if not dist.get("count"):
         return ["(no values)"]
     edges = dist["histogram"]["edges"]
     counts = dist["histogram"]["counts"]
     top = max(counts) or 1
-    labels = [f"{fmt.format(edges[i])} – {fmt.format(edges[i + 1])}" for i in range(len(counts))]
+    unit = all(float(e).is_integer() for e in edges) and all(b - a == 1 for a, b in zip(edges, edges[1:]))
+    if unit:
+        labels = [fmt.format(edges[i]) for i in range(len(counts))]
+    elif len(counts) == 1:
+        labels = [fmt.format(edges[0])]
+    else:
+        labels = [f"{fmt.format(edges[i])} – {fmt.format(edges[i + 1])}" for i in range(len(counts))]
     pad = max(len(s) for s in labels)
     return [f"{lab:>{pad}}  {'█' * max(1 if c else 0, round(width * c / top)):<{width}} {c}"
             for lab, c in zip(labels, counts)]
