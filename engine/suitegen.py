@@ -565,7 +565,12 @@ def _finish(w: _Where, name: str, seed: int, candidates: int, per_bucket: int, s
         except TaskError as exc:
             msg = str(exc)
             m = _GEN_FIELD.match(msg)
-            path = r.fields.get(m.group(1), r.origin) if m else r.origin
+            if m:
+                path = r.fields.get(m.group(1), r.origin)
+            elif "meetings" in msg and "slots" in msg:  # no room for the meetings on a calendar
+                path = r.fields["num_meetings"]
+            else:
+                path = r.origin
             raise w.error(path, f"cell {code}: {msg}") from None
         cells.append(cell)
     return SuiteConfig(name, seed, candidates, per_bucket, scorer, tuple(cells), source)

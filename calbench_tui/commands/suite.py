@@ -180,8 +180,11 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _span(r) -> str:
-    return "-" if not r else (_fmt(r[0]) if r[0] == r[1] else f"{_fmt(r[0])}–{_fmt(r[1])}")
+def _span(r, fmt: str = "{:.3g}") -> str:
+    if not r:
+        return "-"
+    a, b = (fmt.format(x) if isinstance(x, float) else str(x) for x in r)
+    return a if a == b else f"{a}–{b}"
 
 
 def _print_generated(summary: dict, summary_path: Path | None) -> None:
@@ -194,8 +197,8 @@ def _print_generated(summary: dict, summary_path: Path | None) -> None:
               f"({len(cells)} cells × 3 buckets × {summary['config']['per_bucket']}) from "
               f"{summary['candidates']} candidates in {summary['seconds']:.2f} s "
               f"({summary['tasks_per_second']} tasks/s, {summary['candidates_per_second']} candidates/s, "
-              f"{summary['workers']} workers)")
-    con.print(f"suite_version {summary['suite_version']}, scorer {summary['config']['scorer']}")
+              f"{summary['workers']} workers)", soft_wrap=True)
+    con.print(f"suite_version {summary['suite_version']}, scorer {summary['config']['scorer']}", soft_wrap=True)
     t = Table(title="Cells: each bucket's range of the measure that decided it")
     for col in ("cell", "usable", "by", "easy", "medium", "hard", "s"):
         t.add_column(col, justify="left" if col in ("cell", "by") else "right", no_wrap=col == "cell")
@@ -203,7 +206,7 @@ def _print_generated(summary: dict, summary_path: Path | None) -> None:
         b = c["buckets"]
         by = c["edges_on"]
         if by == "feasible_fraction":
-            spans = [_span(b[k][by]) for k in ("easy", "medium", "hard")]
+            spans = [_span(b[k][by], "{:.2g}") for k in ("easy", "medium", "hard")]
         else:  # shown as the oracle cost itself
             slots = c["meetings"] * c["participants"]
             spans = [_span([round(v * slots) for v in b[k][by]] if b[k][by] else None)
@@ -256,7 +259,7 @@ def _print_show(path: Path, report: dict) -> None:
     con = Console()
     cells = report["cells"]
     con.print(f"[bold]{path}[/]: {report['tasks']} tasks in {len(cells)} cells; "
-              f"difficulty scorer: {', '.join(report['difficulty_scorer'])}")
+              f"difficulty scorer: {', '.join(report['difficulty_scorer'])}", soft_wrap=True)
     extra = sorted({b for counts in cells.values() for b in counts} - {"easy", "medium", "hard"})
     t = Table(title="Tasks by cell and bucket")
     t.add_column("cell")
@@ -273,9 +276,10 @@ def _print_show(path: Path, report: dict) -> None:
         dist = report[key]
         if not dist.get("count"):
             continue
-        con.print(f"\n[bold]{title}[/]: median {dist['median']:.4g}, range {dist['min']:.4g}–{dist['max']:.4g}")
+        con.print(f"\n[bold]{title}[/]: median {dist['median']:.4g}, range {dist['min']:.4g}–{dist['max']:.4g}",
+                  soft_wrap=True)
         for line in text_histogram(dist, fmt=fmt):
-            con.print(line, highlight=False)
+            con.print(line, highlight=False, soft_wrap=True)
     con.print()
     checks = report["checks"]
     oracle = report["oracle"]
@@ -292,8 +296,8 @@ def _print_show(path: Path, report: dict) -> None:
          else f"cells with unequal buckets: {', '.join(report['unbalanced_cells'][:10])}"),
     ]
     for good, text in lines:
-        con.print(("[green]✓[/] " if good else "[red]✗[/] ") + text, highlight=False)
+        con.print(("[green]✓[/] " if good else "[red]✗[/] ") + text, highlight=False, soft_wrap=True)
     for d in report["disagreements"][:10]:
-        con.print(f"    {d['task_id']}: {d['reason']}", highlight=False)
+        con.print(f"    {d['task_id']}: {d['reason']}", highlight=False, soft_wrap=True)
     if len(report["disagreements"]) > 10:
         con.print(f"    ... and {len(report['disagreements']) - 10} more (see --json)")
