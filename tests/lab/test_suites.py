@@ -50,7 +50,7 @@ def small_single():
 
 def test_same_config_same_bytes_single_and_multi_process(small_single):
     cfg = parse_config(SMALL, "toml")
-    multi = generate_suite(cfg, workers=2)
+    multi = generate_suite(cfg, workers=2, min_per_worker=1)
     again = generate_suite(parse_config(SMALL, "toml"), workers=1)
     assert multi.workers == 2 and small_single.workers == 1
     assert multi.text == small_single.text == again.text
@@ -147,7 +147,7 @@ def test_show_catches_a_wrong_optimum_a_duplicate_and_unequal_buckets(small_sing
     rows[4]["task_id"] = rows[5]["task_id"]
     rows[7]["calbench"]["oracle"]["feasible_fraction"] = 0.5
     rows.pop(0)
-    rep = inspect_suite([Task.from_row(r) for r in rows], workers=2)
+    rep = inspect_suite([Task.from_row(r) for r in rows], workers=2, min_per_worker=1)
     assert rep["checks"] == {"oracle_agrees": False, "unique_ids": False, "balanced_buckets": False}
     assert {d["task_id"] for d in rep["disagreements"]} == {rows[2]["task_id"], rows[6]["task_id"]}
     assert rep["duplicate_ids"] == [rows[4]["task_id"]]
