@@ -710,7 +710,7 @@ def bucket_candidates(cands: Sequence[Candidate], scorer: str) -> dict[int, str]
     return {c.index: t for c, t in zip(usable, tiers)}
 
 
-def select_candidates(cands: Sequence[Candidate], scorer: str, per_bucket: int
+def select_candidates(cands: Sequence[Candidate], scorer: str, per_bucket: int, cell_name: str = ""
                       ) -> list[tuple[str, int, Candidate]]:
     """``(bucket, k, candidate)`` for ``k`` = 1..per_bucket in each tertile.
 
@@ -726,10 +726,12 @@ def select_candidates(cands: Sequence[Candidate], scorer: str, per_bucket: int
                          key=lambda c: (tuple(-x for x in c.easiness(scorer)), c.index))
         n = len(members)
         if n < per_bucket:
-            cell = cands[0].cell if cands else -1
+            name = cell_name or f"#{cands[0].cell if cands else '?'}"
+            bad = [c for c in cands if not c.usable]
+            why = (f" ({len(bad)} of {len(cands)} candidates could not be used: {bad[0].error})" if bad else "")
             raise SuiteGenerationError(
-                f"cell {cell}: only {n} usable candidates are {bucket} but {per_bucket} are wanted; "
-                "raise the candidates per cell")
+                f"cell {name}: only {n} usable candidates are {bucket} but {per_bucket} are wanted{why}; "
+                "raise the candidates per cell or lower the tasks per bucket")
         for k in range(per_bucket):
             out.append((bucket, k + 1, members[math.floor((k + 0.5) * n / per_bucket)]))
     return out

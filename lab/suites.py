@@ -63,9 +63,7 @@ def _build_chunk(config: SuiteConfig, items: Sequence[tuple[str, str, Candidate]
 
 
 def _check_chunk(_config: None, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    from engine.taskref import hydrate_labels
-
-    return [suitegen.check_row(hydrate_labels(Task.from_row(r))) for r in rows]
+    return [suitegen.check_row(Task.from_row(r)) for r in rows]
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
@@ -144,7 +142,8 @@ def generate_suite(config: SuiteConfig, *, workers: int | None = None,
         per_cell: list[list[Candidate]] = [[] for _ in config.cells]
         for cand in scored:
             per_cell[cand.cell].append(cand)
-        selections = [suitegen.select_candidates(cands, config.scorer, config.per_bucket) for cands in per_cell]
+        selections = [suitegen.select_candidates(cands, config.scorer, config.per_bucket, cell.code)
+                      for cell, cands in zip(config.cells, per_cell)]
         plan = suitegen.plan_rows(config, selections)
         jobs = [(tid, bucket, cand) for tid, bucket, _k, cand in plan]
         rows = _run(_build_chunk, config, _chunks(jobs, workers, 8), pool, progress, "building")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -31,7 +32,11 @@ CONFIG is a TOML file (ours) or the authors' taskgen YAML, unchanged. A TOML con
 Every combination is a cell; each cell's candidates are scored (feasible fraction,
 oracle, greedy), cut into tertiles and per_bucket tasks are kept from each. The same
 config always gives the same file, byte for byte, on any number of workers.
-See docs/suites.md."""
+
+The authors' taskgen YAML (setting_name, seed_base, candidates_per_config,
+selected_per_bucket, configs: total_agents, subset_size(s), num_slots, num_meetings,
+densities, pref_level(s), meeting_cost_level, errand_cost_level, errand_cost_values)
+is read as it is. See docs/suites.md."""
 
 
 def register(sub) -> None:
@@ -45,10 +50,10 @@ def register(sub) -> None:
     g = ssub.add_parser(
         "generate",
         help="build a suite from a TOML config or the authors' taskgen YAML",
-        description="Build a task suite: expand the config's grid into cells, score CANDIDATES "
-                    "scenarios per cell, bucket them into difficulty tertiles and keep PER_BUCKET of each.",
+        description="Build a task suite: expand the config's grid into cells, score the candidates\n"
+                    "of each cell, cut them into difficulty tertiles and keep per_bucket of each.",
         epilog=_GENERATE_HELP,
-        formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("config", metavar="CONFIG", help="suite config: FILE.toml (ours) or FILE.yaml (the authors' taskgen)")
     g.add_argument("-o", "--output", metavar="FILE.jsonl", required=True, help="where to write the task rows")

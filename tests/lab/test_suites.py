@@ -127,7 +127,7 @@ def test_without_blocked_errands_the_oracle_cost_decides():
 
 def test_a_cell_that_cannot_fill_its_buckets_says_so():
     cfg = parse_config(SMALL.replace("candidates = 24", "candidates = 6"), "toml")
-    with pytest.raises(SuiteGenerationError):
+    with pytest.raises(SuiteGenerationError, match=r"cell 5a_3p_d0p8_c1: only 2 usable candidates are easy"):
         # 6 candidates, 2 per bucket: fine; tighten to 3 per bucket after parsing
         from dataclasses import replace
         generate_suite(replace(cfg, per_bucket=3), workers=1)
@@ -161,3 +161,12 @@ def test_show_reads_the_authors_file(authors_tasks_path):
     assert rep["cells"]["5a_3p_d0p6_c1"] == {"easy": 4, "medium": 4, "hard": 4}
     assert rep["checks"] == {"oracle_agrees": True, "unique_ids": True, "balanced_buckets": True}
     assert rep["difficulty_scorer"] == ["optimal_cost_per_participant_slot"]
+
+
+def test_candidates_the_generator_cannot_build_are_reported():
+    # 3 agents, meetings of 2, each agent in 4 meetings on 4 slots: no witness schedule exists
+    text = ('name = "tight"\ncandidates = 6\nper_bucket = 1\n[[grid]]\nagents = 3\nparticipants = 2\n'
+            'slots = 4\nmeetings = 6\ndensity = 0.25\nblocked = 0\n')
+    with pytest.raises(SuiteGenerationError, match=r"cell 3a_2p_d0p25_c1: only 0 usable .*6 of 6 candidates could "
+                                                   r"not be used: no witness schedule fits"):
+        generate_suite(parse_config(text, "toml"), workers=1)
