@@ -194,12 +194,21 @@ def prime_oracle(task: Task) -> None:
     metrics look it up under the tuple of all meeting ids, so store the same result there.
     """
     from engine.metrics import oracle_cached
+    from lab import oracle_cache
 
+    oracle_cache.load(task)  # solved by an earlier run: reuse it (lab/oracle_cache.py)
     full = oracle_cached(task, None)
     all_ids = tuple(sorted(m.id for m in task.meetings))
     task.cache.setdefault(("oracle", all_ids), full)
     ids_in_order = tuple(m.id for m in task.meetings)
     task.cache.setdefault(("oracle", ids_in_order), full)
+
+
+def remember_oracle(task: Task) -> None:
+    """Keep the oracle results this game solved (full, scheduled-only) for later runs."""
+    from lab import oracle_cache
+
+    oracle_cache.save(task)
 
 
 # ---------------------------------------------------------------------------------------
@@ -540,6 +549,7 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | SeatFa
             prime_oracle(task)
             game_extra = {**extra, **seat_llm_config(seats)}
             result = await run_game(task, seats, config, sink, game_id=gid, extra_config=game_extra)
+            remember_oracle(task)
             if stream:
                 await sink.aclose()
                 await store.finish_game(gid, result.trace)

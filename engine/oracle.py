@@ -62,6 +62,7 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.model import Calendar, Errand, MeetingCopy, Task
 
@@ -769,3 +770,27 @@ def difficulty_tertiles(fractions: list[float]) -> list[str]:
     for r, i in enumerate(order):
         out[i] = names[(3 * r) // n]
     return out
+
+
+# ---------------------------------------------------------------------------------
+# Serialising results (for caches outside the engine: lab/oracle_cache.py)
+# ---------------------------------------------------------------------------------
+#: Bump when a change to the solvers could change any field of an :class:`OracleResult`;
+#: caches keyed with it then miss instead of serving an old answer.
+ORACLE_VERSION = 1
+
+
+def result_to_json(r: OracleResult) -> dict[str, Any]:
+    """An :class:`OracleResult` as plain JSON (``result_from_json`` gives back an equal one)."""
+    return {"cost": r.cost, "cost_levels": r.cost_levels,
+            "assignments": [[k, v] for k, v in r.assignments.items()],
+            "agent_costs": list(r.agent_costs), "agent_costs_levels": list(r.agent_costs_levels),
+            "feasible": r.feasible, "capacity_binds": r.capacity_binds,
+            "prior_moves": [[k, v] for k, v in r.prior_moves.items()],
+            "relaxed_cost": r.relaxed_cost, "solver": r.solver}
+
+
+def result_from_json(d: dict[str, Any]) -> OracleResult:
+    return OracleResult(d["cost"], d["cost_levels"], {k: v for k, v in d["assignments"]},
+                        tuple(d["agent_costs"]), tuple(d["agent_costs_levels"]), d["feasible"],
+                        d["capacity_binds"], {k: v for k, v in d["prior_moves"]}, d["relaxed_cost"], d["solver"])

@@ -68,3 +68,16 @@ CREATE TABLE seat_results (
     data                TEXT,      -- JSON: the whole per-seat record
     PRIMARY KEY (game_id, agent_id)
 );
+
+-- migration 3: finished games' events as one compressed, lean blob
+-- (codec 'lean1': zlib over JSON [[seq, type, timestamp, data, dropped], ...] where data
+-- leaves out the calendar renders and copies folding rebuilds exactly, engine/lean.py;
+-- 'zjson1': the same without leaving anything out, for traces with no task row).  Games
+-- in play, and stopped ones, keep one row per event in `events`.
+CREATE TABLE event_blobs (
+    game_id   TEXT PRIMARY KEY REFERENCES games (game_id) ON DELETE CASCADE,
+    codec     TEXT NOT NULL,
+    events    INTEGER NOT NULL,     -- how many events
+    last_seq  INTEGER,
+    data      BLOB NOT NULL
+);

@@ -176,6 +176,78 @@ def _insert_events_sql(n: int) -> str:
     return _INSERT_EVENT + ", (?, ?, ?, ?, ?, ?, ?)" * (n - 1)
 
 
+# -- lean, compressed events of finished games (migration 3) ---------------------------------
+#: games with these statuses keep their events as one blob; running and stopped games keep
+#: one row per event (a stopped game may be reopened and continued).
+BLOB_STATUSES = frozenset({"completed", "failed"})
+_ZLIB_LEVEL = 6
+
+
+def _task_of(task_row: Any):
+    if not isinstance(task_row, dict):
+        return None
+    try:
+        from engine.model import Task
+
+        return Task.from_row(task_row)
+    except Exception:
+        return None
+
+
+def encode_events(events: list[dict[str, Any]], task_row: Any = None) -> tuple[str, int, int | None, bytes]:
+    """``(codec, count, last_seq, blob)`` for a finished game's events.
+
+    With a task row the events are slimmed first (``engine.lean``: calendar renders and
+    copies that folding rebuilds exactly are left out); every event keeps its seq, type,
+    timestamp and the rest of its data.  :func:`decode_events` is the exact inverse.
+    """
+    import zlib
+
+    rows = []
+    for i, ev in enumerate(events):
+        data = ev.get("data")
+        rows.append([ev.get("seq", i), str(ev.get("type")), ev.get("timestamp"), data if isinstance(data, dict) else {}])
+    task = _task_of(task_row)
+    codec = "zjson1"
+    if task is not None:
+        from engine.lean import slim_events
+
+        try:
+            slim = slim_events(task, [{"type": r[1], "data": r[3]} for r in rows])
+        except Exception:  # never lose a game over an odd trace: store it whole
+            slim = None
+        if slim is not None:
+            codec = "lean1"
+            rows = [[r[0], r[1], r[2], d, k] for r, (d, k) in zip(rows, slim)]
+    payload = orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS)
+    last = max((r[0] for r in rows if isinstance(r[0], int)), default=None)
+    return codec, len(rows), last, zlib.compress(payload, _ZLIB_LEVEL)
+
+
+def decode_events(codec: str, blob: bytes, task_row: Any = None) -> list[dict[str, Any]]:
+    """The events :func:`encode_events` stored, in full, in seq order."""
+    import zlib
+
+    rows = orjson.loads(zlib.decompress(blob))
+    if codec == "lean1":
+        task = _task_of(task_row)
+        if task is None:
+            raise StoreError("a lean trace cannot be read without its task row")
+        from engine.lean import fatten_events
+
+        datas = fatten_events(task, [(r[1], r[3], r[4]) for r in rows])
+    elif codec == "zjson1":
+        datas = [r[3] for r in rows]
+    else:
+        raise StoreError(f"unknown event codec {codec!r}; upgrade calbench to read this database")
+    evs = [{"seq": r[0], "type": r[1], "timestamp": r[2], "data": d} for r, d in zip(rows, datas)]
+    evs.sort(key=lambda e: e["seq"])
+    return evs
+
+
+_INSERT_BLOB = "INSERT OR REPLACE INTO event_blobs (game_id, codec, events, last_seq, data) VALUES (?, ?, ?, ?, ?)"
+
+
 def _headline(trace: dict[str, Any]) -> tuple[float | None, float | None]:
     """(coordination, excess_cost) for the games listing."""
     metrics = trace.get("metrics") if isinstance(trace.get("metrics"), dict) else {}
@@ -531,11 +603,34 @@ class Store:
                 raise GameNotFound(f"no saved game {game_id}")
             if found[0][0] == "completed":
                 raise StoreError(f"game {game_id} is completed; only a stopped game can be reopened")
+            await self._unpack_blob(db, game_id)
             await db.execute("DELETE FROM events WHERE game_id = ? AND seq > ?", (game_id, keep_upto_seq))
             await db.execute("UPDATE games SET status = 'running', ended_at = NULL WHERE game_id = ?", (game_id,))
             rows = await db.execute_fetchall("SELECT seq, type, timestamp, data FROM events WHERE game_id = ? "
                                              "ORDER BY seq", (game_id,))
         return [{"seq": s, "type": t, "timestamp": ts, "data": json.loads(d)} for s, t, ts, d in rows]
+
+    async def _unpack_blob(self, db: aiosqlite.Connection, game_id: str) -> None:
+        """Turn a game's event blob back into one row per event (inside a transaction)."""
+        found = await db.execute_fetchall("SELECT b.codec, b.data, g.task_row FROM event_blobs b JOIN games g "
+                                          "ON g.game_id = b.game_id WHERE b.game_id = ?", (game_id,))
+        if not found:
+            return
+        codec, data, task_row = found[0]
+        events = decode_events(codec, data, _loads(task_row))
+        await db.executemany(_INSERT_EVENT, [_event_row(game_id, ev, ev["seq"]) for ev in events])
+        await db.execute("DELETE FROM event_blobs WHERE game_id = ?", (game_id,))
+
+    async def _pack_events(self, db: aiosqlite.Connection, game_id: str, task_row: Any) -> None:
+        """Replace a finished game's event rows by one lean, compressed blob (inside a transaction)."""
+        rows = await db.execute_fetchall("SELECT seq, type, timestamp, data FROM events WHERE game_id = ? "
+                                         "ORDER BY seq", (game_id,))
+        if not rows:
+            return
+        events = [{"seq": q, "type": t, "timestamp": ts, "data": orjson.loads(d)} for q, t, ts, d in rows]
+        codec, n, last, blob = encode_events(events, task_row)
+        await db.execute(_INSERT_BLOB, (game_id, codec, n, last, blob))
+        await db.execute("DELETE FROM events WHERE game_id = ?", (game_id,))
 
     def sink(self, game_id: str, *, durable: bool = True) -> StoreSink:
         s = StoreSink(self, game_id, durable)
@@ -563,13 +658,16 @@ class Store:
         db = self._db
         async with self._lock:
             found = await db.execute_fetchall(
-                "SELECT agents, task_row IS NOT NULL, cost_mode, (SELECT MAX(seq) FROM events WHERE game_id = ?) "
-                "FROM games WHERE game_id = ?", (game_id, game_id))
+                "SELECT agents, task_row IS NOT NULL, cost_mode, (SELECT MAX(seq) FROM events WHERE game_id = ?), "
+                "(SELECT last_seq FROM event_blobs WHERE game_id = ?) FROM games WHERE game_id = ?",
+                (game_id, game_id, game_id))
         if not found:
             async with self._tx() as db:
                 await self._insert_game(db, dict(trace, game_id=game_id), status)
             return
-        agents, has_task, cost_mode, top = found[0]
+        agents, has_task, cost_mode, top, blob_top = found[0]
+        if blob_top is not None:
+            top = blob_top if top is None else max(top, blob_top)
         missing = [_event_row(game_id, ev, ev.get("seq", i)) for i, ev in enumerate(trace.get("events") or [])
                    if isinstance(ev, dict) and (top is None or ev.get("seq", i) > top)]
         coord, excess = _headline(trace)
@@ -577,6 +675,8 @@ class Store:
         task = trace.get("task") if isinstance(trace.get("task"), dict) else None
         seats = _seat_rows(game_id, trace, agents)
         async with self._tx() as db:  # one commit: a game is 'completed' with all its events and seat rows
+            if blob_top is not None and (missing or status not in BLOB_STATUSES):
+                await self._unpack_blob(db, game_id)
             if missing:
                 await db.executemany(_INSERT_EVENT, missing)
             if task is not None and not has_task:
@@ -592,6 +692,9 @@ class Store:
                  _dumps(trace.get("metrics")), _dumps(trace.get("config") or {}), coord, excess,
                  _dumps(extra) if extra else None, trace.get("calbench_version"),
                  cost_mode or cost_mode_of_row(task), game_id))
+            if status in BLOB_STATUSES:
+                row = await db.execute_fetchall("SELECT task_row FROM games WHERE game_id = ?", (game_id,))
+                await self._pack_events(db, game_id, _loads(row[0][0]) if row else None)
 
     async def mark_status(self, game_id: str, status: str) -> None:
         if status not in STATUSES:
@@ -636,7 +739,12 @@ class Store:
              _dumps(trace["metrics"]) if "metrics" in trace else None,
              cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None))
         events = trace.get("events") or []
-        await db.executemany(_INSERT_EVENT, [_event_row(gid, ev, ev.get("seq", i)) for i, ev in enumerate(events)])
+        if status in BLOB_STATUSES and events:
+            codec, n, last, blob = encode_events(events, task)
+            await db.execute(_INSERT_BLOB, (gid, codec, n, last, blob))
+        else:
+            await db.executemany(_INSERT_EVENT,
+                                 [_event_row(gid, ev, ev.get("seq", i)) for i, ev in enumerate(events)])
         rows = _seat_rows(gid, trace, agents)
         if rows:
             await db.executemany(_INSERT_SEAT, rows)
@@ -675,6 +783,13 @@ class Store:
         return hits[0]
 
     async def load_events(self, game_id: str, *, from_seq: int = 0) -> list[dict[str, Any]]:
+        async with self._db.execute("SELECT b.codec, b.data, g.task_row FROM event_blobs b JOIN games g "
+                                    "ON g.game_id = b.game_id WHERE b.game_id = ?", (game_id,)) as cur:
+            blob = await cur.fetchone()
+        if blob is not None:
+            codec, data, task_row = blob
+            events = decode_events(codec, data, _loads(task_row))
+            return [e for e in events if e["seq"] >= from_seq] if from_seq else events
         async with self._db.execute("SELECT seq, type, timestamp, data FROM events WHERE game_id = ? AND seq >= ? "
                                     "ORDER BY seq", (game_id, from_seq)) as cur:
             return [{"seq": s, "type": t, "timestamp": ts, "data": json.loads(d)} for s, t, ts, d in

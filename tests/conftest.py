@@ -8,6 +8,12 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+# The oracle cache (lab/oracle_cache.py) of a test run lives in a temporary folder, never
+# in the user's cache directory.
+if "CALBENCH_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["CALBENCH_CACHE"] = tempfile.mkdtemp(prefix="calbench-test-cache-")
 
 REPO = Path(__file__).resolve().parents[1]
 COMPAT = REPO.parent / "shared" / "compat"

@@ -89,12 +89,16 @@ async def test_reopen_keeps_the_complete_rounds_and_drops_the_rest(store):
     again = await run_game(t, seats(t), GameConfig(deterministic=True), Both(), game_id=GID, resume_events=kept)
     await sink.aclose()
     assert listened.events[0]["seq"] == keep + 1
+    assert await touched(store) == []  # the kept rows were never deleted or written again while playing
     await store.finish_game(GID, again.trace, "completed")
     final = await store.load_trace(GID)
     assert final["saved"]["status"] == "completed"
     assert [e["seq"] for e in final["events"]] == list(range(len(final["events"])))
     assert final["events"][: len(kept)] == kept
-    assert await touched(store) == []  # the kept rows were never deleted or written again
+    # Finishing moved every row into the game's lean blob, in the finishing transaction.
+    assert await store._db.execute_fetchall("SELECT COUNT(*) FROM events WHERE game_id = ?", (GID,)) == [(0,)]
+    assert await store._db.execute_fetchall("SELECT events FROM event_blobs WHERE game_id = ?",
+                                            (GID,)) == [(len(final["events"]),)]
     assert fold_trace(final).verified
     assert ([e["data"]["state_hash"] for e in final["events"] if e["type"] == "resolution"]
             == [e["data"]["state_hash"] for e in full.trace["events"] if e["type"] == "resolution"])

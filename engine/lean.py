@@ -1,0 +1,157 @@
+"""Lean traces: leave out of a stored trace what folding the trace rebuilds exactly.
+
+A game's events repeat its calendars many times: every ``turn_start`` and ``decide_start``
+carries the seat's calendar render, every ``batch_applied`` the render after the batch,
+every ``resolution`` all calendars, every ``agent_registered`` the initial calendar (as
+a render and as JSON).  All of them follow from the task row and the structured
+``calendar_after`` of each batch: a seat's render depends only on its own calendar and
+the task (labels, meeting participants).
+
+:func:`slim_events` folds the events over the task's calendars and drops a field only
+when the value it would rebuild is *exactly* the value recorded (compared as JSON bytes);
+a field that differs (a render from another version, an edited trace) is kept, and a
+kept calendar re-synchronises the fold.  :func:`fatten_events` runs the same fold and
+puts every dropped field back at its place in the event's data, so
+``fatten_events(slim_events(e)) == e`` key order included — export writes the full shape.
+
+Pure functions; the store (``saves/store.py``) compresses the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .model import Calendar, Task, calendar_to_json, item_from_json
+from .observe import seat_view
+
+#: event type -> the fields folding can rebuild (calendars kept as JSON are the fold's input)
+DERIVED = {
+    "agent_registered": ("calendar_render", "calendar"),
+    "turn_start": ("calendar_render",),
+    "decide_start": ("calendar_render", "calendar_snapshot_render"),
+    "batch_applied": ("calendar_render_after",),
+    "resolution": ("calendars",),
+}
+
+
+class _Fold:
+    """Every seat's calendar as JSON (and its bytes), moved along the events."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.cals: list[list] = [calendar_to_json(c) for c in task.calendars]
+        self.keys: list[bytes] = [orjson.dumps(c) for c in self.cals]
+        self._renders: dict[tuple[int, bytes], str] = {}
+
+    def render(self, seat: int, cal: list, key: bytes) -> str:
+        hit = self._renders.get((seat, key))
+        if hit is None:
+            t = self.task
+            items = _calendar(cal)
+            cals = tuple(t.calendars[:seat]) + (items,) + tuple(t.calendars[seat + 1:])
+            hit = seat_view(seat, cals, t.labels, t.meetings, 0, t.cost_values, ()).render()
+            self._renders[(seat, key)] = hit
+        return hit
+
+    def derive(self, typ: str, key: str, data: dict[str, Any]) -> Any:
+        """The value folding gives for ``data[key]`` (before this event updates the fold)."""
+        a = data.get("agent_id")
+        if typ == "resolution":
+            return list(self.cals)
+        if not isinstance(a, int) or not 0 <= a < len(self.cals):
+            return _MISSING
+        if key == "calendar":
+            return self.cals[a]
+        if key == "calendar_render_after":
+            after = data.get("calendar_after")
+            if not isinstance(after, list):
+                return _MISSING
+            return self.render(a, after, orjson.dumps(after))
+        return self.render(a, self.cals[a], self.keys[a])
+
+    def update(self, typ: str, data: dict[str, Any]) -> None:
+        """Move the fold past an event (its full data)."""
+        if typ == "batch_applied":
+            a, after = data.get("agent_id"), data.get("calendar_after")
+            if isinstance(a, int) and 0 <= a < len(self.cals) and isinstance(after, list):
+                self.cals[a], self.keys[a] = after, orjson.dumps(after)
+        elif typ == "resolution" and isinstance(data.get("calendars"), list):
+            cals = data["calendars"]
+            if len(cals) == len(self.cals) and all(isinstance(c, list) for c in cals):
+                self.cals = list(cals)
+                self.keys = [orjson.dumps(c) for c in cals]
+
+
+_MISSING = object()
+
+
+def _calendar(raw: list) -> Calendar:
+    return tuple(item_from_json(it) for it in raw)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b and type(a) is type(b)
+    try:
+        return a == b and orjson.dumps(a) == orjson.dumps(b)
+    except TypeError:
+        return False
+
+
+def slim_events(task: Task, events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list | None]]:
+    """``[(data_without_derivable_fields, [[key, position], ...] or None), ...]`` per event.
+
+    ``events`` are ``{"type", "data", ...}`` dicts; only ``data`` is slimmed.
+    """
+    fold = _Fold(task)
+    out: list[tuple[dict[str, Any], list | None]] = []
+    for ev in events:
+        typ, data = ev.get("type"), ev.get("data")
+        keys = DERIVED.get(typ) if isinstance(data, dict) else None
+        if not keys:
+            out.append((data, None))
+            continue
+        dropped = []
+        for key in keys:
+            if key in data:
+                try:
+                    derived = fold.derive(typ, key, data)
+                except Exception:  # an odd calendar: keep the field
+                    derived = _MISSING
+                if derived is not _MISSING and _same(derived, data[key]):
+                    dropped.append(key)
+        try:
+            fold.update(typ, data)
+        except Exception:
+            pass
+        if dropped:
+            order = list(data)
+            slim = {k: v for k, v in data.items() if k not in dropped}
+            out.append((slim, [[k, order.index(k)] for k in dropped]))
+        else:
+            out.append((data, None))
+    return out
+
+
+def fatten_events(task: Task, slimmed: list[tuple[str, dict[str, Any], list | None]]) -> list[dict[str, Any]]:
+    """The full data of every event from ``[(type, slim_data, dropped), ...]`` (inverse of slimming)."""
+    fold = _Fold(task)
+    out: list[dict[str, Any]] = []
+    for typ, data, dropped in slimmed:
+        if dropped:
+            values = {k: fold.derive(typ, k, data) for k, _ in dropped}
+            items = list(data.items())
+            for k, pos in sorted(dropped, key=lambda kp: kp[1]):
+                items.insert(pos, (k, values[k]))
+            data = dict(items)
+        if typ in DERIVED and isinstance(data, dict):
+            try:
+                fold.update(typ, data)
+            except Exception:
+                pass
+        out.append(data)
+    return out

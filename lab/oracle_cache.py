@@ -1,0 +1,134 @@
+"""The oracle, solved once per task across runs: a small on-disk cache.
+
+A suite plays every task under several protocols, seeds and variants, each run its own
+``calbench run``; the oracle of a task (the full optimum and the scheduled-only optima
+that metrics need) depends only on the task, so it is solved once and kept in a SQLite
+file keyed by the task's content hash, the solver version (``engine.oracle.ORACLE_VERSION``)
+and the meeting ids.  A cached answer is the very result the solver gave, so traces are
+byte-identical with and without the cache.
+
+Where: ``$CALBENCH_CACHE/oracle.sqlite`` if ``CALBENCH_CACHE`` is set (``off`` turns the
+cache off), else the platform's user cache directory (``~/.cache/calbench`` on Linux).
+Several processes may share the file (WAL, a busy timeout); a cache that cannot be
+opened or written is silently skipped — it only saves time, it never decides a result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from engine.model import Task
+
+_LOADED = ("oracle_cache", "loaded")  # task.cache key: the oracle keys read from the file
+_HASH = ("oracle_cache", "hash")
+
+_conn: sqlite3.Connection | None = None
+_conn_pid: int | None = None
+_conn_path: str | None = None
+
+
+def cache_dir() -> Path | None:
+    """The folder of the cache file, or None when the cache is off."""
+    env = os.environ.get("CALBENCH_CACHE")
+    if env is not None:
+        if env.strip().lower() in ("", "off", "0", "no", "none"):
+            return None
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("calbench", appauthor=False))
+
+
+def _connection() -> sqlite3.Connection | None:
+    """One connection per process (never one inherited through a fork)."""
+    global _conn, _conn_pid, _conn_path
+    folder = cache_dir()
+    if folder is None:
+        return None
+    path = str(folder / "oracle.sqlite")
+    if _conn is not None and _conn_pid == os.getpid() and _conn_path == path:
+        return _conn
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("PRAGMA synchronous = NORMAL")
+        con.execute("CREATE TABLE IF NOT EXISTS oracle (task_hash TEXT NOT NULL, version INTEGER NOT NULL, "
+                    "meetings TEXT NOT NULL, result TEXT NOT NULL, PRIMARY KEY (task_hash, version, meetings))")
+    except (sqlite3.Error, OSError):
+        return None
+    _conn, _conn_pid, _conn_path = con, os.getpid(), path
+    return con
+
+
+def task_hash(task: Task) -> str:
+    """The content hash of a task row (every field; the same row always gives the same hash)."""
+    h = task.cache.get(_HASH)
+    if h is None:
+        h = hashlib.sha256(orjson.dumps(task.row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+                                        default=str)).hexdigest()
+        task.cache[_HASH] = h
+    return h
+
+
+def _ids_text(ids: Any) -> str:
+    return "full" if ids is None else ",".join(str(i) for i in ids)
+
+
+def _ids_from_text(text: str) -> tuple[int, ...] | None:
+    return None if text == "full" else tuple(int(x) for x in text.split(",") if x)
+
+
+def load(task: Task) -> int:
+    """Put every cached oracle result of ``task`` into ``task.cache``; returns how many."""
+    from engine.oracle import ORACLE_VERSION, result_from_json
+
+    con = _connection()
+    if con is None:
+        return 0
+    try:
+        rows = con.execute("SELECT meetings, result FROM oracle WHERE task_hash = ? AND version = ?",
+                           (task_hash(task), ORACLE_VERSION)).fetchall()
+    except sqlite3.Error:
+        return 0
+    loaded = task.cache.setdefault(_LOADED, set())
+    for meetings, result in rows:
+        key = ("oracle", _ids_from_text(meetings))
+        if key not in task.cache:
+            task.cache[key] = result_from_json(orjson.loads(result))
+        loaded.add(key)
+    return len(rows)
+
+
+def save(task: Task) -> int:
+    """Write the oracle results ``task.cache`` holds that the file does not; returns how many."""
+    from engine.oracle import ORACLE_VERSION, OracleResult, result_to_json
+
+    loaded = task.cache.setdefault(_LOADED, set())
+    new = [(k, v) for k, v in list(task.cache.items())
+           if isinstance(k, tuple) and len(k) == 2 and k[0] == "oracle" and k not in loaded
+           and isinstance(v, OracleResult)]
+    if not new:
+        return 0
+    con = _connection()
+    if con is None:
+        return 0
+    h = task_hash(task)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        con.executemany("INSERT OR IGNORE INTO oracle (task_hash, version, meetings, result) VALUES (?, ?, ?, ?)",
+                        [(h, ORACLE_VERSION, _ids_text(k[1]), orjson.dumps(result_to_json(v)).decode())
+                         for k, v in new])
+        con.execute("COMMIT")
+    except sqlite3.Error:
+        if con.in_transaction:
+            con.rollback()
+        return 0
+    loaded.update(k for k, _ in new)
+    return len(new)
