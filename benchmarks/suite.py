@@ -11,6 +11,13 @@ second of the child — and the ratio to the authors' own harness on this machin
 (IMAP ≈ 26, SD-MAP ≈ 27, DSM-Welfare ≈ 20, DSM-Private ≈ 25 games/s, start-up included).
 The machine is shared and noisy: each figure is the best of ``--repeat`` runs.
 
+``--games N`` times a suite of N games instead: the task file's rows repeated in order
+(each copy with its own task id, ``ID~k``) to N rows, written to a temporary file.
+``--cache cold|warm|off`` sets the oracle cache (lab/oracle_cache.py): ``cold`` (default)
+gives every run a fresh, empty cache folder, so each task's oracle is solved once per
+run; ``warm`` primes one folder with an untimed run first (a protocol after the first,
+or a rerun); ``off`` never reads or writes it.
+
 ``--profile`` also plays the suite in this process under cProfile (first protocol, one
 process, its own temporary database) and prints the top 15 functions by own time and by
 cumulative time.
@@ -19,6 +26,7 @@ cumulative time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -39,17 +47,20 @@ AUTHORS_RATE = {"imap": 26.0, "sdmap": 27.0, "dsm-welfare": 20.0, "dsm-private":
 GOAL_RATIO = 4.0  # and >= 100 games/s for IMAP
 
 
-def run_once(tasks: Path, agents: str, concurrency: int | None) -> dict:
+def run_once(tasks: Path, agents: str, concurrency: int | None, cache: str | None = None,
+             extra: list[str] | None = None) -> dict:
+    """One timed ``calbench run``; ``cache``: the oracle cache folder (None: a fresh one)."""
     with tempfile.TemporaryDirectory(prefix="calbench-bench-") as tmp:
         db = os.path.join(tmp, "suite.db")
         cmd = [sys.executable, "-m", "calbench_tui.cli", "run", "--tasks", str(tasks), "--agents", agents,
-               "--db", db, "--json"]
+               "--db", db, "--json", *(extra or [])]
         if concurrency:
             cmd += ["--concurrency", str(concurrency)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              env={**os.environ, "PYTHONPATH": str(ROOT),
+                                   "CALBENCH_CACHE": cache or os.path.join(tmp, "cache")})
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
@@ -59,6 +70,8 @@ def run_once(tasks: Path, agents: str, concurrency: int | None) -> dict:
         try:
             saved = dict(con.execute("SELECT status, COUNT(*) FROM games GROUP BY status").fetchall())
             events = con.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+            with contextlib.suppress(sqlite3.Error):  # finished games keep their events in one blob
+                events += con.execute("SELECT COALESCE(SUM(events), 0) FROM event_blobs").fetchone()[0]
         finally:
             con.close()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -89,6 +102,19 @@ def profile(tasks_path: Path, agents: str) -> None:
     st.sort_stats("cumulative").print_stats(15)
 
 
+def repeated_suite(tasks: Path, games: int, out: Path) -> Path:
+    """``games`` rows: the file's rows in order, again and again, each copy with its own id."""
+    rows = [json.loads(line) for line in tasks.read_text(encoding="utf-8").splitlines() if line.strip()]
+    with out.open("w", encoding="utf-8") as f:
+        for i in range(games):
+            row = dict(rows[i % len(rows)])
+            k = i // len(rows)
+            if k:
+                row["task_id"] = f"{row.get('task_id', i % len(rows))}~{k}"
+            f.write(json.dumps(row) + "\n")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--agents", default="imap,sdmap,dsm-welfare,dsm-private",
@@ -97,18 +123,29 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per protocol; the best is reported")
     ap.add_argument("--concurrency", type=int, default=None, help="passed to calbench run")
     ap.add_argument("--profile", action="store_true", help="also profile one in-process run")
+    ap.add_argument("--games", type=int, default=None, help="time a suite of this many games (rows repeated)")
+    ap.add_argument("--cache", choices=("cold", "warm", "off"), default="cold", help="the oracle cache")
+    ap.add_argument("--run-args", default="", help="more arguments for calbench run, e.g. '--executor ray'")
     args = ap.parse_args()
     if not args.tasks.exists():
         print(f"task file {args.tasks} not found", file=sys.stderr)
         return 1
+    keep = tempfile.TemporaryDirectory(prefix="calbench-bench-suite-")
+    if args.games:
+        args.tasks = repeated_suite(args.tasks, args.games, Path(keep.name) / f"suite-{args.games}.jsonl")
+    extra = args.run_args.split()
+    cache = {"cold": None, "off": "off", "warm": os.path.join(keep.name, "cache")}[args.cache]
     print(f"calbench run, whole process, fresh SQLite database, {args.tasks.name}, "
-          f"{os.cpu_count()} CPUs, best of {args.repeat}"
-          + (f", --concurrency {args.concurrency}" if args.concurrency else ""))
+          f"{os.cpu_count()} CPUs, best of {args.repeat}, oracle cache {args.cache}"
+          + (f", --concurrency {args.concurrency}" if args.concurrency else "")
+          + (f", {args.run_args}" if args.run_args else ""))
     print(f"{'agents':<12} {'games':>5} {'wall s':>7} {'games/s':>8} {'cpu s':>6} {'games/cpu-s':>11} "
           f"{'authors':>7} {'ratio':>6}  ok?")
     ok_all = True
     for agents in [a.strip() for a in args.agents.split(",") if a.strip()]:
-        runs = [run_once(args.tasks, agents, args.concurrency) for _ in range(max(1, args.repeat))]
+        if args.cache == "warm":
+            run_once(args.tasks, agents, args.concurrency, cache, extra)  # untimed: fills the cache
+        runs = [run_once(args.tasks, agents, args.concurrency, cache, extra) for _ in range(max(1, args.repeat))]
         best = min(runs, key=lambda r: r["wall"])
         rate = best["games"] / best["wall"]
         cpu_rate = best["games"] / best["cpu"] if best["cpu"] else float("nan")

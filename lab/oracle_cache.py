@@ -3,8 +3,8 @@
 A suite plays every task under several protocols, seeds and variants, each run its own
 ``calbench run``; the oracle of a task (the full optimum and the scheduled-only optima
 that metrics need) depends only on the task, so it is solved once and kept in a SQLite
-file keyed by the task's content hash, the solver version (``engine.oracle.ORACLE_VERSION``)
-and the meeting ids.  A cached answer is the very result the solver gave, so traces are
+file keyed by the content hash of what the oracle reads, the solver version
+(``engine.oracle.ORACLE_VERSION``) and the meeting ids.  A cached answer is the very result the solver gave, so traces are
 byte-identical with and without the cache.
 
 Where: ``$CALBENCH_CACHE/oracle.sqlite`` if ``CALBENCH_CACHE`` is set (``off`` turns the
@@ -68,11 +68,15 @@ def _connection() -> sqlite3.Connection | None:
 
 
 def task_hash(task: Task) -> str:
-    """The content hash of a task row (every field; the same row always gives the same hash)."""
+    """The content hash of what the oracle reads: calendars, meetings, cost values, slots.
+
+    The task id, labels and the row's other fields do not enter, so the same scenario
+    under another name (a copy in another suite file) reuses the answer.
+    """
     h = task.cache.get(_HASH)
     if h is None:
-        h = hashlib.sha256(orjson.dumps(task.row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
-                                        default=str)).hexdigest()
+        content = repr((task.num_slots, task.cost_values, task.calendars, task.meetings))
+        h = hashlib.sha256(content.encode()).hexdigest()
         task.cache[_HASH] = h
     return h
 
