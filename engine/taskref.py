@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from engine.labelbank import assign_labels
 from engine.model import Task, TaskError
 
@@ -56,6 +58,15 @@ def _row_task(row: Any, where: str) -> Task:
         raise TaskError(f"{where}: {exc}") from None
 
 
+def _loads_line(line: str) -> Any:
+    """``json.loads``, through orjson when it can (a few times faster, the same values);
+    what orjson refuses (NaN, huge integers, bad JSON) goes to json for its answer."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+
+
 def load_task_file(path: str | Path) -> list[Task]:
     """Every task in a ``.jsonl`` file (one row per non-blank line) or a ``.json`` file."""
     p = Path(path)
@@ -74,7 +85,7 @@ def load_task_file(path: str | Path) -> list[Task]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = _loads_line(line)
         except json.JSONDecodeError as exc:
             raise TaskError(f"{p} line {lineno}: not valid JSON ({exc.msg})") from None
         tasks.append(_row_task(row, f"{p} line {lineno}"))
