@@ -1,0 +1,65 @@
+"""Lean traces: what folding rebuilds is left out, and put back exactly (engine/lean.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from engine.game import GameConfig, run_game
+from engine.generate import generate_scenario
+from engine.lean import DERIVED, fatten_events, slim_events
+from engine.suite import canonical_task
+from personas.registry import make_personas
+
+
+def roundtrip(task, events):
+    slim = slim_events(task, events)
+    back = fatten_events(task, [(e["type"], d, k) for e, (d, k) in zip(events, slim)])
+    return slim, back
+
+
+def dropped_keys(slim):
+    return [k for _, ks in slim if ks for k, _ in ks]
+
+
+@pytest.mark.parametrize("protocol", ["imap", "sdmap", "dsm-welfare", "dsm-private"])
+async def test_every_protocol_roundtrips_byte_for_byte(protocol):
+    for task in [canonical_task(i) for i in (0, 7, 45, 89)]:
+        res = await run_game(task, make_personas(protocol, task.num_agents), GameConfig(deterministic=True))
+        events = res.trace["events"]
+        before = json.dumps([e["data"] for e in events])  # key order included
+        slim, back = roundtrip(task, events)
+        assert json.dumps(back) == before
+        assert json.dumps([e["data"] for e in events]) == before  # slimming never touches its input
+        # every render and calendar copy of our own traces is rebuilt, none is kept
+        kept = [(e["type"], k) for e, (d, _) in zip(events, slim) for k in DERIVED.get(e["type"], ()) if k in d]
+        assert kept == []
+        assert len(json.dumps([d for d, _ in slim])) < len(before) / 2
+
+
+async def test_a_value_folding_does_not_give_is_kept_and_still_roundtrips():
+    task = generate_scenario(11)
+    res = await run_game(task, make_personas("imap", task.num_agents), GameConfig(deterministic=True))
+    events = copy.deepcopy(res.trace["events"])
+    turn = next(e for e in events if e["type"] == "turn_start")
+    turn["data"]["calendar_render"] += "\n(edited by hand)"
+    res_ev = next(e for e in events if e["type"] == "resolution")
+    res_ev["data"]["calendars"][0][0] = {"errand_id": 999, "cost": 7}  # a calendar the batches never made
+    slim, back = roundtrip(task, events)
+    assert back == [e["data"] for e in events]
+    i = events.index(turn)
+    assert slim[i][0]["calendar_render"].endswith("(edited by hand)")  # kept, not rebuilt
+    j = events.index(res_ev)
+    assert "calendars" in slim[j][0]  # kept, and the fold continued from it
+
+
+async def test_events_without_agent_or_calendar_are_left_alone():
+    task = generate_scenario(3)
+    events = [{"type": "turn_start", "data": {"round": 0, "agent_id": None, "calendar_render": "x"}},
+              {"type": "batch_applied", "data": {"agent_id": 0, "calendar_render_after": "y"}},
+              {"type": "something_else", "data": {"calendar_render": "z"}}]
+    slim, back = roundtrip(task, events)
+    assert back == [e["data"] for e in events]
+    assert dropped_keys(slim) == []
