@@ -26,6 +26,11 @@ Faults can also be injected one by one (``server.inject("429")``) for precise te
 ``429``, ``500``, ``context_length``, ``hang`` (answer after ``seconds``), ``prose``,
 ``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``.
 
+Slot lists are written and read with ``engine/protocol.py`` (the one owner of the message
+protocol); the mock's own sentences ("I can do slots 0, 1 (free) and …") are its own.  This
+module is test and offline equipment only: nothing in it is shared with the real client
+(``client.py``), which never imports it.
+
 Per-request statistics (``server.stats()``): counts by status and fault, requests per
 seat, and *prefix reuse* — the share of each request's prompt that repeats the previous
 request of the same conversation, which is what a provider's prompt cache can reuse.
