@@ -41,7 +41,7 @@ import math
 from typing import Any, Iterable
 
 from .freetext import LEAK_THRESHOLD, semantic_leaks, slot_statements
-from .protocol import D, MESSAGE_EVENTS, TEXT_KINDS, typed_message  # noqa: F401  (re-exported)
+from .protocol import D, MESSAGE_EVENTS, typed_message
 from .model import Errand, MeetingCopy, Task
 from .reflection import reflection_vps
 

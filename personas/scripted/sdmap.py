@@ -204,31 +204,33 @@ class SDMAPPersona(ProtocolPersona):
                 if s not in st["tried"] and s not in st["priority"] and s not in reading.fails:
                     st["priority"].append(s)
             return []
-        if not self.is_initiator and msg.sender == min(self.meeting.participants) and self.rs.agreed is None:
+        if not self.is_initiator and msg.sender == min(self.meeting.participants) \
+                and (self.rs.agreed is None or self.rs.extra.get("by_words")):
             self._initiator_words(reading)
         return super().on_text(msg, reading)
 
     def _initiator_words(self, reading: Reading) -> None:
         """The initiator answered my PENDING in words, not with a typed ``confirm`` (a human
         or an LLM): "ok" / "yes" / "confirmed" / "slot 7 works" confirms the slot I hold;
-        "confirmed: slot 9" confirms slot 9 if I can hold it; "no" drops the pending slot."""
+        "no" drops it.  A slot it *announces* ("decision: slot 9") is the base's business
+        (the latest slot a peer decided comes first in DECISION), so it also undoes a
+        confirmation I took from words before."""
         st = self.rs.extra
         pending = st["pending"]
         if reading.decided is not None and reading.decided != pending:
-            if self.local_status(reading.decided) is not None:
-                self._agree(reading.decided)
+            if st.get("by_words"):
+                st["by_words"] = False
+                self.rs.agreed = None
             return
         if pending is None:
             return
         if reading.decided == pending or pending in reading.works or (reading.yes and not reading.slots):
-            self._agree(pending)
+            self.rs.agreed = pending
+            self.rs.failed = False
+            st["state"] = "confirmed"
+            st["by_words"] = True
         elif pending in reading.fails or (reading.no and not reading.slots):
             st["pending"] = st["pending_turn"] = None
-
-    def _agree(self, slot: int) -> None:
-        self.rs.agreed = slot
-        self.rs.failed = False
-        self.rs.extra["state"] = "confirmed"
 
     def candidates(self, obs: DecisionObservation) -> list[int]:
         """A responder still holding a PENDING slot, with no ``confirm`` and no ``fail``
