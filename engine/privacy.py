@@ -393,6 +393,25 @@ def belief_updates(task: Task, events: list[dict[str, Any]]) -> list[dict[str, A
     return f.rows or []
 
 
+def vps_sums(task: Task, events: list[dict[str, Any]]) -> tuple[dict[tuple[int, int], float], list[float]]:
+    """Uniform VPS per (round, target) and per target, from the final beliefs of each round.
+
+    The sum over observers and slots of ``|Bel − p0|`` at the end of the round (reports:
+    the first-speaker effect, and the per-seat VPS of traces that carry none).
+    """
+    n = task.num_agents
+    last: dict[tuple[int, int, int, int], float] = {}
+    for u in belief_updates(task, events):
+        last[(u["round"], u["target"], u["observer"], u["slot"])] = u["after"]
+    per_round: dict[tuple[int, int], float] = {}
+    per_target = [0.0] * n
+    for (r, t, _o, _s), b in last.items():
+        per_round[(r, t)] = per_round.get((r, t), 0.0) + abs(b - P0)
+        if 0 <= t < n:
+            per_target[t] += abs(b - P0)
+    return per_round, per_target
+
+
 def _semantic_leaks(task: Task, events: list[dict[str, Any]], untyped: int) -> dict[str, Any]:
     """Label leaks (SPEC §9, ``engine.freetext``).  Typed protocol messages are fixed
     templates that never carry a label (paper D.4), so a game with none but typed
