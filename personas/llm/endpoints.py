@@ -1,0 +1,166 @@
+"""Several endpoints serving one model (replicas): spread the calls, rest the failing ones.
+
+A lab serving its own model often runs several replicas (vLLM servers on several GPUs or
+nodes), each with its own base URL.  An LLM seat can name them all (``base_urls`` in
+its settings, ``--base-url URL1,URL2,...`` on the command line); every request then goes
+through one :class:`EndpointSet` shared by the run:
+
+* **spread**: a request goes to the endpoint with the fewest requests in flight (ties:
+  the one that has served fewest so far), never above ``limit`` in flight per endpoint;
+  when every endpoint is at its limit, the request waits for a slot.
+* **rest, then retry**: an endpoint whose request fails with a retryable kind
+  (connection refused, timeout, 5xx, 429) is *rested*: it gets no new request for a
+  while — its ``Retry-After`` when it sent one, else ``rest_base · 2^(k-1)`` seconds for
+  its k-th failure in a row, capped at ``rest_max``.  The failed request is retried by
+  the client's retry loop and goes to another endpoint at once.  When the rest is over
+  the endpoint gets requests again (a success clears its streak); it is never dropped.
+  When every endpoint is resting, requests wait for the first to come back, so a
+  blip on all replicas costs time, not games.
+* **said, not silent**: every rest is logged (``logging`` warning naming the endpoint,
+  the failure and the pause), and :meth:`EndpointSet.stats` gives per-endpoint
+  requests, failures, rests and the last error (the run can print them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+__all__ = ["EndpointSet", "EndpointState", "Lease", "REST_KINDS", "split_urls"]
+
+log = logging.getLogger("calbench.llm.endpoints")
+
+#: failures that rest the endpoint (the request itself is retried elsewhere)
+REST_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection"})
+
+
+def split_urls(raw: str | Sequence[str] | None) -> list[str]:
+    """``"u1,u2"`` or ``["u1", "u2"]`` -> ``["u1", "u2"]`` (blanks and repeats dropped, order kept)."""
+    if raw is None:
+        return []
+    parts = raw.split(",") if isinstance(raw, str) else list(raw)
+    out: list[str] = []
+    for p in parts:
+        p = str(p).strip()
+        if p and p not in out:
+            out.append(p)
+    return out
+
+
+@dataclass
+class EndpointState:
+    url: str
+    limit: int
+    in_flight: int = 0
+    requests: int = 0
+    failures: int = 0
+    streak: int = 0  # failures in a row
+    rests: int = 0
+    rested_until: float = 0.0
+    last_error: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        return {"url": self.url, "limit": self.limit, "in_flight": self.in_flight, "requests": self.requests,
+                "failures": self.failures, "rests": self.rests, "last_error": self.last_error}
+
+
+@dataclass
+class Lease:
+    """One request's hold on an endpoint; set ``failure`` (and ``retry_after``) before it ends."""
+
+    endpoint: EndpointState
+    failure: str | None = None
+    detail: str | None = None
+    retry_after: float | None = None
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+
+class EndpointSet:
+    """The replicas of one model, shared by every seat and game of a run (one event loop)."""
+
+    def __init__(self, urls: Sequence[str], limit: int, *, rest_base: float = 2.0, rest_max: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        urls = split_urls(urls)
+        if not urls:
+            raise ValueError("an endpoint set needs at least one base URL")
+        self.endpoints = [EndpointState(u, max(1, int(limit))) for u in urls]
+        self.rest_base = rest_base
+        self.rest_max = rest_max
+        self.clock = clock
+        self._cond: asyncio.Condition | None = None
+
+    @property
+    def urls(self) -> list[str]:
+        return [e.url for e in self.endpoints]
+
+    def _condition(self) -> asyncio.Condition:
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        return self._cond
+
+    def healthy(self) -> list[EndpointState]:
+        now = self.clock()
+        return [e for e in self.endpoints if e.rested_until <= now]
+
+    async def acquire(self) -> EndpointState:
+        cond = self._condition()
+        async with cond:
+            while True:
+                now = self.clock()
+                free = [e for e in self.endpoints if e.rested_until <= now and e.in_flight < e.limit]
+                if free:
+                    ep = min(free, key=lambda e: (e.in_flight, e.requests))
+                    ep.in_flight += 1
+                    ep.requests += 1
+                    return ep
+                resting = [e.rested_until for e in self.endpoints if e.rested_until > now]
+                timeout = max(0.0, min(resting) - now) if resting else None
+                try:
+                    await asyncio.wait_for(cond.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+
+    async def release(self, ep: EndpointState, failure: str | None = None, detail: str | None = None,
+                      retry_after: float | None = None) -> None:
+        cond = self._condition()
+        async with cond:
+            ep.in_flight -= 1
+            if failure in REST_KINDS:
+                ep.failures += 1
+                ep.streak += 1
+                ep.rests += 1
+                pause = retry_after if retry_after is not None else self.rest_base * 2 ** (ep.streak - 1)
+                pause = max(0.0, min(self.rest_max, pause))
+                ep.rested_until = max(ep.rested_until, self.clock() + pause)
+                ep.last_error = (detail or failure)[:300]
+                others = len(self.endpoints) - 1
+                log.warning("LLM endpoint %s rested for %.1f s after %s (%d failure(s) in a row); "
+                            "%d other endpoint(s) take its requests", ep.url, pause, detail or failure,
+                            ep.streak, others)
+            elif failure is None:
+                ep.streak = 0
+            cond.notify_all()
+
+    @asynccontextmanager
+    async def use(self):
+        """``async with endpoints.use() as lease:`` send to ``lease.url``; set ``lease.failure`` on failure."""
+        ep = await self.acquire()
+        lease = Lease(ep)
+        try:
+            yield lease
+        except BaseException:
+            if lease.failure is None:
+                lease.failure = "cancelled"
+            raise
+        finally:
+            await asyncio.shield(self.release(ep, lease.failure, lease.detail, lease.retry_after))
+
+    def stats(self) -> list[dict[str, Any]]:
+        return [e.public() for e in self.endpoints]
