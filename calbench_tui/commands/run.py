@@ -108,7 +108,7 @@ def build_llm_settings(args, spec: str):
 
     The options are the shared ones of ``commands/llm.py`` (``add_llm_arguments``).
     """
-    from .. import runner
+    from lab import suite as runner
     from .llm import given_llm_options, settings_from_args
 
     if not runner.spec_uses_llm(spec):
@@ -123,7 +123,7 @@ def _check_spec(spec: str, num_agents: int, settings, task_id: str) -> None:
     """Fail early, with the list of valid names, on an unknown persona or a wrong seat count."""
     from personas.registry import PersonaSpecError, UnknownPersona
 
-    from .. import runner
+    from lab import suite as runner
 
     try:
         runner.make_seats_for(spec, num_agents, settings)
@@ -139,9 +139,10 @@ def handle(args) -> int:
     from engine.model import TaskError
     from engine.taskref import TaskRefError, resolve_tasks
 
+    from lab import suite as runner
     from saves.store import StoreError
 
-    from .. import runner
+    from ..progress import progress_bar
 
     if args.max_turns < 1:
         raise UserError("--max-turns must be at least 1")
@@ -182,7 +183,7 @@ def handle(args) -> int:
     try:
         games = runner.run_cli_suite(tasks, spec, db=path, settings=settings,
                                      concurrency=1 if scripted else k, processes=processes,
-                                     resume=args.resume, show_progress=True)
+                                     resume=args.resume, progress_bar=progress_bar)
     except runner.RunError as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:
