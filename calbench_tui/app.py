@@ -38,6 +38,7 @@ from engine.game import GameConfig, resume_point
 from engine.model import Task
 from lab.session import Session, run_session
 from personas.human import HumanPersona, HumanRequest
+from personas.spec import AgentsSpec
 
 from .messages import AppSink, GameEvent, GameFailed, GameOver, HumanTurn
 from .screens.decision import DecisionScreen
@@ -182,9 +183,8 @@ class CalBenchApp(App):
     def agents_spec(self, num_agents: int) -> str:
         """The persona spec string of this game, one entry per seat ("human" at the player's seat)."""
         s = self.settings
-        base = [p.strip() for p in (s.agents or "imap").split(",") if p.strip()] or ["imap"]
-        if len(base) == 1:
-            base = base * num_agents
+        spec = AgentsSpec.parse(s.agents if s.agents and s.agents.strip() else "imap")
+        base = spec.seats * num_agents if len(spec.seats) == 1 else spec.seats
         if len(base) != num_agents:
             raise GameSetupError(f"--agents names {len(base)} seats but the task has {num_agents}")
         out = []
@@ -192,7 +192,7 @@ class CalBenchApp(App):
             if i == s.seat:
                 out.append("human")
             else:
-                out.append(s.seat_personas.get(i, base[i] if base[i] != "human" else "imap"))
+                out.append(s.seat_personas.get(i, base[i].name if base[i].kind != "human" else "imap"))
         return ",".join(out)
 
     def make_seats(self, task: Task) -> list[Any]:

@@ -38,10 +38,11 @@ from engine.game import GameConfig
 from engine.model import Task
 from lab.session import Session, fail_session, run_session
 from lab.summary import GameSummary, failure_counts, summarise
+from personas.spec import AgentsSpec, PersonaSpecError
 
 
 __all__ = ["RunSettings", "GameSummary", "RunError", "run_suite", "run_cli_suite", "summarise", "failure_counts", "shard",
-           "settings_key", "make_seats", "make_seats_for", "prime_oracle", "spec_uses_llm"]
+           "settings_key", "make_seats", "make_seats_for", "prime_oracle", "spec_label"]
 
 # LLM settings that never change what a game is (secrets, plumbing, patience).
 _LLM_KEY_EXCLUDE = {"api_key", "api_key_env", "concurrency", "timeout", "retries", "backoff_base",
@@ -79,7 +80,7 @@ class RunSettings:
             "retries": self.retries,
             "deterministic": self.deterministic,
         }
-        if spec_uses_llm(agents_spec):
+        if _uses_llm(agents_spec):
             if self.llm is not None:
                 d["llm"] = _llm_fields(self.llm)
             if self.personas:
@@ -121,27 +122,13 @@ def seat_llm_config(seats: Sequence[Any]) -> dict[str, Any]:
     return {"llm": out} if any(x is not None for x in out) else {}
 
 
-def spec_names(agents_spec: str) -> list[str]:
-    return [p.strip() for p in agents_spec.split(",") if p.strip()]
-
-
-def spec_streams(agents_spec: str) -> bool:
-    """Whether games of this spec are slow enough that events should be saved as they happen."""
-    return spec_uses_llm(agents_spec) or any(n.lower() == "human" for n in spec_names(agents_spec))
-
-
-def spec_uses_llm(agents_spec: str) -> bool:
-    """Whether any seat of the spec is an LLM (so LLM settings matter)."""
-    return any(n.lower() == "llm" or n.lower().startswith("llm:") for n in spec_names(agents_spec))
-
-
 # ---------------------------------------------------------------------------------------
 # Seats
 # ---------------------------------------------------------------------------------------
 SeatFactory = Callable[[Task], Sequence[Any]]
 
 
-def make_seats(agents_spec: str | SeatFactory, task: Task, settings: RunSettings) -> list[Any]:
+def make_seats(agents_spec: str | AgentsSpec | SeatFactory, task: Task, settings: RunSettings) -> list[Any]:
     """The personas for one game (fresh objects every game: personas keep state).
 
     With a personas file, each LLM seat gets its own settings; a bare ``llm`` seat takes
@@ -152,39 +139,41 @@ def make_seats(agents_spec: str | SeatFactory, task: Task, settings: RunSettings
     return make_seats_for(agents_spec, task.num_agents, settings)
 
 
-def make_seats_for(agents_spec: str, n: int, settings: RunSettings) -> list[Any]:
-    """Personas for ``n`` seats from a spec string (raises the registry's errors)."""
+def make_seats_for(agents_spec: str | AgentsSpec, n: int, settings: RunSettings) -> list[Any]:
+    """Personas for ``n`` seats from a spec (raises the registry's one-line errors).
+
+    A bare ``llm`` seat is allowed here: it takes its model from the personas file (or
+    the run's LLM settings).
+    """
     from personas.registry import make_personas
 
-    names = spec_names(agents_spec)
-    bare = [name.lower() == "llm" for name in names]
-    if not settings.personas and not any(bare):
-        return make_personas(agents_spec, n, llm=settings.llm)
-    if len(names) == 1:
-        names, bare = names * n, bare * n
-    # Validate the seat count and names once, with a stand-in for bare "llm" seats.
-    from personas.registry import parse_spec
-
-    parse_spec(",".join("llm:_" if b else name for name, b in zip(names, bare)), n)
+    spec = AgentsSpec.parse(agents_spec)
+    if not settings.personas and not spec.has_bare_llm:
+        return make_personas(spec, n, llm=settings.llm)
     out = []
-    for seat, (name, is_bare) in enumerate(zip(names, bare)):
+    for seat, s in enumerate(spec.for_seats(n, allow_bare_llm=True)):
         seat_llm = (settings.personas or {}).get(seat, settings.llm)
-        if is_bare:
+        if s.bare_llm:
             from personas.llm.factory import make_llm_persona
 
             out.append(make_llm_persona("llm", seat_llm))
         else:
-            out.append(make_personas(name, 1, llm=seat_llm)[0])
+            out.append(make_personas(s.name, 1, llm=seat_llm)[0])
     return out
 
 
-def spec_label(agents_spec: str | SeatFactory) -> str:
+def spec_label(agents_spec: str | AgentsSpec | SeatFactory) -> str:
+    """The label games are filed under: the spec's canonical text, or a seat factory's ``spec`` / name."""
     if callable(agents_spec):
         return str(getattr(agents_spec, "spec", getattr(agents_spec, "__name__", "custom")))
-    from personas.registry import canonical_name
+    return AgentsSpec.parse(agents_spec).label
 
-    # "IMAP, imap" and "imap,imap" are the same table: same label, same --resume key.
-    return ",".join(canonical_name(p) for p in agents_spec.split(","))
+
+def _uses_llm(label: str) -> bool:
+    try:
+        return AgentsSpec.parse(label).uses_llm
+    except PersonaSpecError:
+        return False
 
 
 def prime_oracle(task: Task) -> None:
@@ -243,7 +232,7 @@ class RunError(Exception):
 
 async def run_suite(
     tasks: Sequence[Task],
-    agents_spec: str | SeatFactory,
+    agents_spec: str | AgentsSpec | SeatFactory,
     *,
     store,
     concurrency: int = 1,
@@ -328,8 +317,10 @@ class _BatchSaver:
                 await self.store.import_trace(trace)
 
 
-async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | SeatFactory, *, store,
+async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | AgentsSpec | SeatFactory, *, store,
                     concurrency: int, settings: RunSettings, progress: Progress | None) -> list[GameSummary]:
+    if not callable(agents_spec):
+        agents_spec = AgentsSpec.parse(agents_spec)  # once for the whole suite
     label = spec_label(agents_spec)
     key = settings_key(label, settings)
     config = settings.game_config()
@@ -338,7 +329,7 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | SeatFa
     next_index = iter(range(len(tasks)))
     stream = settings.stream_events
     if stream is None:  # LLM and human seats: save events as they happen; scripted: in bursts
-        stream = isinstance(agents_spec, str) and spec_streams(agents_spec)
+        stream = isinstance(agents_spec, AgentsSpec) and agents_spec.streams
     saver = None if stream else _BatchSaver(store)
 
     async def play(i: int) -> GameSummary:
@@ -400,7 +391,7 @@ def _no_bar(total: int, label: str) -> Iterator[Callable[[GameSummary], Any]]:
     yield lambda s: None
 
 
-def run_cli_suite(tasks: Sequence[Task], agents_spec: str, *, db: str, settings: RunSettings,
+def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: str, settings: RunSettings,
                   concurrency: int = 1, resume: bool = False, processes: int = 1,
                   progress_bar: ProgressBar | None = None) -> list[GameSummary]:
     """What ``calbench run`` does: play the suite into the database at ``db``.
@@ -438,7 +429,7 @@ async def _open_store(db: str):
     return await Store.open(db)
 
 
-async def _prepare(tasks: list[Task], agents_spec: str, *, db: str, settings: RunSettings, resume: bool):
+async def _prepare(tasks: list[Task], agents_spec: str | AgentsSpec, *, db: str, settings: RunSettings, resume: bool):
     """Resume bookkeeping before any game starts: (tasks to play, their ids, previous games)."""
     key = settings_key(spec_label(agents_spec), settings)
     ids = _game_ids(key, tasks, settings.deterministic)
