@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["AgentsSpec", "SeatSpec", "PersonaSpecError", "UnknownPersona", "SCRIPTED_NAMES", "PERSONAS",
-           "ALIASES", "canonical_name", "valid_names"]
+           "ALIASES", "canonical_name", "valid_names", "compact_label"]
 
 #: The scripted personas (SPEC §7 protocols and the passive seat).
 SCRIPTED_NAMES: tuple[str, ...] = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive")
@@ -165,3 +165,20 @@ class AgentsSpec:
         for i, s in enumerate(seats):
             s.check(i, allow_bare_llm=allow_bare_llm)
         return seats
+
+
+def compact_label(label: str | None) -> str:
+    """A stored spec label for a narrow column: ``imap,imap,imap,dsm-welfare,imap`` → ``imap×3,dsm-welfare,imap``.
+
+    Works on any saved label as it is (imported games carry their own), so it does not
+    canonicalise names; ``—`` when there is none.
+    """
+    if not label:
+        return "—"
+    out: list[list] = []
+    for name in label.split(","):
+        if out and out[-1][0] == name:
+            out[-1][1] += 1
+        else:
+            out.append([name, 1])
+    return ",".join(n if k == 1 else f"{n}×{k}" for n, k in out)
