@@ -1,6 +1,11 @@
 """The lab: everything that runs and reads games for the interface, with no Textual import.
 
-One game session (:mod:`lab.session`) is the only code that saves, runs and ends a game;
-the terminal app, the suite runner, studies, the table server and the executors all call
-it.  See ``docs/architecture.md``.
+* :mod:`lab.session` — the one game session: the only code that saves, runs and ends a
+  game; the terminal app, the suite runner, studies, the table server and the executors
+  all call it.
+* :mod:`lab.suite` — suites (``calbench run``): play, ``--resume``, shards, worker processes.
+* :mod:`lab.summary` — Table 2, computed once (the suite summary and the report's).
+* :mod:`lab.report` — reports over saved games: statistics, tables, plots.
+
+See ``docs/architecture.md``.
 """
