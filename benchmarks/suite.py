@@ -72,7 +72,7 @@ def profile(tasks_path: Path, agents: str) -> None:
     import cProfile
     import pstats
 
-    from lab import suite as runner
+    from lab import runner
     from engine.taskref import resolve_tasks
 
     tasks = resolve_tasks(str(tasks_path))

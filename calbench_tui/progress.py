@@ -1,6 +1,6 @@
 """The suite progress bar of ``calbench run``: games done, rate, ETA, on stderr.
 
-``lab.suite.run_cli_suite(progress_bar=progress_bar)`` opens it once the worker processes
+``lab.runner.run_cli_suite(progress_bar=progress_bar)`` opens it once the worker processes
 are forked and calls ``advance(summary)`` per finished game; quiet when stderr is no terminal.
 """
 
@@ -15,7 +15,7 @@ __all__ = ["ProgressBar", "progress_bar"]
 
 @contextmanager
 def progress_bar(total: int, label: str) -> Iterator[Callable[[Any], None]]:
-    """The ``lab.suite.ProgressBar`` the command line uses."""
+    """The ``lab.runner.ProgressBar`` the command line uses."""
     with ProgressBar(total, label) as bar:
         yield bar.advance
 

@@ -124,7 +124,7 @@ def _check_spec(spec: AgentsSpec, num_agents: int, settings, task_id: str) -> No
     """Fail early, with the list of valid names, on an unknown persona or a wrong seat count."""
     from personas.registry import UnknownPersona
 
-    from lab import suite as runner
+    from lab import runner
 
     try:
         runner.make_seats_for(spec, num_agents, settings)
@@ -140,7 +140,7 @@ def handle(args) -> int:
     from engine.model import TaskError
     from engine.taskref import TaskRefError, resolve_tasks
 
-    from lab import suite as runner
+    from lab import runner
     from saves.store import StoreError
 
     from ..progress import progress_bar

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from lab import suite as runner
+from lab import runner
 from calbench_tui.cli import main
 from engine.seats import PassivePersona
 from engine.taskref import resolve_tasks

@@ -134,7 +134,7 @@ def test_lab_never_imports_textual_or_the_interface():
     bad = _rule_violations("lab", ("textual", "calbench_tui"))
     assert not bad, bad
     code = ("import sys\n"
-            "import lab.session, lab.suite, lab.summary, lab.report, lab.report.plots\n"
+            "import lab.session, lab.runner, lab.summary, lab.report, lab.report.plots\n"
             "bad = [m for m in sys.modules if m == 'textual' or m.startswith(('textual.', 'calbench_tui'))]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
@@ -183,6 +183,6 @@ def test_find_cycles_finds_a_cycle():
 def test_no_import_cycle_among_the_projects_modules():
     graph = import_graph()
     assert "calbench_tui.screens.games" in graph and "lab.session" in graph  # the graph covers the project
-    assert "lab.session" in graph["lab.suite"]
+    assert "lab.session" in graph["lab.runner"]
     cycles = find_cycles(graph)
     assert not cycles, cycles

@@ -1,4 +1,4 @@
-"""Suites: many games, saved to the store, summarised (``calbench run``).
+"""The suite runner: many games, saved to the store, summarised (``calbench run``).
 
 No Textual here; the CLI (``commands/run.py``) uses this module and draws the progress
 bar it is given (``progress_bar``).  Every game is played by :func:`lab.session.run_session`.
