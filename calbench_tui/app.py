@@ -312,7 +312,6 @@ class CalBenchApp(App):
         events = trace.get("events") or []
         keep = resume_point(events)  # the end of the last complete round
         trace["_keep_upto_seq"] = keep
-        trace["_prefix"] = [e for e in events if e["seq"] <= keep]
         self.resume_trace = trace
         self._given_task = hydrate_labels(_Task.from_row(trace["task"]))
         agents = [a.get("model") or a.get("type") for a in cfg.get("agents") or []]

@@ -39,9 +39,10 @@ from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 from lab.summary import mode_rank
+from personas.spec import SCRIPTED_NAMES, canonical_name
 
 GROUP_BY = ("persona", "model", "cost_mode")
-SCRIPTED = frozenset({"imap", "sdmap", "dsm-welfare", "dsm-private", "passive"})
+SCRIPTED = frozenset(SCRIPTED_NAMES)
 #: OpenSkill score margins (SPEC §11): coordination ratio, excess cost (shown units), excess VPS.
 MARGINS = {"coordination": 0.2, "excess": 10.0, "vps": 5.0}
 METRICS = ("coordination", "excess", "vps")
@@ -79,10 +80,6 @@ def canonical_persona(name: Any) -> str:
     """A seat's persona name with aliases resolved (``paper_dsm`` → ``dsm-welfare``)."""
     if not isinstance(name, str) or not name.strip():
         return "?"
-    try:
-        from personas.registry import canonical_name
-    except ImportError:  # pragma: no cover - personas is part of the project
-        return name.strip().lower()
     return canonical_name(name)
 
 
