@@ -130,7 +130,10 @@ async def run_session(session: Session, *, store: Any = None, stream: bool = Tru
         for ev in resume_events:
             for listener in listeners:
                 await listener.emit(ev)
-    sink = MultiSink(store_sink, memory, *listeners)
+    # Streamed games are in the database already; batch games are kept in memory.  One sink
+    # needs no fan-out (a scripted suite emits hundreds of thousands of events).
+    parts = [store_sink if store_sink is not None else memory, *listeners]
+    sink = parts[0] if len(parts) == 1 else MultiSink(*parts)
     try:
         result = await run_game(session.task, session.seats, session.config, sink, clock=session.clock,
                                 game_id=gid, extra_config=dict(session.extra_config),
