@@ -112,7 +112,7 @@ class ReplayModel:
         from engine.privacy import belief_updates
         from engine.replay import fold_trace
 
-        from lab.report import task_for_trace
+        from engine.trace import task_for_trace
 
         self.trace = trace
         self.events: list[dict[str, Any]] = [e for e in trace.get("events") or [] if isinstance(e, dict)]

@@ -38,6 +38,7 @@ import math
 from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
+from engine.trace import task_for_trace  # the one trace reader; re-exported for the report
 from lab.summary import mode_rank
 from personas.spec import SCRIPTED_NAMES, canonical_name
 
@@ -90,50 +91,6 @@ def is_scripted(persona: str) -> bool:
 def game_order_key(started_at: Any, game_id: Any) -> tuple[str, str]:
     """The fixed order games are processed in: started_at, then game id."""
     return (str(started_at or ""), str(game_id or ""))
-
-
-# ---------------------------------------------------------------------------------------
-# Tasks for traces (ours carry a task row; the authors' are rebuilt from their events)
-# ---------------------------------------------------------------------------------------
-def task_for_trace(trace: dict[str, Any]):
-    """The trace's :class:`engine.model.Task`, or None when it cannot be rebuilt.
-
-    Our traces carry the full row under ``task``.  The authors' traces carry none: the
-    initial calendars come from the ``agent_registered`` events (JSON calendar, else the
-    calendar render) and the meetings from ``round_start``.
-    """
-    from engine.model import Task, TaskError, calendar_to_json, item_from_json
-    from engine.render import parse_calendar_render
-
-    row = trace.get("task") if isinstance(trace, dict) else None
-    if isinstance(row, dict):
-        try:
-            return Task.from_row(row)
-        except TaskError:
-            return None
-    events = [e for e in (trace.get("events") or []) if isinstance(e, dict)] if isinstance(trace, dict) else []
-    cals: dict[int, list] = {}
-    meetings: dict[int, dict] = {}
-    try:
-        for ev in events:
-            d = ev.get("data") or {}
-            if ev.get("type") == "agent_registered" and isinstance(d.get("agent_id"), int):
-                if isinstance(d.get("calendar"), list):
-                    cal = [item_from_json(it) for it in d["calendar"]]
-                elif isinstance(d.get("calendar_render"), str):
-                    cal = list(parse_calendar_render(d["calendar_render"]))
-                else:
-                    continue
-                cals[d["agent_id"]] = calendar_to_json(tuple(cal))
-            elif ev.get("type") == "round_start" and isinstance(d.get("meeting"), dict) and isinstance(d.get("round"), int):
-                meetings[d["round"]] = d["meeting"]
-        if not cals or sorted(cals) != list(range(len(cals))):
-            return None
-        tid = (trace.get("config") or {}).get("task_id") or trace.get("game_id")
-        return Task.from_row({"task_id": str(tid), "calendars": [cals[a] for a in range(len(cals))],
-                              "meetings": [meetings[r] for r in sorted(meetings)]})
-    except (TaskError, ValueError, KeyError, TypeError):
-        return None
 
 
 # ---------------------------------------------------------------------------------------

@@ -117,10 +117,7 @@ def test_screens_do_not_import_the_command_line():
 
 #: Widgets that still reach into a persona, with the issue that moves them out.  Strict:
 #: an entry that no longer imports a persona's internals must be removed from here.
-WIDGETS_PENDING = {
-    # issue 9 (house-c): the quick-action codec, with its DSM maths, moves out of widgets/
-    "calbench_tui/widgets/quick.py",
-}
+WIDGETS_PENDING: set[str] = set()
 
 
 def test_widgets_do_not_import_a_personas_internals():
