@@ -277,7 +277,10 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
     if callable(agents_spec):
         raise ExecutorError("--executor ray needs a persona spec (a seat factory cannot be sent to a worker)")
     ray = init_ray(options)
-    uses_llm = runner.spec_uses_llm(agents_spec)
+    from personas.spec import AgentsSpec
+
+    agents_spec = AgentsSpec.parse(agents_spec) if isinstance(agents_spec, str) else agents_spec
+    uses_llm = agents_spec.uses_llm
     chunk_size = options.chunk or (max(1, concurrency) if uses_llm else 4)
     portable = portable_settings(settings)
     remote = ray.remote(play_chunk).options(max_retries=options.max_retries, retry_exceptions=False,
@@ -290,7 +293,7 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
               for i in range(0, len(tasks), chunk_size)]
     refs = {remote.remote(c): c for c in chunks}
     futures = {asyncio.wrap_future(ref.future()): ref for ref in refs}
-    saver = runner.BatchSaver(store)
+    saver = runner._BatchSaver(store)
     written: set[str] = set()
     results: dict[str, Any] = {}
 
@@ -302,7 +305,7 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
         await saver.add(trace)
         results[gid] = summary
         if progress is not None:
-            await runner.maybe_await(progress(summary))
+            await runner._maybe_await(progress(summary))
 
     try:
         pending = set(futures)
