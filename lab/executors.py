@@ -83,6 +83,7 @@ class RayOptions:
     chunk: int | None = None
     max_retries: int = 3
     llm_cpus: float = 0.25
+    runtime_env: dict[str, Any] | None = None  # Ray's runtime environment for the game tasks
 
 
 def init_ray(options: RayOptions) -> Any:
@@ -201,29 +202,62 @@ async def _play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any]]:
 # Per-endpoint request limits across the cluster
 # ---------------------------------------------------------------------------------------
 class EndpointGate:
-    """A Ray actor: at most ``limit`` requests in flight to one endpoint, cluster-wide."""
+    """A Ray actor: at most ``limit`` requests in flight to one endpoint, cluster-wide.
+
+    One per endpoint, named after it, detached (it outlives the worker that made it); the
+    driver of a run sets its limit (:meth:`resize`) before the first game starts.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = max(1, int(limit))
-        self._sem = asyncio.Semaphore(self.limit)
+        self._cond: asyncio.Condition | None = None
         self.in_flight = 0
         self.max_in_flight = 0
         self.granted = 0
 
+    def _condition(self) -> asyncio.Condition:
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        return self._cond
+
     async def acquire(self) -> bool:
-        await self._sem.acquire()
-        self.in_flight += 1
-        self.granted += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        cond = self._condition()
+        async with cond:
+            await cond.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+            self.granted += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
         return True
 
-    def release(self) -> None:
-        self.in_flight -= 1
-        self._sem.release()
+    async def release(self) -> None:
+        cond = self._condition()
+        async with cond:
+            self.in_flight = max(0, self.in_flight - 1)
+            cond.notify_all()
+
+    async def resize(self, limit: int) -> None:
+        cond = self._condition()
+        async with cond:
+            self.limit = max(1, int(limit))
+            self.max_in_flight = self.in_flight
+            self.granted = 0
+            cond.notify_all()
 
     def stats(self) -> dict[str, int]:
         return {"limit": self.limit, "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
                 "granted": self.granted}
+
+
+def _endpoints_of(settings: Any) -> dict[str | None, int]:
+    """Every endpoint the run's LLM seats may call, with the run's request limit."""
+    out: dict[str | None, int] = {}
+    for s in [settings.llm, *(settings.personas or {}).values()]:
+        if s is None:
+            continue
+        urls = list(getattr(s, "base_urls", None) or []) or [s.resolved_base_url()]
+        for u in urls:
+            out[u] = min(out.get(u, s.concurrency), s.concurrency)
+    return out
 
 
 def gate_name(endpoint: str | None) -> str:
@@ -283,8 +317,15 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
     uses_llm = agents_spec.uses_llm
     chunk_size = options.chunk or (max(1, concurrency) if uses_llm else 4)
     portable = portable_settings(settings)
-    remote = ray.remote(play_chunk).options(max_retries=options.max_retries, retry_exceptions=False,
-                                            num_cpus=options.llm_cpus if uses_llm else 1)
+    task_options: dict[str, Any] = {"max_retries": options.max_retries, "retry_exceptions": False,
+                                    "num_cpus": options.llm_cpus if uses_llm else 1}
+    if options.runtime_env:
+        task_options["runtime_env"] = options.runtime_env
+    remote = ray.remote(play_chunk).options(**task_options)
+    if uses_llm:  # the cluster-wide request limit of every endpoint of the run, set before any game
+        for endpoint, limit in _endpoints_of(settings).items():
+            gate = endpoint_gate(endpoint, limit)
+            await asyncio.wrap_future(gate.resize.remote(limit).future())
     label = runner.spec_label(agents_spec)
     key = runner.settings_key(label, settings)
     tasks, ids = list(tasks), list(ids)

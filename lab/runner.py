@@ -420,7 +420,7 @@ def _no_bar(total: int, label: str) -> Iterator[Callable[[GameSummary], Any]]:
 
 def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: str, settings: RunSettings,
                   concurrency: int = 1, resume: bool = False, processes: int = 1,
-                  progress_bar: ProgressBar | None = None) -> list[GameSummary]:
+                  progress_bar: ProgressBar | None = None, ray: Any = None) -> list[GameSummary]:
     """What ``calbench run`` does: play the suite into the database at ``db``.
 
     Returns the games played now plus, with ``resume``, the games of these tasks already
@@ -431,6 +431,11 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: s
     """
     tasks = list(tasks)
     todo, ids, previous = asyncio.run(_prepare(tasks, agents_spec, db=db, settings=settings, resume=resume))
+    if ray is not None:  # --executor ray: games on the cluster, this process writes the store
+        with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
+            played = asyncio.run(_play_on_ray(todo, ids, agents_spec, db=db, settings=settings,
+                                              concurrency=concurrency, progress=advance, options=ray))
+        return previous + played
     procs = max(1, min(processes, len(todo)))
     if procs > 1 and "fork" not in _mp_methods():
         procs = 1
@@ -477,6 +482,18 @@ async def _play_with_store(tasks, ids, agents_spec, *, db, settings, concurrency
     try:
         return await _play_all(tasks, ids, agents_spec, store=store, concurrency=concurrency,
                                settings=settings, progress=progress)
+    finally:
+        await settings.aclose()
+        await store.close()
+
+
+async def _play_on_ray(tasks, ids, agents_spec, *, db, settings, concurrency, progress, options):
+    from lab.executors import play_on_ray
+
+    store = await _open_store(db)
+    try:
+        return await play_on_ray(tasks, ids, agents_spec, store=store, settings=settings, concurrency=concurrency,
+                                 progress=progress, options=options)
     finally:
         await settings.aclose()
         await store.close()

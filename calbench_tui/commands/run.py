@@ -41,7 +41,8 @@ def register(subparsers) -> None:
         epilog="examples:\n"
                "  calbench run --tasks canonical --agents imap\n"
                "  calbench run --tasks canonical:0-9 --agents imap,imap,dsm-welfare,imap,imap --json\n"
-               "  calbench run --tasks tasks.jsonl --agents sdmap --shard 1/2 --db part1.db\n",
+               "  calbench run --tasks tasks.jsonl --agents sdmap --shard 1/2 --db part1.db\n"
+               "  calbench run --tasks tasks.jsonl --agents llm:MODEL --executor ray --address auto\n",
     )
     p.add_argument("--tasks", required=True, metavar="REF",
                    help="task reference: canonical, canonical:0-9, seed:7, FILE.jsonl, FILE.jsonl:ROW_OR_ID, FILE.json")
@@ -60,6 +61,13 @@ def register(subparsers) -> None:
     p.add_argument("--shard", metavar="I/N", default=None,
                    help="run only every N-th task starting at the I-th (1-based), to split a suite across machines")
     p.add_argument("--json", action="store_true", help="print games and summary as JSON on stdout")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where games are played: local (this machine: processes for scripted suites, "
+                        "asyncio for LLM seats) or ray (Ray tasks on a cluster; this process stays the only "
+                        "writer of the database). Ray is optional: pip install 'calbench[ray]'")
+    p.add_argument("--address", metavar="auto|ray://HOST:PORT", default=None,
+                   help="with --executor ray: the cluster to join (auto: the one this machine belongs to; "
+                        "ray://HOST:PORT: through Ray Client). Default: start a Ray instance on this machine")
 
     g = p.add_argument_group("game settings")
     g.add_argument("--channel", default="dm", metavar="LIST",
@@ -141,6 +149,7 @@ def handle(args) -> int:
     from engine.taskref import TaskRefError, resolve_tasks
 
     from lab import runner
+    from lab.executors import ExecutorError
     from saves.store import StoreError
 
     from ..progress import progress_bar
@@ -151,6 +160,15 @@ def handle(args) -> int:
         raise UserError("--retries must be 0 or more")
     if args.concurrency is not None and args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
+    ray_options = None
+    if args.executor == "ray":
+        from lab.executors import RAY_MISSING, RayOptions, ray_available
+
+        if not ray_available():
+            raise UserError(RAY_MISSING)
+        ray_options = RayOptions(address=args.address)
+    elif args.address:
+        raise UserError("--address needs --executor ray")
     channels = parse_channels(args.channel)
     sh = parse_shard(args.shard)
     if not args.agents.strip():
@@ -187,8 +205,10 @@ def handle(args) -> int:
     try:
         games = runner.run_cli_suite(tasks, spec, db=path, settings=settings,
                                      concurrency=1 if scripted else k, processes=processes,
-                                     resume=args.resume, progress_bar=progress_bar)
+                                     resume=args.resume, progress_bar=progress_bar, ray=ray_options)
     except runner.RunError as exc:
+        raise UserError(str(exc)) from None
+    except ExecutorError as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:
         raise UserError(str(exc)) from None

@@ -156,7 +156,7 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
         exc: Exception | None = None
         completion = None
         tq = time.perf_counter()
-        async with pool.slot():
+        async with pool.slot(settings.resolved_base_url()):
             t0 = time.perf_counter()
             res.queue_ms = round(res.queue_ms + (t0 - tq) * 1000, 3)
             try:

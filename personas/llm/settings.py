@@ -45,6 +45,9 @@ class RunPool:
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests = 0
+        #: cluster-wide limits per endpoint (the Ray executor sets it: lab/executors.py);
+        #: an object with ``async acquire(endpoint)`` and ``async release(endpoint)``
+        self.gate: Any = None
 
     @property
     def semaphore(self) -> asyncio.Semaphore:
@@ -53,9 +56,12 @@ class RunPool:
         return self._semaphore
 
     @asynccontextmanager
-    async def slot(self):
-        """Hold one of the run's ``concurrency`` request slots."""
+    async def slot(self, endpoint: str | None = None):
+        """Hold one of the run's ``concurrency`` request slots (and the cluster's, for ``endpoint``)."""
         async with self.semaphore:
+            gate = self.gate
+            if gate is not None:
+                await gate.acquire(endpoint)
             self.in_flight += 1
             self.requests += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -63,6 +69,8 @@ class RunPool:
                 yield
             finally:
                 self.in_flight -= 1
+                if gate is not None:
+                    await asyncio.shield(gate.release(endpoint))
 
     def client(self, settings: "LLMSettings"):
         """The ``AsyncOpenAI`` client for ``settings``' endpoint (made once per endpoint)."""
