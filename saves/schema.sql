@@ -70,9 +70,9 @@ CREATE TABLE seat_results (
 );
 
 -- migration 3: finished games' events as one compressed, lean blob
--- (codec 'lean1': zlib over JSON [[seq, type, timestamp, data, dropped], ...] where data
--- leaves out the calendar renders and copies folding rebuilds exactly, engine/lean.py;
--- 'zjson1': the same without leaving anything out, for traces with no task row).  Games
+-- (codec 'lean-zstd': zstd over JSON [[seq, type, timestamp, data, dropped], ...] where
+-- data leaves out the calendar renders and copies folding rebuilds exactly, engine/lean.py;
+-- 'json-zstd': the same without leaving anything out, for traces with no task row).  Games
 -- in play, and stopped ones, keep one row per event in `events`.
 CREATE TABLE event_blobs (
     game_id   TEXT PRIMARY KEY REFERENCES games (game_id) ON DELETE CASCADE,

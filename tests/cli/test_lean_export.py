@@ -67,7 +67,7 @@ def check_same_export(tmp_path, db: str) -> dict:
     assert con.execute("SELECT COUNT(*) FROM events").fetchone() == (0,)
     blob_bytes = con.execute("SELECT LENGTH(data) FROM event_blobs").fetchone()[0]
     con.close()
-    assert codec == "lean1"
+    assert codec == "lean-zstd"
     new = export(db, gid, tmp_path / "new.json")
     old_db = str(tmp_path / "old.db")
     shutil.copy(db, old_db)

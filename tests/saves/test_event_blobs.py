@@ -37,7 +37,7 @@ def test_codecs_roundtrip_with_and_without_a_task_row():
     import asyncio
 
     task, trace = asyncio.run(played())
-    for row, codec in ((trace["task"], "lean1"), (None, "zjson1")):
+    for row, codec in ((trace["task"], "lean-zstd"), (None, "json-zstd")):
         c, n, last, blob = encode_events(trace["events"], row)
         assert (c, n, last) == (codec, len(trace["events"]), trace["events"][-1]["seq"])
         assert decode_events(c, blob, row) == trace["events"]
