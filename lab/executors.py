@@ -254,9 +254,10 @@ def _endpoints_of(settings: Any) -> dict[str | None, int]:
     for s in [settings.llm, *(settings.personas or {}).values()]:
         if s is None:
             continue
-        urls = list(getattr(s, "base_urls", None) or []) or [s.resolved_base_url()]
-        for u in urls:
-            out[u] = min(out.get(u, s.concurrency), s.concurrency)
+        replicas = list(getattr(s, "base_urls", None) or [])
+        limit = (getattr(s, "endpoint_concurrency", None) or s.concurrency) if len(replicas) > 1 else s.concurrency
+        for u in replicas if len(replicas) > 1 else [s.resolved_base_url()]:
+            out[u] = min(out.get(u, limit), limit)
     return out
 
 

@@ -46,7 +46,7 @@ __all__ = ["RunSettings", "GameSummary", "RunError", "run_suite", "run_cli_suite
 
 # LLM settings that never change what a game is (secrets, plumbing, patience).
 _LLM_KEY_EXCLUDE = {"api_key", "api_key_env", "concurrency", "timeout", "retries", "backoff_base",
-                    "backoff_max", "retry_after_max"}
+                    "backoff_max", "retry_after_max", "base_urls", "endpoint_concurrency"}
 
 
 @dataclass(frozen=True)

@@ -87,9 +87,13 @@ def handle_mock(args) -> int:
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the LLM endpoint options to a command's parser (same names as ``calbench run``)."""
     g = parser.add_argument_group("LLM seats (any OpenAI-compatible endpoint)")
-    g.add_argument("--base-url", default=None, metavar="URL",
+    g.add_argument("--base-url", default=None, metavar="URL[,URL...]",
                    help="chat-completions endpoint, e.g. http://127.0.0.1:11434/v1 (default: $OPENAI_BASE_URL, "
-                        "else OpenAI)")
+                        "else OpenAI); a comma list names replicas of one model: calls are spread over them and "
+                        "a failing one is rested, then tried again")
+    g.add_argument("--endpoint-concurrency", type=int, default=None, metavar="N",
+                   help="with several --base-url replicas: requests in flight per replica (default: "
+                        "--llm-concurrency)")
     g.add_argument("--api-key-env", default=None, metavar="NAME",
                    help="environment variable holding the API key (default OPENAI_API_KEY); the key itself is "
                         "never written anywhere")
@@ -111,10 +115,12 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
 
 _FLAGS = {"base_url": "base_url", "api_key_env": "api_key_env", "temperature": "temperature",
           "max_tokens": "max_tokens", "timeout": "timeout", "llm_retries": "retries",
-          "llm_concurrency": "concurrency", "reflection": "reflection"}
+          "llm_concurrency": "concurrency", "reflection": "reflection",
+          "endpoint_concurrency": "endpoint_concurrency"}
 
 # Options that must be positive (0 would mean "no tokens", "no time", "no requests").
-_POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds"}
+_POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds",
+             "endpoint_concurrency": "at least 1"}
 
 
 def given_llm_options(args) -> dict[str, object]:
@@ -133,6 +139,11 @@ def given_llm_options(args) -> dict[str, object]:
         if flag == "llm_retries" and v < 0:
             raise UserError(f"--llm-retries must be 0 or more, not {v}")
         given[field] = v
+    if isinstance(given.get("base_url"), str) and "," in given["base_url"]:  # replicas of one model
+        from personas.llm.endpoints import split_urls
+
+        urls = split_urls(given.pop("base_url"))
+        given["base_urls" if len(urls) > 1 else "base_url"] = urls if len(urls) > 1 else urls[0]
     return given
 
 
@@ -142,6 +153,8 @@ def validation_message(exc, flags: dict[str, str] | None = None) -> str:
     loc = first.get("loc") or ()
     field = str(loc[0]) if loc else ""
     flags = _FLAGS if flags is None else flags
+    if field == "base_urls":
+        field = "base_url"
     flag = next((f for f, fld in flags.items() if fld == field), field or "llm option")
     msg = str(first.get("msg", "invalid value"))
     if msg.startswith("Value error, "):

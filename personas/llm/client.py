@@ -33,6 +33,7 @@ import email.utils
 import random
 import re
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -58,6 +59,7 @@ class CallResult:
     latency_ms: float | None = None  # the last HTTP request (waiting for a concurrency slot excluded)
     queue_ms: float = 0.0  # time spent waiting for the run's concurrency slots
     wall_ms: float = 0.0  # the whole call, waits and retries included
+    endpoint: str | None = None  # the base URL that answered last (several replicas: the one chosen)
     attempts: int = 0
     retried: list[str] = field(default_factory=list)  # failure kind of each retried attempt
     waits: list[float] = field(default_factory=list)  # seconds waited before each retry
@@ -151,21 +153,30 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
         params.update(settings.extra_body)
     res = CallResult()
     t_start = time.perf_counter()
+    replicas = pool.endpoint_set(settings)  # several base URLs of one model: personas/llm/endpoints.py
     for attempt in range(settings.retries + 1):
         res.attempts = attempt + 1
         exc: Exception | None = None
         completion = None
         tq = time.perf_counter()
-        async with pool.slot(settings.resolved_base_url()):
-            t0 = time.perf_counter()
-            res.queue_ms = round(res.queue_ms + (t0 - tq) * 1000, 3)
-            try:
-                completion = await _send(client, params, settings.timeout)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # classified below
-                exc = e
-            res.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+        async with (replicas.use() if replicas is not None else _one_endpoint()) as lease:
+            url = lease.url if lease is not None else settings.resolved_base_url()
+            res.endpoint = url
+            async with pool.slot(url):
+                t0 = time.perf_counter()
+                res.queue_ms = round(res.queue_ms + (t0 - tq) * 1000, 3)
+                try:
+                    completion = await _send(pool.client_for(settings, url) if lease is not None else client,
+                                             params, settings.timeout)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # classified below
+                    exc = e
+                res.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+            if exc is not None and lease is not None:  # the endpoint is rested for retryable kinds
+                lease.failure = classify(exc)[0]
+                lease.detail = f"{lease.failure}: {_error_message(exc)}"[:300]
+                lease.retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
         if exc is None:
             try:
                 _fill_success(res, completion)
@@ -178,7 +189,9 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
         if kind not in RETRYABLE or attempt == settings.retries:
             break
         wait = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
-        if wait is not None:
+        if replicas is not None and replicas.healthy():
+            wait = 0.0  # the failing endpoint rests; another one takes the retry at once
+        elif wait is not None:
             wait = min(wait, settings.retry_after_max)
         else:
             wait = _backoff(settings, attempt, rng)
@@ -187,6 +200,11 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
         await sleep(wait)
     res.wall_ms = round((time.perf_counter() - t_start) * 1000, 3)
     return res
+
+
+@asynccontextmanager
+async def _one_endpoint():
+    yield None
 
 
 async def _send(client: Any, params: dict[str, Any], timeout: float) -> Any:

@@ -48,6 +48,7 @@ class RunPool:
         #: cluster-wide limits per endpoint (the Ray executor sets it: lab/executors.py);
         #: an object with ``async acquire(endpoint)`` and ``async release(endpoint)``
         self.gate: Any = None
+        self._endpoint_sets: dict[tuple, Any] = {}
 
     @property
     def semaphore(self) -> asyncio.Semaphore:
@@ -72,9 +73,31 @@ class RunPool:
                 if gate is not None:
                     await asyncio.shield(gate.release(endpoint))
 
+    def endpoint_set(self, settings: "LLMSettings"):
+        """The run's :class:`~personas.llm.endpoints.EndpointSet` for settings naming several
+        base URLs (one per distinct list and limit), else None."""
+        urls = settings.base_urls
+        if not urls or len(urls) < 2:
+            return None
+        limit = settings.endpoint_concurrency or settings.concurrency
+        key = (tuple(urls), limit)
+        found = self._endpoint_sets.get(key)
+        if found is None:
+            from .endpoints import EndpointSet
+
+            found = self._endpoint_sets[key] = EndpointSet(urls, limit)
+        return found
+
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        """Per endpoint of every replica set of the run: requests, failures, rests, last error."""
+        return [st for eps in self._endpoint_sets.values() for st in eps.stats()]
+
     def client(self, settings: "LLMSettings"):
         """The ``AsyncOpenAI`` client for ``settings``' endpoint (made once per endpoint)."""
-        base_url = settings.resolved_base_url()
+        return self.client_for(settings, settings.resolved_base_url())
+
+    def client_for(self, settings: "LLMSettings", base_url: str | None):
+        """The ``AsyncOpenAI`` client for ``base_url`` with ``settings``' key and timeout."""
         key = (base_url, settings.api_key_env, settings.timeout)
         if key not in self._clients:
             from openai import AsyncOpenAI
@@ -107,6 +130,10 @@ class LLMSettings(BaseModel):
     backoff_max: float = Field(30.0, ge=0)
     retry_after_max: float = Field(120.0, ge=0, description="longest Retry-After honoured, seconds")
     concurrency: int = Field(8, ge=1, description="requests in flight across all seats of the run")
+    base_urls: list[str] | None = Field(None, description="several endpoints serving the same model (replicas): "
+                                                          "calls are spread over them; base_url is the first")
+    endpoint_concurrency: int | None = Field(None, ge=1, description="with base_urls: requests in flight per "
+                                                                     "endpoint (default: concurrency)")
     reflection: bool = Field(False, description="ask each seat for belief changes after every round (paper F.3)")
     json_mode: bool = Field(False, description='send response_format={"type": "json_object"}')
     extra_body: dict[str, Any] | None = Field(None, description="extra JSON fields for the endpoint")
@@ -134,6 +161,20 @@ class LLMSettings(BaseModel):
             raise ValueError(problem)
         return v
 
+    @field_validator("base_urls")
+    @classmethod
+    def _urls(cls, v: Any) -> list[str] | None:
+        if v is None:
+            return v
+        from .endpoints import split_urls
+
+        urls = split_urls(v)
+        for u in urls:
+            problem = url_problem(u)
+            if problem:
+                raise ValueError(problem)
+        return urls or None
+
     @field_validator("variant")
     @classmethod
     def _variant(cls, v: str | None) -> str | None:
@@ -158,7 +199,8 @@ class LLMSettings(BaseModel):
 
     # -- resolution -----------------------------------------------------------------------
     def resolved_base_url(self) -> str | None:
-        return self.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        return (self.base_url or (self.base_urls[0] if self.base_urls else None)
+                or os.environ.get("OPENAI_BASE_URL") or None)
 
     def resolve_api_key(self) -> str:
         """The key from ``$api_key_env``; a placeholder for a custom endpoint without one."""

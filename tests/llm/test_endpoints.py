@@ -87,3 +87,57 @@ async def test_retry_after_sets_the_rest_and_all_resting_means_waiting_not_faili
     e = await eps.acquire()  # waits for the rest to end, then gets it
     assert loop.time() - t0 >= 0.04
     await eps.release(e)
+
+
+# -- whole games over real HTTP to several loopback mock endpoints ------------------------------
+async def test_a_game_over_three_replicas_one_down_one_failing(task, monkeypatch, caplog):
+    from engine.game import GameConfig, run_game
+    from personas.llm.factory import LLMSettings, make_llm_persona
+    from personas.llm.mock_server import MockLLMServer
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    a = await MockLLMServer().start()
+    b = await MockLLMServer().start()
+    down = await MockLLMServer().start()
+    down_url = down.base_url
+    await down.stop()  # nothing listens there any more: connection refused
+    b.inject("500", count=2)  # b answers its first two requests with a 500
+    settings = LLMSettings(base_urls=[a.base_url, b.base_url, down_url], endpoint_concurrency=2, concurrency=8,
+                           backoff_base=0.01)
+    try:
+        pool = settings.pool
+        # the replicas rest only briefly in a test
+        eps = pool.endpoint_set(settings)
+        eps.rest_base = 0.05
+        with caplog.at_level(logging.WARNING, logger="calbench.llm.endpoints"):
+            seats = [make_llm_persona("llm:mock-model", settings) for _ in range(task.num_agents)]
+            res = await run_game(task, seats, GameConfig(deterministic=True))
+        assert res.metrics["coordination_rate"] == 1.0
+        assert not [e for e in res.trace["events"] if e["type"] in ("parse_error", "seat_timeout")]
+        stats = {s["url"]: s for s in pool.endpoint_stats()}
+        assert len(a.records) > 0 and len(b.records) > 2  # both live replicas served the game
+        assert stats[down_url]["failures"] >= 1 and stats[down_url]["rests"] >= 1  # tried, failed, rested
+        assert stats[down_url]["requests"] >= 2  # and tried again after its rest: never dropped
+        assert stats[b.base_url]["failures"] == 2 and stats[b.base_url]["rests"] == 2
+        assert down_url in caplog.text and b.base_url in caplog.text  # every rest is said, not silent
+        assert sum(s["in_flight"] for s in stats.values()) == 0
+        assert a.max_in_flight <= 2 and b.max_in_flight <= 2
+        # recorded in the trace's settings: the replicas, never a key
+        assert res.trace["config"]["agents"][0]["model"] == "llm:mock-model"
+    finally:
+        await settings.pool.aclose()
+        await a.stop()
+        await b.stop()
+
+
+def test_command_line_takes_a_comma_list_of_replicas(tmp_path, capsys, monkeypatch):
+    from calbench_tui.cli import main
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m", "--db", str(tmp_path / "x.db"),
+               "--base-url", "http://127.0.0.1:9/v1,not-a-url", "--max-turns", "1"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "not-a-url" in err
+    rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m", "--db", str(tmp_path / "x.db"),
+               "--base-url", "http://127.0.0.1:9/v1,http://127.0.0.1:10/v1", "--endpoint-concurrency", "0"])
+    assert rc == 2 and "--endpoint-concurrency must be at least 1" in capsys.readouterr().err
