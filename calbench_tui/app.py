@@ -355,7 +355,7 @@ class CalBenchApp(App):
             self.lobby_screen = None
             if self.screen is lobby:
                 self.pop_screen()
-        elif lobby.is_mounted:
+        else:
             lobby.show(frame)
 
     def remote_refused(self, message: str) -> None:

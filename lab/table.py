@@ -128,7 +128,7 @@ class Table:
         self.remote: dict[int, RemoteSeat] = {}
         for seat, name in enumerate(self.agents):
             if name == "human":
-                rs = RemoteSeat(seat, new_code(), HumanPersona(name="remote"))
+                rs = RemoteSeat(seat, new_code(), HumanPersona(name="human"))
                 rs.persona.attach(self._notifier(rs))
                 self.remote[seat] = rs
         if not self.remote:

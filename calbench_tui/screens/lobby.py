@@ -59,6 +59,7 @@ class LobbyScreen(Screen[None]):
     def __init__(self, seat: int) -> None:
         super().__init__()
         self.seat = seat
+        self.last: dict[str, Any] | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -66,7 +67,17 @@ class LobbyScreen(Screen[None]):
                          id="lobby-title")
             yield Static("", id="lobby-status")
 
+    def on_mount(self) -> None:
+        if self.last is not None:
+            self._show_status(self.last)
+
     def show(self, frame: dict[str, Any]) -> None:
+        """Show who is here; before the screen is mounted, keep it for ``on_mount``."""
+        self.last = frame
+        if self.is_mounted:
+            self._show_status(frame)
+
+    def _show_status(self, frame: dict[str, Any]) -> None:
         present = ", ".join(str(s) for s in frame.get("present") or []) or "none yet"
         waiting = ", ".join(str(s) for s in frame.get("waiting") or []) or "nobody"
         left = frame.get("wait_left_s")
