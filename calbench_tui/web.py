@@ -33,19 +33,39 @@ def _to_int(value: str | None, default: int, lo: int, hi: int) -> int:
         return default
 
 
-class WebFront(Server):
-    """textual-serve's server, with the join code carried from the link to the app."""
+def _python_cli(entry: str) -> str:
+    """A shell command running this Python's CalBench command line (``main`` or ``play_main``)."""
+    return (f"{shlex.quote(sys.executable)} -c "
+            + shlex.quote(f"import sys; from calbench_tui.cli import {entry}; sys.exit({entry}())"))
 
-    def __init__(self, *, host: str, port: int, table_url: str = "", title: str = "CalBench") -> None:
+
+class WebFront(Server):
+    """textual-serve's server, with the code carried from the link to the app it starts.
+
+    Table mode (``table_url``): every visitor gets ``calbench-play --join``, with the code
+    from the link or typed on the first screen.  Study mode (``study``): the link's code
+    names one participant, and the visitor gets ``calbench study run PATH --participant ID``;
+    a link without a known code opens nothing.
+    """
+
+    def __init__(self, *, host: str, port: int, table_url: str = "", study: tuple[str, str] | None = None,
+                 participants: dict[str, str] | None = None, title: str = "CalBench") -> None:
         super().__init__("calbench-play --join", host=host, port=port, title=title)
         self.table_url = table_url  # set once the server listens (its port may be chosen then)
+        self.study = study  # (study file, database) in study mode
+        self.participants = dict(participants or {})  # code -> participant id
 
-    @property
-    def base_command(self) -> str:
-        """The app every visitor gets: this Python running calbench-play, joined to the table."""
-        return (f"{shlex.quote(sys.executable)} -c "
-                + shlex.quote("import sys; from calbench_tui.cli import play_main; sys.exit(play_main())")
-                + f" --join {shlex.quote(self.table_url)}")
+    def command_for(self, code: str) -> str | None:
+        """The app a visitor with ``code`` (possibly empty) gets, or None for nothing."""
+        if self.study is not None:
+            pid = self.participants.get(code)
+            if pid is None:
+                return None
+            path, db = self.study
+            return (_python_cli("main") + f" study run {shlex.quote(path)} --participant {shlex.quote(pid)}"
+                    + f" --db {shlex.quote(db)}")
+        command = _python_cli("play_main") + f" --join {shlex.quote(self.table_url)}"
+        return command + (f" --code {shlex.quote(code)}" if code else "")
 
     def add_routes(self, app: web.Application) -> None:
         """Mount the page, its assets and the app websockets on ``app`` (the table server's)."""
@@ -58,8 +78,14 @@ class WebFront(Server):
         ])
         app.on_shutdown.append(self.on_shutdown)
 
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        code = request.query.get("code", "")
+        if not _CODE.fullmatch(code or "-") or (self.study is not None and self.command_for(code) is None):
+            raise web.HTTPNotFound(text="This link does not open a CalBench session. Check the link you were given.")
+        return await self._index(request)
+
     @aiohttp_jinja2.template("app_index.html")
-    async def handle_index(self, request: web.Request) -> dict[str, Any]:
+    async def _index(self, request: web.Request) -> dict[str, Any]:
         router = request.app.router
         code = request.query.get("code", "")
         route = ("websocket_code", {"code": code}) if _CODE.fullmatch(code) else ("websocket", {})
@@ -73,9 +99,9 @@ class WebFront(Server):
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         code = request.match_info.get("code", "")
-        command = self.base_command
-        if code and _CODE.fullmatch(code):
-            command += f" --code {shlex.quote(code)}"
+        command = self.command_for(code) if _CODE.fullmatch(code or "-") else None
+        if command is None:
+            raise web.HTTPNotFound(text="unknown code")
         ws = web.WebSocketResponse(heartbeat=15)
         width = _to_int(request.query.get("width"), 80, 20, 400)
         height = _to_int(request.query.get("height"), 24, 10, 200)
