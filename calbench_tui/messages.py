@@ -1,13 +1,11 @@
-"""Textual messages the game posts to the interface, and what the human's seat may see of events.
+"""Textual messages the game posts to the interface.
 
 The game runs in a worker; everything it tells the interface arrives as one of the
-messages below.  Engine events carry every seat's private data (calendar renders,
-thinking, labels inside prompts), so they never reach a widget as they are:
-:func:`seat_event` projects an event onto what seat ``seat`` may see (SPEC §5) — its own
-data, the messages delivered to it, and the public course of the game (round, phase,
-whose turn, which seat failed to answer) — and drops the rest.  It is the interface's
-privacy boundary, the twin of ``engine.observe``; ``tests/tui/test_privacy_screens.py``
-checks the screens built from it.
+messages below.  Engine events never reach a widget as they are: :class:`AppSink`
+passes each through ``engine.observe.seat_event`` — the one privacy gate, beside the
+observations personas get — and posts only what the human's seat may see (SPEC §5);
+``tests/engine/test_privacy_boundary.py`` and ``tests/tui/test_privacy_screens.py``
+check it.
 """
 
 from __future__ import annotations
@@ -16,11 +14,11 @@ from typing import Any
 
 from textual.message import Message
 
-from engine.observe import MESSAGE_EVENTS, seat_event  # noqa: F401  (the privacy gate lives in the engine)
+from engine.observe import seat_event
 
 
 class GameEvent(Message):
-    """One engine event, already projected by :func:`seat_event`."""
+    """One engine event, already projected by ``engine.observe.seat_event``."""
 
     def __init__(self, event: dict[str, Any]) -> None:
         super().__init__()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .events import MESSAGE_EVENTS
 from .model import Calendar, Labels, Meeting
 from .render import render_calendar
 
@@ -152,32 +153,84 @@ def seat_view(
                     penalty, cost_values, channels)
 
 
-# -- the seat projection of events (what a seat's screen or a remote client may see) -----
-MESSAGE_EVENTS = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
-#: Events whose bare fact (who, when) is public; their contents are not.
-_PUBLIC_FACTS = ("turn_start", "turn_end", "decide_start", "decide_end", "batch_applied",
-                 "batch_rejected", "batch_rolled_back", "seat_timeout", "parse_error", "agent_registered")
+
+# ---------------------------------------------------------------------------------------
+# The seat's projection of engine events (the human's screen, a remote client)
+# ---------------------------------------------------------------------------------------
+# Engine events carry every seat's private data (calendar renders, prompts, thinking,
+# every calendar after a round), so nothing outside the engine and the save file ever
+# gets one as it is: :func:`seat_event` projects an event onto what one seat may see.
+# Each event type has an explicit allow-list below; a type without one is dropped, and a
+# key not listed never leaves.  A new event field is private until it is listed here.
+
+#: Every projected event: ``type`` and ``seq``, and from ``data`` these keys.
+EVENT_HEADER = ("round", "turn", "phase", "agent_id")
+
+
+@dataclass(frozen=True, slots=True)
+class EventAllowance:
+    """What of one event type a seat may see, beyond :data:`EVENT_HEADER`.
+
+    ``public``: keys every seat sees (``None`` when absent).  ``own``: keys only the
+    event's own seat (``agent_id``) sees, and only when present.  ``others_see``: keys a
+    seat other than the event's own sees (``None`` when absent).  ``own_only``: the
+    other seats see nothing of the event.
+    """
+
+    public: tuple[str, ...] = ()
+    own: tuple[str, ...] = ()
+    others_see: tuple[str, ...] = ()
+    own_only: bool = False
+
+
+#: The allow-list, one entry per event type shown plainly.  ``round_start``, the message
+#: events and ``resolution`` are shaped by :func:`seat_event` itself (see there);
+#: ``reflection``, ``human_input`` and every unknown type are never shown.
+EVENT_ALLOWANCES: dict[str, EventAllowance] = {
+    "game_start": EventAllowance(public=("num_agents", "num_slots", "communication_protocol", "agent_types",
+                                         "agent_models", "task_id")),
+    "agent_registered": EventAllowance(public=("agent_type",)),
+    "turn_start": EventAllowance(),
+    "turn_end": EventAllowance(),
+    "decide_start": EventAllowance(),
+    "decide_end": EventAllowance(own=("status", "retry_count")),
+    "batch_applied": EventAllowance(own=("calendar_after", "cost")),
+    "batch_rejected": EventAllowance(own=("conflict_description", "attempt")),
+    "batch_rolled_back": EventAllowance(own=("reason",)),
+    # the kind of failure is public ("seat_timeout", ...); its detail only to the seat
+    "seat_timeout": EventAllowance(own=("error", "detail"), others_see=("error",)),
+    "parse_error": EventAllowance(own=("error", "detail"), others_see=("error",)),
+    "meeting_broken": EventAllowance(own=("meeting_id",), own_only=True),
+    "game_end": EventAllowance(),
+}
+#: Of the round's meeting every seat sees these keys (never its label).
+MEETING_KEYS = ("id", "participants", "speaker_order", "cost", "duration")
+#: Of a message its sender and recipients see these keys (and ``recipients``).
+MESSAGE_KEYS = ("from_agent", "to_agent", "meeting_id", "content", "channel", "payload")
 
 
 def seat_event(event: dict[str, Any], seat: int) -> dict[str, Any] | None:
-    """What seat ``seat`` may see of one engine event, or None.
+    """What seat ``seat`` may see of one engine event (SPEC §5), or None.
 
-    The result is a flat dict: ``type``, ``seq``, ``round``, ``turn``, ``phase``,
-    ``agent_id`` and, depending on the type, a few whitelisted keys.  Anything not
-    whitelisted here never reaches the screen.
+    A flat dict: ``type``, ``seq``, ``round``, ``turn``, ``phase``, ``agent_id`` and the
+    keys :data:`EVENT_ALLOWANCES` lists for the type.  Shaped types:
+
+    - ``round_start``: ``meeting`` with :data:`MEETING_KEYS` only;
+    - message events: only for the sender and the recipients, with :data:`MESSAGE_KEYS`
+      and ``recipients``;
+    - ``resolution``: ``participant``; for a participant also ``meeting_id``,
+      ``coordinated`` and ``my_slot``; for every seat ``my_calendar`` (its own calendar
+      after the round) — never another seat's slot or calendar.
     """
     t = event.get("type")
     d = event.get("data") or {}
-    out: dict[str, Any] = {"type": t, "seq": event.get("seq"), "round": d.get("round"),
-                           "turn": d.get("turn"), "phase": d.get("phase"), "agent_id": d.get("agent_id")}
+    out: dict[str, Any] = {"type": t, "seq": event.get("seq")}
+    for k in EVENT_HEADER:
+        out[k] = d.get(k)
     own = d.get("agent_id") == seat
-    if t == "game_start":
-        for k in ("num_agents", "num_slots", "communication_protocol", "agent_types", "agent_models", "task_id"):
-            out[k] = d.get(k)
-        return out
     if t == "round_start":
         m = d.get("meeting") or {}
-        out["meeting"] = {k: m.get(k) for k in ("id", "participants", "speaker_order", "cost", "duration")}
+        out["meeting"] = {k: m.get(k) for k in MEETING_KEYS}
         return out
     if t in MESSAGE_EVENTS:
         recipients = d.get("recipients")
@@ -185,16 +238,16 @@ def seat_event(event: dict[str, Any], seat: int) -> dict[str, Any] | None:
             recipients = [d.get("to_agent")]
         if d.get("from_agent") != seat and seat not in recipients:
             return None
-        for k in ("from_agent", "to_agent", "meeting_id", "content", "channel", "payload"):
+        for k in MESSAGE_KEYS:
             out[k] = d.get(k)
         out["recipients"] = list(recipients)
         return out
     if t == "resolution":
-        m_parts = [int(a) for a in (d.get("per_agent_slot") or {})]
-        if seat in m_parts:
+        slots = d.get("per_agent_slot") or {}
+        if seat in [int(a) for a in slots]:
             out["meeting_id"] = d.get("meeting_id")
             out["coordinated"] = d.get("coordinated")
-            out["my_slot"] = (d.get("per_agent_slot") or {}).get(str(seat))
+            out["my_slot"] = slots.get(str(seat))
             out["participant"] = True
         else:
             out["participant"] = False
@@ -202,20 +255,16 @@ def seat_event(event: dict[str, Any], seat: int) -> dict[str, Any] | None:
         if isinstance(cals, list) and 0 <= seat < len(cals):
             out["my_calendar"] = cals[seat]
         return out
-    if t == "meeting_broken":
-        return out | {"meeting_id": d.get("meeting_id")} if own else None
-    if t in _PUBLIC_FACTS:
-        if t == "agent_registered":
-            out["agent_type"] = d.get("agent_type")
-            return out
-        if own:
-            for k in ("calendar_after", "cost", "conflict_description", "attempt", "status",
-                      "error", "detail", "retry_count", "reason"):
-                if k in d:
-                    out[k] = d[k]
-        elif t in ("seat_timeout", "parse_error"):
-            out["error"] = d.get("error")  # the kind of failure only ("seat_timeout", ...)
-        return out
-    if t == "game_end":
-        return out
-    return None
+    rule = EVENT_ALLOWANCES.get(t) if isinstance(t, str) else None
+    if rule is None or (rule.own_only and not own):
+        return None
+    for k in rule.public:
+        out[k] = d.get(k)
+    if own:
+        for k in rule.own:
+            if k in d:
+                out[k] = d[k]
+    else:
+        for k in rule.others_see:
+            out[k] = d.get(k)
+    return out
