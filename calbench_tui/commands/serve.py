@@ -63,7 +63,7 @@ def _options(args: argparse.Namespace):
     from calbench_tui.settings import SettingsError, parse_channels
     from engine.model import TaskError
     from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
-    from personas.registry import PersonaSpecError, canonical_name, parse_spec
+    from personas.spec import AgentsSpec, PersonaSpecError, SeatSpec
 
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port must be 0..65535, not {args.port}")
@@ -85,23 +85,21 @@ def _options(args: argparse.Namespace):
         raise UserError(f"--task {args.task!r} names {len(tasks)} tasks; serve one at a time (e.g. canonical:7)")
     task = hydrate_labels(tasks[0])
     try:
-        names = parse_spec(args.agents, task.num_agents)
+        seats = AgentsSpec.parse(args.agents).for_seats(task.num_agents)
     except PersonaSpecError as exc:
         raise UserError(str(exc)) from None
-    if "human" not in names:
+    if not any(s.kind == "human" for s in seats):
         raise UserError("--agents has no 'human' seat to serve; e.g. human,imap,human,imap,imap")
-    if any(n.startswith("llm:") for n in names):
+    if any(s.kind == "llm" for s in seats):
         raise UserError("llm seats are not served yet; use scripted personas beside the human seats")
-    fill = None if args.lobby_fill.strip().lower() == "cancel" else canonical_name(args.lobby_fill)
-    if fill is not None:
-        try:
-            parse_spec(fill, 1)
-        except PersonaSpecError as exc:
-            raise UserError(f"--lobby-fill: {exc}") from None
-        if fill == "human" or fill.startswith("llm:"):
+    fill = None
+    if args.lobby_fill.strip().lower() != "cancel":
+        fill_seat = SeatSpec.parse(args.lobby_fill)
+        if fill_seat.kind != "scripted":
             raise UserError("--lobby-fill takes a scripted persona (imap, sdmap, dsm-welfare, dsm-private, passive) "
                             "or 'cancel'")
-    return task, names, channels, fill
+        fill = fill_seat.name
+    return task, [s.name for s in seats], channels, fill
 
 
 def handle(args: argparse.Namespace) -> int:
