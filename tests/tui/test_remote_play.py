@@ -42,8 +42,10 @@ async def test_a_whole_game_played_by_keys_over_the_wire(tmp_path):
             await wait_for(pilot, lambda: isinstance(app.screen, LobbyScreen), what="the lobby")
             await wait_for(pilot, lambda: "Still waiting for: seats 2" in screen_text(app), what="the lobby status")
             bot = asyncio.ensure_future(RemoteBot(server.url, codes[2]).run())
-            await wait_for(pilot, lambda: app.game_screen.pending is not None and app.screen is app.game_screen,
-                           what="the first turn")
+            own = [l.text for (a, _), l in task.labels.errands.items() if a == 0]
+            others = [l.text for (a, _), l in task.labels.errands.items() if a != 0]
+            await wait_for(pilot, lambda: app.screen is app.game_screen
+                           and sum(t[:15] in screen_text(app) for t in own) >= 5, what="seat 0's own calendar")
             first_screen = screen_text(app)
             await play_to_end(pilot, app, timeout=90)
             assert isinstance(app.screen, EndScreen)
@@ -58,9 +60,6 @@ async def test_a_whole_game_played_by_keys_over_the_wire(tmp_path):
     inputs = [e for e in saved["events"] if e["type"] == "human_input" and e["data"]["agent_id"] == 0]
     assert inputs and all(e["data"].get("remote") for e in inputs)
     # what seat 0's screen showed was its own calendar: its own labels, nobody else's
-    own = [l.text for (a, _), l in task.labels.errands.items() if a == 0]
-    others = [l.text for (a, _), l in task.labels.errands.items() if a != 0]
-    assert sum(text[:15] in first_screen for text in own) >= 5
     assert not [text for text in others if text[:15] in first_screen and text[:15] not in "".join(own)]
 
 
