@@ -297,6 +297,13 @@ class _RayGates:
 # ---------------------------------------------------------------------------------------
 # The driver
 # ---------------------------------------------------------------------------------------
+def ray_executor(options: RayOptions | None = None) -> Callable[..., Any]:
+    """The ``executor`` for :func:`lab.runner.run_cli_suite`: :func:`play_on_ray` with ``options``."""
+    import functools
+
+    return functools.partial(play_on_ray, options=options or RayOptions())
+
+
 async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, *, store, settings: Any,
                       concurrency: int = 1, progress: Callable[[Any], Any] | None = None,
                       options: RayOptions | None = None) -> list[Any]:

@@ -420,7 +420,7 @@ def _no_bar(total: int, label: str) -> Iterator[Callable[[GameSummary], Any]]:
 
 def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: str, settings: RunSettings,
                   concurrency: int = 1, resume: bool = False, processes: int = 1,
-                  progress_bar: ProgressBar | None = None, ray: Any = None) -> list[GameSummary]:
+                  progress_bar: ProgressBar | None = None, executor: Any = None) -> list[GameSummary]:
     """What ``calbench run`` does: play the suite into the database at ``db``.
 
     Returns the games played now plus, with ``resume``, the games of these tasks already
@@ -428,13 +428,15 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: s
     ``processes > 1`` splits the suite over that many forked processes, each writing to
     the same WAL database through its own connection (worth it for CPU-bound scripted
     suites; an LLM suite waits on the network and uses ``concurrency`` instead).
+    ``executor``: play the games elsewhere (``lab.executors.ray_executor``); this process
+    stays the only writer of the database.
     """
     tasks = list(tasks)
     todo, ids, previous = asyncio.run(_prepare(tasks, agents_spec, db=db, settings=settings, resume=resume))
-    if ray is not None:  # --executor ray: games on the cluster, this process writes the store
+    if executor is not None:  # e.g. --executor ray (lab/executors.py): games elsewhere, this process writes
         with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
-            played = asyncio.run(_play_on_ray(todo, ids, agents_spec, db=db, settings=settings,
-                                              concurrency=concurrency, progress=advance, options=ray))
+            played = asyncio.run(_play_elsewhere(executor, todo, ids, agents_spec, db=db, settings=settings,
+                                                 concurrency=concurrency, progress=advance))
         return previous + played
     procs = max(1, min(processes, len(todo)))
     if procs > 1 and "fork" not in _mp_methods():
@@ -487,13 +489,13 @@ async def _play_with_store(tasks, ids, agents_spec, *, db, settings, concurrency
         await store.close()
 
 
-async def _play_on_ray(tasks, ids, agents_spec, *, db, settings, concurrency, progress, options):
-    from lab.executors import play_on_ray
-
+async def _play_elsewhere(executor, tasks, ids, agents_spec, *, db, settings, concurrency, progress):
+    """``executor(tasks, ids, agents_spec, store=, settings=, concurrency=, progress=)`` plays the
+    games somewhere else and writes each one to ``store`` as it comes back (the only writer)."""
     store = await _open_store(db)
     try:
-        return await play_on_ray(tasks, ids, agents_spec, store=store, settings=settings, concurrency=concurrency,
-                                 progress=progress, options=options)
+        return await executor(tasks, ids, agents_spec, store=store, settings=settings, concurrency=concurrency,
+                              progress=progress)
     finally:
         await settings.aclose()
         await store.close()

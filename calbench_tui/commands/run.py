@@ -160,13 +160,13 @@ def handle(args) -> int:
         raise UserError("--retries must be 0 or more")
     if args.concurrency is not None and args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
-    ray_options = None
+    executor = None
     if args.executor == "ray":
-        from lab.executors import RAY_MISSING, RayOptions, ray_available
+        from lab.executors import RAY_MISSING, RayOptions, ray_available, ray_executor
 
         if not ray_available():
             raise UserError(RAY_MISSING)
-        ray_options = RayOptions(address=args.address)
+        executor = ray_executor(RayOptions(address=args.address))
     elif args.address:
         raise UserError("--address needs --executor ray")
     channels = parse_channels(args.channel)
@@ -205,7 +205,7 @@ def handle(args) -> int:
     try:
         games = runner.run_cli_suite(tasks, spec, db=path, settings=settings,
                                      concurrency=1 if scripted else k, processes=processes,
-                                     resume=args.resume, progress_bar=progress_bar, ray=ray_options)
+                                     resume=args.resume, progress_bar=progress_bar, executor=executor)
     except runner.RunError as exc:
         raise UserError(str(exc)) from None
     except ExecutorError as exc:

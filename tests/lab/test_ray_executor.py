@@ -17,7 +17,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from calbench_tui.cli import main  # noqa: E402
-from lab.executors import FAULT_ENV, RayOptions, gate_name  # noqa: E402
+from lab.executors import FAULT_ENV, RayOptions, gate_name, ray_executor  # noqa: E402
 from saves.store import Store  # noqa: E402
 
 
@@ -74,8 +74,8 @@ def test_a_worker_killed_mid_suite_is_retried_without_a_duplicate_game(ray_local
     settings = runner.RunSettings(deterministic=True)
     db = str(tmp_path / "kill.db")
     # the remote function reads the fault folder from its runtime environment
-    games = runner.run_cli_suite(tasks, "dsm-private", db=db, settings=settings,
-                                 ray=RayOptions(chunk=2, runtime_env={"env_vars": {FAULT_ENV: str(fault)}}))
+    options = RayOptions(chunk=2, runtime_env={"env_vars": {FAULT_ENV: str(fault)}})
+    games = runner.run_cli_suite(tasks, "dsm-private", db=db, settings=settings, executor=ray_executor(options))
     assert (fault / "died").exists()  # one worker really died in the middle of the suite
     rows = game_rows(db)
     assert len(rows) == 12 and len({r[0] for r in rows}) == 12 and len({r[1] for r in rows}) == 12
