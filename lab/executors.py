@@ -73,7 +73,7 @@ class RayOptions:
     ``address``: None starts (or joins) a Ray instance on this machine; ``"auto"`` joins
     the cluster this machine is part of; ``"ray://HOST:PORT"`` connects a driver from
     outside through Ray Client.  ``num_cpus`` only applies to an instance started here.
-    ``chunk``: games per Ray task (default: 4 for scripted games, which take milliseconds
+    ``chunk``: games per Ray task (default: 8 for scripted games, which take milliseconds
     each, so the per-task overhead is shared; 1 for LLM games, which take minutes).
     ``llm_cpus``: CPUs Ray books for a task with LLM seats (it mostly waits on the network).
     """
@@ -163,13 +163,17 @@ def _die_once_if_asked() -> None:
     os._exit(17)  # the worker process dies in the middle of a game, as on a lost node
 
 
-def play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any]]:
-    """In a Ray worker: play ``chunk``'s games, return ``[(trace with its saved key, summary)]``."""
+def play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any, Any]]:
+    """In a Ray worker: play ``chunk``'s games; ``[(trace with its saved key, summary, packed events)]``.
+
+    A finished game's events come back packed (``saves.store.encode_events``), its trace
+    with ``events`` empty; the driver stores the pack as it is."""
     return asyncio.run(_play_chunk(chunk))
 
 
-async def _play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any]]:
+async def _play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any, Any]]:
     from lab import runner
+    from saves.store import BLOB_STATUSES, encode_events
 
     settings = chunk.settings
     if chunk.gates:
@@ -180,7 +184,7 @@ async def _play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any]]:
     async def saver(trace: dict[str, Any]) -> None:
         captured[trace["game_id"]] = trace
 
-    out: list[tuple[dict[str, Any], Any]] = []
+    out: list[tuple[dict[str, Any], Any, Any]] = []
     next_index = iter(range(len(chunk.tasks)))
     _die_once_if_asked()
 
@@ -188,7 +192,13 @@ async def _play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any]]:
         for i in next_index:
             summary = await runner.play_one(chunk.tasks[i], chunk.ids[i], chunk.agents, settings=settings,
                                             store=None, stream=False, saver=saver)
-            out.append((captured.pop(chunk.ids[i]), summary))
+            trace = captured.pop(chunk.ids[i])
+            encoded = None
+            if trace["saved"]["status"] in BLOB_STATUSES and trace.get("events"):
+                # pack the events here (lean, compressed): less to send, less for the driver to do
+                encoded = encode_events(trace["events"], trace.get("task"))
+                trace = {**trace, "events": []}
+            out.append((trace, summary, encoded))
 
     try:
         k = max(1, min(chunk.concurrency, len(chunk.tasks)))
@@ -297,6 +307,37 @@ class _RayGates:
 # ---------------------------------------------------------------------------------------
 # The driver
 # ---------------------------------------------------------------------------------------
+class _PackedSaver:
+    """The driver's writer: finished games in bursts of ``size``, their events packed by the worker.
+
+    Like the local runner's burst writer (``lab.runner._BatchSaver``): a game id saved
+    already is replaced unless it is completed (a deterministic rerun of a failed game).
+    """
+
+    def __init__(self, store: Any, size: int = 8) -> None:
+        self.store = store
+        self.size = size
+        self.pending: list[tuple[dict[str, Any], Any]] = []
+
+    async def add(self, trace: dict[str, Any], encoded: Any = None) -> None:
+        self.pending.append((trace, encoded))
+        if len(self.pending) >= self.size:
+            await self.flush()
+
+    async def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        for trace, encoded in pending:
+            if await self.store.import_trace(trace, encoded=encoded):
+                continue
+            gid = trace["game_id"]
+            old = [g for g in await self.store.list_games(task_id=trace["config"].get("task_id"))
+                   if g["game_id"] == gid]
+            if old and old[0]["status"] == "completed":
+                continue  # saved and completed already (an earlier run): never a second copy
+            await self.store.delete_game(gid)
+            await self.store.import_trace(trace, encoded=encoded)
+
+
 def ray_executor(options: RayOptions | None = None) -> Callable[..., Any]:
     """The ``executor`` for :func:`lab.runner.run_cli_suite`: :func:`play_on_ray` with ``options``."""
     import functools
@@ -323,7 +364,7 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
 
     agents_spec = AgentsSpec.parse(agents_spec) if isinstance(agents_spec, str) else agents_spec
     uses_llm = agents_spec.uses_llm
-    chunk_size = options.chunk or (max(1, concurrency) if uses_llm else 4)
+    chunk_size = options.chunk or (max(1, concurrency) if uses_llm else 8)
     portable = portable_settings(settings)
     task_options: dict[str, Any] = {"max_retries": options.max_retries, "retry_exceptions": False,
                                     "num_cpus": options.llm_cpus if uses_llm else 1}
@@ -342,16 +383,16 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
               for i in range(0, len(tasks), chunk_size)]
     refs = {remote.remote(c): c for c in chunks}
     futures = {asyncio.wrap_future(ref.future()): ref for ref in refs}
-    saver = runner._BatchSaver(store)
+    saver = _PackedSaver(store)
     written: set[str] = set()
     results: dict[str, Any] = {}
 
-    async def record(trace: dict[str, Any], summary: Any) -> None:
+    async def record(trace: dict[str, Any], summary: Any, encoded: Any = None) -> None:
         gid = trace["game_id"]
         if gid in written:  # a retried task that answered twice: the game is saved once
             return
         written.add(gid)
-        await saver.add(trace)
+        await saver.add(trace, encoded)
         results[gid] = summary
         if progress is not None:
             await runner._maybe_await(progress(summary))
@@ -374,8 +415,8 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
                                                      error=trace["error"], meetings_total=len(task.meetings))
                         await record(saved_trace(session, trace, "failed"), summary)
                     continue
-                for trace, summary in played:
-                    await record(trace, summary)
+                for trace, summary, encoded in played:
+                    await record(trace, summary, encoded)
     except BaseException:
         for ref in refs:
             try:

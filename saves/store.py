@@ -631,7 +631,8 @@ class Store:
             return cur.rowcount > 0
 
     # -- import / export ------------------------------------------------------------------
-    async def _insert_game(self, db: aiosqlite.Connection, trace: dict[str, Any], status: str) -> None:
+    async def _insert_game(self, db: aiosqlite.Connection, trace: dict[str, Any], status: str,
+                           encoded: tuple | None = None) -> None:
         gid = trace["game_id"]
         config = trace.get("config") if isinstance(trace.get("config"), dict) else {}
         task = trace.get("task") if isinstance(trace.get("task"), dict) else None
@@ -657,7 +658,9 @@ class Store:
              _dumps(trace["metrics"]) if "metrics" in trace else None,
              cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None))
         events = trace.get("events") or []
-        if status in BLOB_STATUSES and events:
+        if encoded is not None:
+            await db.execute(_INSERT_BLOB, (gid, *encoded))
+        elif status in BLOB_STATUSES and events:
             codec, n, last, blob = encode_events(events, task)
             await db.execute(_INSERT_BLOB, (gid, codec, n, last, blob))
         else:
@@ -667,9 +670,15 @@ class Store:
         if rows:
             await db.executemany(_INSERT_SEAT, rows)
 
-    async def import_trace(self, trace: dict[str, Any]) -> bool:
-        """Save a JSON trace (ours or the authors'); False when its game id is saved already."""
+    async def import_trace(self, trace: dict[str, Any], *, encoded: tuple | None = None) -> bool:
+        """Save a JSON trace (ours or the authors'); False when its game id is saved already.
+
+        ``encoded``: the game's events already packed by :func:`encode_events` (a Ray worker
+        does it, so the driver — the only writer — does not), with ``trace["events"]`` empty.
+        """
         _check_trace(trace)
+        if encoded is not None and (len(encoded) != 4 or encoded[0] not in ("lean-zstd", "json-zstd")):
+            raise StoreError("encoded events must be (codec, count, last_seq, blob) from encode_events")
         saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
         status = saved.get("status") if saved.get("status") in STATUSES else None
         if status is None:
@@ -677,7 +686,7 @@ class Store:
         async with self._tx() as db:
             if await db.execute_fetchall("SELECT 1 FROM games WHERE game_id = ?", (trace["game_id"],)):
                 return False
-            await self._insert_game(db, trace, status)
+            await self._insert_game(db, trace, status, encoded=encoded)
         return True
 
     async def resolve_game_id(self, game_id: str) -> str:
