@@ -154,12 +154,13 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
     res = CallResult()
     t_start = time.perf_counter()
     replicas = pool.endpoint_set(settings)  # several base URLs of one model: personas/llm/endpoints.py
+    failed_at: set[str] = set()
     for attempt in range(settings.retries + 1):
         res.attempts = attempt + 1
         exc: Exception | None = None
         completion = None
         tq = time.perf_counter()
-        async with (replicas.use() if replicas is not None else _one_endpoint()) as lease:
+        async with (replicas.use(failed_at) if replicas is not None else _one_endpoint()) as lease:
             url = lease.url if lease is not None else settings.resolved_base_url()
             res.endpoint = url
             async with pool.slot(url):
@@ -177,6 +178,7 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
                 lease.failure = classify(exc)[0]
                 lease.detail = f"{lease.failure}: {_error_message(exc)}"[:300]
                 lease.retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
+                failed_at.add(url)
         if exc is None:
             try:
                 _fill_success(res, completion)

@@ -7,13 +7,15 @@ through one :class:`EndpointSet` shared by the run:
 
 * **spread**: a request goes to the endpoint with the fewest requests in flight (ties:
   the one that has served fewest so far), never above ``limit`` in flight per endpoint;
-  when every endpoint is at its limit, the request waits for a slot.
+  when every endpoint is at its limit, the request waits for a slot.  A retry avoids the
+  endpoints that already failed it, while another one is free.
 * **rest, then retry**: an endpoint whose request fails with a retryable kind
   (connection refused, timeout, 5xx, 429) is *rested*: it gets no new request for a
   while — its ``Retry-After`` when it sent one, else ``rest_base · 2^(k-1)`` seconds for
   its k-th failure in a row, capped at ``rest_max``.  The failed request is retried by
   the client's retry loop and goes to another endpoint at once.  When the rest is over
-  the endpoint gets requests again (a success clears its streak); it is never dropped.
+  the endpoint gets one probe request at a time (the next request it is free for)
+  until one succeeds, which clears its streak; it is never dropped.
   When every endpoint is resting, requests wait for the first to come back, so a
   blip on all replicas costs time, not games.
 * **said, not silent**: every rest is logged (``logging`` warning naming the endpoint,
@@ -28,7 +30,7 @@ import logging
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 __all__ = ["EndpointSet", "EndpointState", "Lease", "REST_KINDS", "split_urls"]
 
@@ -109,14 +111,19 @@ class EndpointSet:
         now = self.clock()
         return [e for e in self.endpoints if e.rested_until <= now]
 
-    async def acquire(self) -> EndpointState:
+    async def acquire(self, avoid: Collection[str] = ()) -> EndpointState:
+        """An endpoint for one request; ``avoid``: URLs that already failed this request
+        (used only when no other endpoint is free)."""
         cond = self._condition()
         async with cond:
             while True:
                 now = self.clock()
-                free = [e for e in self.endpoints if e.rested_until <= now and e.in_flight < e.limit]
-                if free:
-                    ep = min(free, key=lambda e: (e.in_flight, e.requests))
+                # back from a rest, an endpoint gets one probe request at a time until one succeeds
+                free = [e for e in self.endpoints
+                        if e.rested_until <= now and e.in_flight < (1 if e.streak else e.limit)]
+                preferred = [e for e in free if e.url not in avoid]
+                if preferred or free:
+                    ep = min(preferred or free, key=lambda e: (e.in_flight, e.requests))
                     ep.in_flight += 1
                     ep.requests += 1
                     return ep
@@ -149,9 +156,9 @@ class EndpointSet:
             cond.notify_all()
 
     @asynccontextmanager
-    async def use(self):
+    async def use(self, avoid: Collection[str] = ()):
         """``async with endpoints.use() as lease:`` send to ``lease.url``; set ``lease.failure`` on failure."""
-        ep = await self.acquire()
+        ep = await self.acquire(avoid)
         lease = Lease(ep)
         try:
             yield lease

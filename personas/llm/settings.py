@@ -192,6 +192,8 @@ class LLMSettings(BaseModel):
     def derive(self, **overrides: Any) -> "LLMSettings":
         """A validated copy with ``overrides`` that shares this run's pool."""
         data = self.model_dump()
+        if "base_url" in overrides and "base_urls" not in overrides:
+            data["base_urls"] = None  # a seat's own endpoint replaces the run's replicas
         data.update(overrides)
         new = LLMSettings.model_validate(data)
         new._pool = self._pool

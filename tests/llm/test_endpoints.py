@@ -141,3 +141,16 @@ def test_command_line_takes_a_comma_list_of_replicas(tmp_path, capsys, monkeypat
     rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m", "--db", str(tmp_path / "x.db"),
                "--base-url", "http://127.0.0.1:9/v1,http://127.0.0.1:10/v1", "--endpoint-concurrency", "0"])
     assert rc == 2 and "--endpoint-concurrency must be at least 1" in capsys.readouterr().err
+
+
+def test_personas_file_names_replicas_and_a_seat_of_its_own(tmp_path):
+    from personas.llm.factory import LLMSettings, load_personas_file
+
+    f = tmp_path / "p.toml"
+    f.write_text('[defaults]\nbase_urls = ["http://r1:8000/v1", "http://r2:8000/v1"]\nendpoint_concurrency = 3\n'
+                 '[seats.0]\nmodel = "m"\n[seats.1]\nmodel = "m"\nbase_url = "http://other:9000/v1"\n')
+    seats = load_personas_file(f, LLMSettings())
+    eps = seats[0].pool.endpoint_set(seats[0])
+    assert eps.urls == ["http://r1:8000/v1", "http://r2:8000/v1"] and eps.endpoints[0].limit == 3
+    assert seats[0].resolved_base_url() == "http://r1:8000/v1"
+    assert seats[1].pool.endpoint_set(seats[1]) is None and seats[1].resolved_base_url() == "http://other:9000/v1"
