@@ -96,8 +96,8 @@ async def test_a_game_over_three_replicas_one_down_one_failing(task, monkeypatch
     from personas.llm.mock_server import MockLLMServer
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    a = await MockLLMServer().start()
-    b = await MockLLMServer().start()
+    a = await MockLLMServer(latency=0.01).start()  # a game lasts several rests
+    b = await MockLLMServer(latency=0.01).start()
     down = await MockLLMServer().start()
     down_url = down.base_url
     await down.stop()  # nothing listens there any more: connection refused
@@ -108,7 +108,7 @@ async def test_a_game_over_three_replicas_one_down_one_failing(task, monkeypatch
         pool = settings.pool
         # the replicas rest only briefly in a test
         eps = pool.endpoint_set(settings)
-        eps.rest_base = 0.05
+        eps.rest_base, eps.rest_max = 0.02, 0.05
         with caplog.at_level(logging.WARNING, logger="calbench.llm.endpoints"):
             seats = [make_llm_persona("llm:mock-model", settings) for _ in range(task.num_agents)]
             res = await run_game(task, seats, GameConfig(deterministic=True))
