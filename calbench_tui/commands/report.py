@@ -41,6 +41,8 @@ def register(sub) -> None:
     p.add_argument("--plot", metavar="FILE.png", default=None,
                    help="write FILE.png (privacy–cost plane), FILE-fairness.png and FILE-messages.png")
     p.add_argument("--tui", action="store_true", help="show the report and its charts in the terminal app")
+    p.add_argument("--include-unverified", action="store_true",
+                   help="also count imported traces that did not verify (stored with 'import --keep-unverified')")
     p.set_defaults(handler=handle_report)
 
 
@@ -71,11 +73,12 @@ def task_ids(ref: str | None) -> list[str] | None:
     return sorted({t.task_id for t in tasks})
 
 
-def load(path: str, ids: list[str] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def load(path: str, ids: list[str] | None,
+         include_unverified: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(game_results rows, traces of those games) from the database at ``path``."""
 
     async def main(store):
-        rows = await store.game_results(task_id=ids)
+        rows = await store.game_results(task_id=ids, include_unverified=include_unverified)
         gids = list(dict.fromkeys(r["game_id"] for r in rows))
         return rows, [await store.load_trace(g) for g in gids]
 
@@ -93,7 +96,7 @@ def handle_report(args) -> int:
             raise UserError(f"cannot write {args.plot}: the folder {folder} does not exist")
     path = existing_db(args.db)
     ids = task_ids(args.tasks)
-    rows, traces = load(path, ids)
+    rows, traces = load(path, ids, getattr(args, "include_unverified", False))
 
     from .. import reporting
 
