@@ -34,9 +34,11 @@ def register(sub) -> None:
 
 
 def _existing_db(arg: str | None) -> str:
-    from .report import existing_db
+    from . import check_db, existing_db
 
-    return existing_db(arg)
+    path = existing_db(arg)
+    check_db(path)
+    return path
 
 
 def load_trace(source: str, db: str | None, reveal: bool = False) -> dict[str, Any]:

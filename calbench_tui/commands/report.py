@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from . import UserError, add_db_option, db_path, require_terminal, with_store
+from . import UserError, add_db_option, db_path, existing_db, require_terminal, with_store
 
 GROUP_BY = ("persona", "model", "cost_mode")
 
@@ -44,19 +44,6 @@ def register(sub) -> None:
     p.add_argument("--include-unverified", action="store_true",
                    help="also count imported traces that did not verify (stored with 'import --keep-unverified')")
     p.set_defaults(handler=handle_report)
-
-
-def existing_db(arg: str | None) -> str:
-    """The database path, which must exist (a report never creates an empty database)."""
-    path = db_path(arg)
-    if path == ":memory:" or path.startswith("file:"):
-        return path
-    if not os.path.exists(path):
-        where = "--db" if arg else ("$CALBENCH_DB" if os.environ.get("CALBENCH_DB") else "the default location")
-        raise UserError(f"no save database at {path} ({where}); play or run games first, or pass --db PATH")
-    if os.path.isdir(path):
-        raise UserError(f"{path} is a directory, not a save database")
-    return path
 
 
 def task_ids(ref: str | None) -> list[str] | None:

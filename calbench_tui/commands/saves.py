@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from . import UserError, add_db_option, db_path, with_store
+from . import UserError, add_db_option, db_path, existing_db, with_store
 
 
 def register(sub) -> None:
@@ -129,7 +129,7 @@ def handle_games(args) -> int:
     async def go(store):
         return await store.list_games(status=args.status, task_id=args.task)
 
-    games = with_store(db_path(args.db), go)
+    games = with_store(existing_db(args.db), go)
     if args.json:
         keys = ("game_id", "task_id", "agents", "status", "started_at", "ended_at", "coordination", "excess_cost",
                 "cost_mode", "source", "verification")
@@ -168,7 +168,7 @@ def handle_export(args) -> int:
 
     from engine.redact import redact
 
-    trace = with_store(db_path(args.db), go)
+    trace = with_store(existing_db(args.db), go)
     refuse_peeking(trace, args, "exporting")
     text = redact(json.dumps(trace, indent=2, ensure_ascii=False))
     if args.output == "-":
@@ -297,7 +297,7 @@ def _load_for_trace(args) -> dict[str, Any]:
     async def go(store):
         return await store.load_trace(args.source)
 
-    trace = with_store(db_path(args.db), go)
+    trace = with_store(existing_db(args.db), go)
     refuse_peeking(trace, args, "tracing")
     return trace
 
