@@ -64,6 +64,16 @@ def register(sub) -> None:
 
 # -- helpers ---------------------------------------------------------------------------------
 
+def _db_holding(arg: str | None, game: str) -> str:
+    """The database to look ``game`` up in; a missing database is 'no such game', never created."""
+    try:
+        return existing_db(arg)
+    except UserError as exc:
+        if str(exc).startswith("no save database"):
+            raise UserError(f"no saved game matches {game.strip()!r} ({exc})") from None
+        raise
+
+
 def add_reveal_option(parser) -> None:
     parser.add_argument("--reveal-all-seats", action="store_true",
                         help="also show a game a human is still playing (running or stopped): this reveals "
@@ -129,7 +139,9 @@ def handle_games(args) -> int:
     async def go(store):
         return await store.list_games(status=args.status, task_id=args.task)
 
-    games = with_store(existing_db(args.db), go)
+    path = db_path(args.db)
+    exists = path == ":memory:" or path.startswith("file:") or os.path.exists(os.path.expanduser(path))
+    games = with_store(path, go) if exists else []  # listing never creates a database
     if args.json:
         keys = ("game_id", "task_id", "agents", "status", "started_at", "ended_at", "coordination", "excess_cost",
                 "cost_mode", "source", "verification")
@@ -168,7 +180,7 @@ def handle_export(args) -> int:
 
     from engine.redact import redact
 
-    trace = with_store(existing_db(args.db), go)
+    trace = with_store(_db_holding(args.db, args.game), go)
     refuse_peeking(trace, args, "exporting")
     text = redact(json.dumps(trace, indent=2, ensure_ascii=False))
     if args.output == "-":
@@ -297,7 +309,7 @@ def _load_for_trace(args) -> dict[str, Any]:
     async def go(store):
         return await store.load_trace(args.source)
 
-    trace = with_store(existing_db(args.db), go)
+    trace = with_store(_db_holding(args.db, args.source), go)
     refuse_peeking(trace, args, "tracing")
     return trace
 
