@@ -187,6 +187,16 @@ class Task:
     # -- loading ---------------------------------------------------------------------
     @classmethod
     def from_row(cls, row: Any) -> "Task":
+        """The task of a row; any malformed part is a :class:`TaskError` saying what."""
+        try:
+            return cls._from_row(row)
+        except TaskError:
+            raise
+        except (KeyError, TypeError, AttributeError, ValueError, OverflowError, IndexError) as exc:
+            raise TaskError(f"the task row is malformed ({type(exc).__name__}: {exc})") from None
+
+    @classmethod
+    def _from_row(cls, row: Any) -> "Task":
         if not isinstance(row, dict):
             raise TaskError(f"a task row must be a JSON object, got {type(row).__name__}")
         for key in ("calendars", "meetings"):

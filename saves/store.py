@@ -328,9 +328,9 @@ def _check_trace(trace: Any) -> None:
     if "config" in trace and not isinstance(trace["config"], dict):
         raise StoreError("not a trace: 'config' must be an object")
     seqs = [ev.get("seq", i) for i, ev in enumerate(events)]
-    bad = next((s for s in seqs if not isinstance(s, int) or isinstance(s, bool)), None)
-    if bad is not None:
-        raise StoreError(f"not a trace: an event 'seq' must be an integer, got {bad!r}")
+    bad = [s for s in seqs if not isinstance(s, int) or isinstance(s, bool)]
+    if bad:
+        raise StoreError(f"not a trace: an event 'seq' must be an integer, got {bad[0]!r}")
     if len(set(seqs)) != len(seqs):
         raise StoreError("not a trace: two events share one 'seq'")
 

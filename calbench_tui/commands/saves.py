@@ -256,6 +256,8 @@ async def import_verified(store, trace: dict[str, Any], where: str, keep_unverif
         problems = [str(exc)]
     except (RecursionError, MemoryError):
         problems = ["the trace cannot be folded (it is too large or nested too deep)"]
+    except Exception as exc:  # noqa: BLE001 - a malformed part the fold did not expect
+        problems = [f"the trace cannot be folded ({type(exc).__name__}: {str(exc)[:200]})"]
     gid = trace["game_id"]
     if problems and not keep_unverified:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
