@@ -872,6 +872,16 @@ class Store:
                                    (settings_key, owner.token))
             return cur.rowcount
 
+    async def drop_claims(self, settings_key: str, owners: Iterable[str]) -> int:
+        """Drop the claims of ``owners`` (tokens of processes that are gone) under ``settings_key``."""
+        owners = sorted(set(owners))
+        if not owners:
+            return 0
+        async with self._tx() as db:
+            cur = await db.execute(f"DELETE FROM claims WHERE settings_key = ? AND owner IN "
+                                   f"({', '.join('?' * len(owners))})", [settings_key, *owners])
+            return cur.rowcount
+
     async def claims(self, settings_key: str) -> list[dict[str, Any]]:
         """Every claim under ``settings_key``, each with ``alive`` (is its process still there)."""
         from .lease import owner_alive
