@@ -24,6 +24,7 @@ which shares the work: it plays only what nobody else holds.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import os
@@ -101,15 +102,17 @@ class Claimer:
         self.chunk = max(1, chunk)
         self.status: dict[int, str] = {}
         self.counts: dict[str, int] = {"claimed": 0, "stale": 0, "done": 0, "taken": 0}
+        self._lock = asyncio.Lock()
 
     async def take(self, i: int) -> str:
-        if i not in self.status:
-            idx = [j for j in range(i, min(len(self.tasks), i + self.chunk)) if j not in self.status]
-            got = await self.store.claim_units(
-                self.key, [(self.units[j], self.tasks[j].task_id, self.ids[j]) for j in idx], self.owner,
-                skip_done=self.skip_done)
-            for j in idx:
-                self.status[j] = got.get(self.units[j], "taken")
+        async with self._lock:  # concurrent games of one process share one claim per chunk
+            if i not in self.status:
+                idx = [j for j in range(i, min(len(self.tasks), i + self.chunk)) if j not in self.status]
+                got = await self.store.claim_units(
+                    self.key, [(self.units[j], self.tasks[j].task_id, self.ids[j]) for j in idx], self.owner,
+                    skip_done=self.skip_done)
+                for j in idx:
+                    self.status[j] = got.get(self.units[j], "taken")
         st = self.status[i]
         self.counts[st] = self.counts.get(st, 0) + 1
         return st
