@@ -294,7 +294,9 @@ class CalBenchApp(App):
             raise  # ctrl+q: _stop_game marks the game stopped
         except Exception as exc:
             self.status = "failed"
-            self.error = f"{type(exc).__name__}: {exc}"
+            from engine.redact import redact
+
+            self.error = redact(f"{type(exc).__name__}: {exc}")
             if self.store is not None:
                 try:
                     await self.store.mark_status(game_id, "failed")

@@ -586,11 +586,13 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | SeatFa
                 await store.mark_status(gid, "stopped")
             raise
         except Exception as exc:  # a broken persona or an engine bug: record it, go on
-            err = f"{type(exc).__name__}: {exc}"
+            from engine.redact import redact
+
+            err = redact(f"{type(exc).__name__}: {exc}")
             trace = {"game_id": gid, "config": cfg_json, "events": [] if stream else list(sink.events),
                      "final_state": None, "metrics": None, "ended_at": wall_clock(), "stopped": False,
                      "task": _task_row_for_store(task), "error": err,
-                     "error_traceback": traceback.format_exc(limit=10)}
+                     "error_traceback": redact(traceback.format_exc(limit=10))}
             if stream:
                 await _close_quietly(sink)  # the events so far are in the database already
                 await store.finish_game(gid, trace, status="failed")
@@ -774,7 +776,9 @@ def _child_main(tasks, ids, agents_spec, db, settings, concurrency, queue, lease
     except KeyboardInterrupt:
         pass  # running games were marked stopped on the way out
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        queue.put(("error", f"{type(exc).__name__}: {exc}"))
+        from engine.redact import redact
+
+        queue.put(("error", redact(f"{type(exc).__name__}: {exc}")))
     finally:
         queue.put(None)
         queue.close()

@@ -31,7 +31,6 @@ MIN_SECRET = 8
 _ENV_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET|_SECRET_KEY)$", re.I)
 # "Bearer <token>" and OpenAI-style keys (sk-..., sk-proj-..., sk-ant-...).
 _SHAPES = re.compile(r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{6,}|\bsk-[A-Za-z0-9_-]{6,}")
-_TRIGGERS = ("sk-", "Bearer", "bearer", "BEARER")
 
 _explicit: set[str] = set()
 _env_names: set[str] = {"OPENAI_API_KEY"}
@@ -80,12 +79,18 @@ def redact(text: str) -> str:
     """``text`` with every known secret and every token-shaped string replaced by ``[redacted]``."""
     if not isinstance(text, str) or not text:
         return text
-    for secret in known_secrets():
+    for secret in _cache[2] if _fresh() else known_secrets():
         if secret in text:
             text = text.replace(secret, REDACTED)
-    if any(t in text for t in _TRIGGERS):
+    if "sk-" in text or "earer" in text or "EARER" in text:  # sk-…, Bearer / bearer / BEARER
         text = _SHAPES.sub(REDACTED, text)
     return text
+
+
+def _fresh() -> bool:
+    c = _cache
+    return (c is not None and c[0] == (len(_explicit), len(_env_names), len(os.environ))
+            and time.monotonic() - c[1] < 1.0)
 
 
 def redact_obj(obj: Any) -> Any:

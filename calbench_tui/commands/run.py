@@ -190,7 +190,9 @@ def handle(args) -> int:
     summary = runner.summarise(games)
     if args.json:
         doc = {"games": [g.to_json() for g in games], "summary": summary}
-        sys.stdout.write(json.dumps(doc) + "\n")
+        from engine.redact import redact
+
+        sys.stdout.write(redact(json.dumps(doc)) + "\n")
     else:
         print_table(summary, games)
     failed = sum(1 for g in games if g.status == "failed")
