@@ -294,6 +294,9 @@ async def _merge_database(store, path: str, results: list, keep_unverified: bool
                 results.append(await import_verified(store, trace, where, keep_unverified))
             except StoreError as exc:
                 results.append((where, "failed", f"{where}: {exc}"))
+            except Exception as exc:  # noqa: BLE001 - one bad game never aborts the others
+                results.append((where, "failed", f"{where}: cannot be imported ({type(exc).__name__}: "
+                                                 f"{str(exc)[:200]})"))
     finally:
         await other.close()
 

@@ -128,3 +128,25 @@ def test_odd_values_are_one_line_each_and_the_rest_still_loads(tmp_path):
     assert "nested far too deep" in proc.stderr
     games = json.loads(calbench("games", "--db", db, "--json").stdout)["games"]
     assert [g["game_id"] for g in games] == [base["game_id"]]
+
+
+def test_one_bad_game_in_a_merged_database_does_not_abort_the_others(tmp_path):
+    import sqlite3
+
+    shard = str(tmp_path / "shard.db")
+    good, bad = our_trace(3), our_trace(4)
+
+    async def fill():
+        async with await Store.open(shard) as store:
+            assert await store.import_trace(good) and await store.import_trace(bad)
+    run_async(fill())
+    con = sqlite3.connect(shard)  # a value no importer can store, written behind the store's back
+    con.execute("UPDATE events SET data = ? WHERE game_id = ? AND seq = 0",
+                ('{"round": -1, "x": ' + "9" * 30 + "}", bad["game_id"]))
+    con.commit()
+    con.close()
+    proc = calbench("import", shard, "--db", str(tmp_path / "main.db"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "1 imported, 0 already saved, 1 failed" in proc.stderr and "too large to store" in proc.stderr
+    games = json.loads(calbench("games", "--db", str(tmp_path / "main.db"), "--json").stdout)["games"]
+    assert [g["game_id"] for g in games] == [good["game_id"]]
