@@ -36,9 +36,10 @@ from textual.worker import Worker
 from engine.events import LogicalClock, MultiSink
 from engine.game import GameConfig, resume_point, run_game
 from engine.model import Task
+from engine.observe import seat_event
 from personas.human import HumanPersona, HumanRequest
 
-from .messages import AppSink, GameEvent, GameFailed, GameOver, HumanTurn, seat_event
+from .messages import AppSink, GameEvent, GameFailed, GameOver, HumanTurn
 from .screens.decision import DecisionScreen
 from .screens.end import EndScreen
 from .screens.game import GameScreen
