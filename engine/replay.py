@@ -6,6 +6,7 @@ replay viewer); it holds no logic of its own.
 
 from __future__ import annotations
 
-from .trace import FoldResult, TraceError, check_metrics, errand_cost_values, fold_trace, verify_trace
+from .trace import FoldResult, TraceError, errand_cost_values, fold_trace
+from .verify import check_metrics, verify_trace
 
 __all__ = ["FoldResult", "TraceError", "check_metrics", "errand_cost_values", "fold_trace", "verify_trace"]

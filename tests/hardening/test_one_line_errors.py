@@ -74,7 +74,7 @@ def test_the_saved_games_list_refuses_too(tmp_path):
 
 
 async def _games_list(db):
-    from calbench_tui.screens.replay import ReplayApp
+    from calbench_tui.replay_app import ReplayApp
 
     app = ReplayApp(store_path=db)
     async with app.run_test() as pilot:
