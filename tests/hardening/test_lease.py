@@ -188,3 +188,37 @@ def test_the_resume_report_line():
                         "stopped; 16 task(s) claimed by a run that is gone, taken over; 8 being played by another "
                         "run (pid 4242), left to it; playing 112")
     assert json.dumps(r.__dict__)
+
+
+async def test_resume_leaves_a_live_runs_game_running_and_stops_a_dead_ones(tmp_path):
+    """``--resume`` marks games a crash left running as stopped — not those a live process plays."""
+    from engine.generate import generate_scenario
+    from lab.lease import prepare_resume_claims
+    from saves.lease import Owner, process_start
+
+    db = str(tmp_path / "r.db")
+    tasks = [generate_scenario(s) for s in (1, 2)]
+    other = subprocess.Popen([sys.executable, "-c", SLEEPER])
+    try:
+        owner = Owner(current_owner().host, other.pid, process_start(other.pid), other.pid)
+        async with await Store.open(db) as store:
+            for t, gid in zip(tasks, ("g1", "g2")):
+                await store.create_game(gid, task_row=t.to_row(), config={}, agents="llm:m", settings_key="k",
+                                        started_at="2026-01-01T00:00:00+00:00")
+            await store.claim_units("k", [(f"{tasks[0].task_id}#0", tasks[0].task_id, "g1")], owner)
+            keep, report = await prepare_resume_claims(store, "k", tasks, ["g1", "g2"])
+            status = {g["game_id"]: g["status"] for g in await store.list_games()}
+            assert status == {"g1": "running", "g2": "stopped"}
+            assert keep == [0, 1] and report.held_by_others == 1 and report.to_play == 1
+            assert f"pid {other.pid}" in report.line()
+            other.kill()
+            other.wait()
+            keep, report = await prepare_resume_claims(store, "k", tasks, ["g1", "g2"])
+            assert {g["game_id"]: g["status"] for g in await store.list_games()} == {"g1": "stopped",
+                                                                                   "g2": "stopped"}
+            assert report.stale_claims == 1 and report.to_play == 2
+            assert await store.claims("k") == []  # the dead run's claim is tidied away
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()
