@@ -347,11 +347,14 @@ def ray_executor(options: RayOptions | None = None) -> Callable[..., Any]:
 
 async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, *, store, settings: Any,
                       concurrency: int = 1, progress: Callable[[Any], Any] | None = None,
-                      options: RayOptions | None = None) -> list[Any]:
+                      options: RayOptions | None = None, lease: tuple | None = None) -> list[Any]:
     """Play ``tasks`` (with their game ``ids``) as Ray tasks; write every game to ``store`` here.
 
-    Returns one ``GameSummary`` per game, in task order.  ``concurrency`` is how many of a
-    task's games run at once inside one Ray task (LLM games).
+    Returns one ``GameSummary`` per game played, in task order.  ``concurrency`` is how many
+    of a task's games run at once inside one Ray task (LLM games).  ``lease = (units,
+    skip_done, run_pid)``: the driver claims every task in the store before sending it
+    (``lab.lease.Claimer``, as the local runner does), leaves the ones done or held by
+    another live run, and drops its claims at the end.
     """
     from lab import runner
     from lab.session import Session, failure_trace, saved_trace
@@ -378,6 +381,14 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
     label = runner.spec_label(agents_spec)
     key = runner.settings_key(label, settings)
     tasks, ids = list(tasks), list(ids)
+    claimer = None
+    if lease is not None:
+        from lab.lease import Claimer
+
+        units, skip_done, run_pid = lease
+        claimer = Claimer(store, key, tasks, ids, units, run_pid=run_pid, skip_done=skip_done)
+        keep = [i for i in range(len(tasks)) if claimer.plays(await claimer.take(i))]
+        tasks, ids = [tasks[i] for i in keep], [ids[i] for i in keep]
     chunks = [_Chunk(tuple(tasks[i:i + chunk_size]), tuple(ids[i:i + chunk_size]), agents_spec, portable,
                      max(1, concurrency) if uses_llm else 1, uses_llm)
               for i in range(0, len(tasks), chunk_size)]
@@ -426,6 +437,8 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
         raise
     finally:
         await saver.flush()  # also on Ctrl-C: every finished game is kept
+        if claimer is not None:
+            await claimer.release()  # after the flush: a claim outlives its unsaved game
     order = {gid: i for i, gid in enumerate(ids)}
     return sorted(results.values(), key=lambda s: order.get(s.game_id, len(order)))
 
