@@ -215,8 +215,12 @@ async def test_ctrl_q_stops_and_resume_finishes_the_game(store, tmp_path):
     assert [e["data"]["round"] for e in final["events"] if e["type"] == "resolution"] == [0, 1, 2, 3, 4]
     assert sum(1 for e in final["events"] if e["type"] == "game_start") == 1
     assert fold_trace(final).verified
-    # The complete rounds were kept in place (Store.reopen_game), never written again.
-    assert await store._db.execute_fetchall("SELECT * FROM touched") == []
+    # The complete rounds were kept in place (Store.reopen_game), never written again; the
+    # only deletes are the finish moving every row into the game's lean blob (saves/store.py).
+    touched = await store._db.execute_fetchall("SELECT op, seq FROM touched")
+    assert [t for t in touched if t[0] != "delete"] == []
+    assert sorted(seq for _, seq in touched) == list(range(keep + 1))
+    assert await store._db.execute_fetchall("SELECT COUNT(*) FROM events WHERE game_id = ?", (game_id,)) == [(0,)]
 
 
 async def test_resume_refuses_a_completed_game(store):
