@@ -3,12 +3,15 @@
 Textual's ``Footer`` rebuilds a widget per key whenever the bindings change, which costs
 tens of milliseconds per turn here (the bindings change with every phase).  This bar is a
 single line of text re-rendered from ``Screen.active_bindings``; a click on a key runs it
-as if it were pressed.  Keys disabled by ``check_action`` are hidden, as in the footer.
+as if it were pressed.  Keys disabled by ``check_action`` are hidden, as in the footer, and
+so are keys a screen's ``key_visible(action, parameters)`` says are of no use right now
+(such keys stay live and say why nothing happens when pressed).
 """
 
 from __future__ import annotations
 
 from rich.markup import escape
+from textual.actions import parse as parse_action
 from textual.widgets import Static
 
 
@@ -34,10 +37,15 @@ class KeyBar(Static):
         seen: set[tuple[int, str]] = set()
         screen_parts: list[str] = []
         app_parts: list[str] = []
+        visible = getattr(self.screen, "key_visible", None)
         for key, active in self.screen.active_bindings.items():
             b = active.binding
             if not b.show or not b.description or not active.enabled:
                 continue
+            if visible is not None and active.node is self.screen:
+                _, name, params = parse_action(b.action)
+                if not visible(name, params):
+                    continue
             ident = (id(active.node), b.action)
             if ident in seen:
                 continue
