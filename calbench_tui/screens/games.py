@@ -3,7 +3,10 @@
 ``SavedGamesScreen(store)`` takes an open :class:`saves.store.Store` (its async API runs
 on the app's loop).  ``enter`` loads the highlighted game's trace and opens
 :class:`~calbench_tui.screens.replay.ReplayScreen` on it; ``r`` opens the report screen
-over the completed games; ``f5`` reloads the list; ``escape``/``q`` closes.
+over the completed games; ``c`` continues a stopped game that has a human seat (as
+``calbench-play --resume`` does); ``l`` explains the columns; ``f5`` reloads the list;
+``escape``/``q`` closes.  "excess" here is the end screen's and the report's number: the
+mean of the seats' extra cost over the best schedule, in cost levels.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ class SavedGamesScreen(Screen):
 
     BINDINGS = [
         Binding("enter", "open", "Replay", id="games.open", priority=True),
+        Binding("c", "resume", "Continue a stopped game", id="games.resume"),
         Binding("r", "report", "Report", id="games.report"),
+        Binding("l", "app.legend", "What the numbers mean", id="games.legend"),
         Binding("f5", "reload", "Reload", id="games.reload"),
         Binding("escape,q", "close", "Close", id="games.close"),
     ]
@@ -46,15 +51,15 @@ class SavedGamesScreen(Screen):
         self.loaded = False
 
     def compose(self) -> ComposeResult:
-        yield Static(Text("Saved games — enter: replay · r: report · f5: reload · esc: close", style="bold"),
-                     id="games-title")
+        yield Static(Text("Saved games — enter: replay · c: continue a stopped game · r: report · "
+                          "l: what the numbers mean · esc: close", style="bold"), id="games-title")
         yield DataTable(id="games-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="games-note")
         yield Footer()
 
     def on_mount(self) -> None:
         t = self.query_one("#games-table", DataTable)
-        for col in ("game", "task", "agents", "status", "started", "coord.", "excess", "cost", "source"):
+        for col in ("game", "task", "agents", "status", "started", "coord.", "excess", "costs", "source"):
             t.add_column(col, key=col)
         t.focus()
         self.action_reload()
@@ -112,6 +117,24 @@ class SavedGamesScreen(Screen):
             self.notify(f"Could not open game {game_id[:8]}: {exc}", severity="error", timeout=10)
             return
         self.app.push_screen(screen)
+
+    def action_resume(self) -> None:
+        gid = self.selected_game_id()
+        if gid is None:
+            self.notify("No game selected.", severity="warning")
+            return
+        g = next(x for x in self.games if x["game_id"] == gid)
+        if g.get("status") == "completed":
+            self.notify(f"Game {gid[:8]} is completed: enter replays it.", severity="warning")
+            return
+        if not hasattr(self.app, "resume_saved"):
+            self.notify(f"Continue it with: calbench-play --resume {gid[:8]}", timeout=10)
+            return
+        self._resume(gid)
+
+    @work(exclusive=True, group="games-open")
+    async def _resume(self, game_id: str) -> None:
+        await self.app.resume_saved(game_id)
 
     def action_report(self) -> None:
         from .report import ReportScreen
