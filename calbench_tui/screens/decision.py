@@ -68,14 +68,14 @@ class DecisionScreen(Screen):
     AUTO_FOCUS = "BatchBuilder"
 
     BINDINGS = [
-        Binding("enter", "meet_here", "Meet here", id="meet_here"),
-        Binding("m", "move", "Move item", id="move"),
-        Binding("left", "dest(-1)", "◂ dest", id="dest_prev"),
-        Binding("right", "dest(1)", "dest ▸", id="dest_next"),
-        Binding("x", "unmove", "Undo move", id="unmove"),
-        Binding("s", "submit", "Submit", id="submit"),
-        Binding("n", "nothing", "Do nothing", id="nothing"),
-        Binding("t", "back_to_talk", "Talk", id="back_to_talk"),
+        Binding("enter", "meet_here", "Meet here", id="meet_here", tooltip="place the meeting at the slot under the cursor"),
+        Binding("m", "move", "Move item", id="move", tooltip="move the item under the cursor (to the nearest free slot)"),
+        Binding("left", "dest(-1)", "◂ destination", id="dest_prev", tooltip="move the item to the previous free slot"),
+        Binding("right", "dest(1)", "destination ▸", id="dest_next", tooltip="move the item to the next free slot"),
+        Binding("x", "unmove", "Undo move", id="unmove", tooltip="undo the move under the cursor"),
+        Binding("s", "submit", "Submit", id="submit", tooltip="submit the batch (the engine checks it)"),
+        Binding("n", "nothing", "Do nothing", id="nothing", tooltip="VOLUNTARY: move nothing"),
+        Binding("t", "back_to_talk", "Talk", id="back_to_talk", tooltip="look at the conversation (b comes back)"),
     ]
 
     def __init__(self, request, *, suggested: int | None = None, talk: list[int] | None = None) -> None:

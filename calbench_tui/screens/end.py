@@ -154,12 +154,12 @@ class EndScreen(Screen):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
     BINDINGS = [
-        Binding("x", "export", "Export trace", id="export"),
+        Binding("x", "export", "Export", id="export", tooltip="write this game's trace to a JSON file"),
         Binding("v", "replay", "Replay", id="replay"),
         Binding("n", "play_again", "Play again", id="play_again"),
-        Binding("l", "app.legend", "What the numbers mean", id="end.legend"),
+        Binding("l", "app.legend", "Legend", id="end.legend", tooltip="what each number on this screen means"),
         Binding("g", "saved_games", "Saved games", id="end.games"),
-        Binding("q", "app.quit", "Quit", id="end.quit"),
+        Binding("q", "app.quit", "Quit", id="end.quit", show=False),
     ]
 
     def __init__(self, trace: dict[str, Any], *, seat: int | None, game_id: str | None = None) -> None:
@@ -236,7 +236,7 @@ class EndScreen(Screen):
         task = trace.get("task") or {}
         played = played_schedule(trace)
         opt = ((task.get("optimal") or {}).get("assignments")) or {}
-        t = Table(title="The schedule played and the best one (the oracle's)", title_justify="left", box=None,
+        t = Table(title="Schedule: played and best (the oracle's)", title_justify="left", box=None,
                   padding=(0, 2), show_edge=False)
         t.add_column("meeting")
         t.add_column("participants")

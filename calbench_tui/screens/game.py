@@ -22,7 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from engine.actions import Message as ActionMessage
 from engine.model import item_from_json
@@ -52,18 +52,18 @@ class GameScreen(Screen):
     AUTO_FOCUS = "#calendar"
 
     BINDINGS = [
-        Binding("e", "end_turn", "End turn", id="end_turn"),
-        Binding("i", "compose", "Write", id="compose"),
-        Binding("p", "quick('propose')", "Propose", id="propose"),
-        Binding("a", "quick('accept')", "Accept", id="accept"),
-        Binding("d", "quick('decline')", "Decline", id="decline"),
-        Binding("c", "quick('share_costs')", "Costs", id="share_costs"),
-        Binding("r", "quick('ask_costs')", "Ask", id="ask_costs"),
-        Binding("b", "open_batch", "Batch", id="open_batch"),
-        Binding("u", "unqueue", "Take back", show=False, id="unqueue"),
-        Binding("left_square_bracket", "cycle_thread(-1)", "Previous thread", show=False, id="thread_prev"),
-        Binding("right_square_bracket", "cycle_thread(1)", "Next thread", show=False, id="thread_next"),
-        Binding("escape", "leave_composer", "Leave composer", show=False, id="leave_composer"),
+        Binding("e", "end_turn", "End turn", id="end_turn", tooltip="send what is queued and end your turn (with nothing queued: pass)"),
+        Binding("i", "compose", "Write", id="compose", tooltip="write a message in the composer (enter queues it)"),
+        Binding("p", "quick('propose')", "Propose", id="propose", tooltip="propose the slot under the cursor (or the marked slots) to the other participants"),
+        Binding("a", "quick('accept')", "Accept", id="accept", tooltip="accept the slot proposed to you"),
+        Binding("d", "quick('decline')", "Decline", id="decline", tooltip="decline the slot proposed to you"),
+        Binding("c", "quick('share_costs')", "Costs", id="share_costs", tooltip="tell others your cost for the marked slots (or the slots you were asked about)"),
+        Binding("r", "quick('ask_costs')", "Ask", id="ask_costs", tooltip="ask the other participants for their cost per slot"),
+        Binding("b", "open_batch", "Batch", id="open_batch", tooltip="go back to the batch builder (DECISION / VOLUNTARY)"),
+        Binding("u", "unqueue", "Take back", show=False, id="unqueue", tooltip="take back the last queued message"),
+        Binding("left_square_bracket", "cycle_thread(-1)", "Previous thread", show=False, id="thread_prev", tooltip="show the previous conversation thread"),
+        Binding("right_square_bracket", "cycle_thread(1)", "Next thread", show=False, id="thread_next", tooltip="show the next conversation thread"),
+        Binding("escape", "leave_composer", "Leave composer", show=False, id="leave_composer", tooltip="leave the composer, back to the calendar"),
     ]
 
     def __init__(self, *, seat: int, channels: tuple[str, ...], num_agents: int, num_rounds: int = 0) -> None:
@@ -99,9 +99,11 @@ class GameScreen(Screen):
         yield PhaseBanner(id="banner")
         yield SeatsBar(id="seats")
         with Horizontal(id="body"):
-            with VerticalScroll(id="left"):
-                yield MeetingCard(id="meeting")
-                yield CalendarView(id="calendar")
+            with Vertical(id="left"):
+                with VerticalScroll(id="left-scroll"):
+                    yield MeetingCard(id="meeting")
+                    yield CalendarView(id="calendar")
+                yield Static("", id="slot-detail")
             with Vertical(id="right"):
                 yield ChatPanel(id="chat")
         yield KeyBar()
@@ -193,6 +195,9 @@ class GameScreen(Screen):
             self.notify(why, severity="warning", timeout=4)
             return True
         return False
+
+    def on_calendar_view_cursor_moved(self, _msg) -> None:
+        self.query_one("#slot-detail", Static).update(self.calendar.slot_words())
 
     # -- requests from the human seat ----------------------------------------------------
     def on_register(self, briefing) -> None:
@@ -522,10 +527,17 @@ class GameScreen(Screen):
         self.sync_bindings()
 
     def _outbox_lines(self) -> list[str]:
-        out = []
+        """One line per queued text; the same words by DM to several seats read as one line."""
+        groups: dict[tuple[str, str], list[int | None]] = {}
         for m in self.outbox:
-            to = f"Agent {m.to} (DM)" if m.type == "dm" else CHANNEL_NAME.get(m.type, m.type)
-            out.append(f"→ {to}: {m.content}")
+            groups.setdefault((m.type, m.content), []).append(m.to)
+        out = []
+        for (kind, content), tos in groups.items():
+            if kind == "dm":
+                to = ("Agent " if len(tos) == 1 else "Agents ") + ", ".join(map(str, tos)) + " (DM)"
+            else:
+                to = CHANNEL_NAME.get(kind, kind)
+            out.append(f"→ {to}: {content}")
         return out
 
     # quick actions ----------------------------------------------------------------------

@@ -37,9 +37,9 @@ class SavedGamesScreen(Screen):
 
     BINDINGS = [
         Binding("enter", "open", "Replay", id="games.open", priority=True),
-        Binding("c", "resume", "Continue a stopped game", id="games.resume"),
+        Binding("c", "resume", "Continue", id="games.resume", tooltip="continue a stopped game you played"),
         Binding("r", "report", "Report", id="games.report"),
-        Binding("l", "app.legend", "What the numbers mean", id="games.legend"),
+        Binding("l", "app.legend", "Legend", id="games.legend", tooltip="what the columns mean"),
         Binding("f5", "reload", "Reload", id="games.reload"),
         Binding("escape,q", "close", "Close", id="games.close"),
     ]

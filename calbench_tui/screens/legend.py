@@ -61,7 +61,7 @@ def legend_table() -> Table:
     t.add_column("term", style="bold cyan", no_wrap=True)
     t.add_column("meaning", ratio=1)
     for name, words in TERMS:
-        t.add_row(name, words)
+        t.add_row(name, Text(words))
     return t
 
 

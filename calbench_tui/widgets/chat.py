@@ -129,7 +129,7 @@ class ChatPanel(Vertical):
     ChatPanel { height: 1fr; }
     ChatPanel ContentSwitcher { height: 1fr; }
     ChatPanel RichLog { height: 1fr; background: $surface; scrollbar-size-vertical: 1; }
-    ChatPanel #outbox { height: auto; max-height: 3; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
+    ChatPanel #outbox { height: auto; max-height: 9; color: $text-muted; overflow-y: auto; }
     ChatPanel #composer { height: 1; }
     ChatPanel #to { height: 1; color: $text-muted; }
     """
@@ -274,9 +274,10 @@ class ChatPanel(Vertical):
         if not lines:
             box.update("")
             return
-        head = Text(f"queued ({len(lines)}) · e sends and ends your turn · u takes back", style="bold",
+        # Every queued word is shown whole (wrapped): the person checks what they are about to reveal.
+        head = Text(f"queued ({len(lines)}) · e sends · u takes back", style="bold",
                     no_wrap=True, overflow="ellipsis")
-        body = Text("\n".join(lines[-2:]), no_wrap=True, overflow="ellipsis")
+        body = Text("\n".join(lines))
         box.update(Text("\n").join([head, body]))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
