@@ -59,7 +59,8 @@ class SavedGamesScreen(Screen):
 
     def on_mount(self) -> None:
         t = self.query_one("#games-table", DataTable)
-        for col in ("game", "task", "agents", "status", "started", "coord.", "excess", "costs", "source"):
+        # The numbers first: at 80 columns the table scrolls sideways and must not hide them.
+        for col in ("game", "status", "coord.", "excess", "task", "agents", "started", "costs", "source"):
             t.add_column(col, key=col)
         t.focus()
         self.action_reload()
@@ -79,10 +80,10 @@ class SavedGamesScreen(Screen):
         t = self.query_one("#games-table", DataTable)
         t.clear()
         for g in games:
-            t.add_row(g["game_id"][:8], g.get("task_id") or "—", compact_agents(g.get("agents")), g.get("status") or "—",
-                      (g.get("started_at") or "—")[:16].replace("T", " "), _pct(g.get("coordination")),
-                      _num(g.get("excess_cost")), g.get("cost_mode") or "—", g.get("source") or "—",
-                      key=g["game_id"])
+            t.add_row(g["game_id"][:8], g.get("status") or "—", _pct(g.get("coordination")),
+                      _num(g.get("excess_cost")), g.get("task_id") or "—", compact_agents(g.get("agents")),
+                      (g.get("started_at") or "—")[:16].replace("T", " "), g.get("cost_mode") or "—",
+                      g.get("source") or "—", key=g["game_id"])
         note.update(Text(f"{len(games)} saved game(s)." if games else
                          "No saved games yet: play one (calbench-play), run a suite (calbench run) or import "
                          "traces (calbench import).", style="dim"))

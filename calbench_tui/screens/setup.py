@@ -130,7 +130,7 @@ class SetupScreen(Screen):
                             value = self.choices[0]
                         yield Select([(c, c) for c in self.choices], value=value, id=f"persona-{i}",
                                      allow_blank=False, compact=True)
-                        yield Static(persona_words(value), id=f"words-{i}", classes="words")
+                yield Static("", id="persona-words")
                 if not self.llm_available:
                     yield Static("[dim]LLM seats appear here when an endpoint is configured: start with "
                                  "--base-url URL, or set OPENAI_API_KEY / OPENAI_BASE_URL.[/dim]", id="llm-note")
@@ -147,6 +147,20 @@ class SetupScreen(Screen):
             inp.cursor_blink = self.settings.cursor_blink
         self._sync_rows()
         self._cost_note()
+        self._persona_words()
+
+    def _persona_words(self) -> None:
+        """One line per protocol at the table (each named once), wrapped: nothing is cut at 80 columns."""
+        seat = self.query_one("#seat", Select).value
+        names = []
+        for i in range(self.num_agents):
+            if i == seat:
+                continue
+            v = str(self.query_one(f"#persona-{i}", Select).value)
+            if v not in names:
+                names.append(v)
+        lines = [f"[b]{n}[/b]: {persona_words(n)}" for n in names if persona_words(n)]
+        self.query_one("#persona-words", Static).update("\n".join(lines))
 
     def on_select_changed(self, event: Select.Changed) -> None:
         sid = event.select.id or ""
@@ -155,7 +169,7 @@ class SetupScreen(Screen):
         elif sid == "cost":
             self._cost_note()
         elif sid.startswith("persona-"):
-            self.query_one(f"#words-{sid[8:]}", Static).update(persona_words(str(event.value)))
+            self._persona_words()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "task":
@@ -180,6 +194,8 @@ class SetupScreen(Screen):
         for i in range(self.num_agents):
             row = self.query_one(f"#row-{i}")
             row.display = i != seat
+        if self.is_mounted and self.query("#persona-words"):
+            self._persona_words()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":

@@ -115,3 +115,255 @@ async def test_a_message_typed_during_decision_is_sent_on_the_next_turn(tmp_path
         feed = "\n".join(line.text for line in app.game_screen.chat.log_for("feed").lines)
         assert "see you all" in feed.split("Round 2/5")[-1]
         assert "dropped" not in feed
+
+
+# -- setup screen ------------------------------------------------------------------------------
+async def test_setup_focus_starts_on_the_first_field_and_tab_walks_the_fields():
+    from textual.containers import ScrollableContainer
+    from textual.widgets import Button, Checkbox, Input, Select
+
+    app = make_app(settings=_settings(setup=True))
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == "task"
+        seen = []
+        for _ in range(12):
+            await pilot.press("tab")
+            assert isinstance(app.focused, (Input, Select, Checkbox, Button)), f"Tab landed on {app.focused!r}"
+            assert not isinstance(app.focused, ScrollableContainer) or isinstance(app.focused, Input)
+            seen.append(app.focused.id)
+        assert seen[:4] == ["seed", "cost", "seat", "ch-dm"] and "start" in seen
+        # every protocol at the table is described in words, and the LLM seats' absence is explained
+        text = screen_text(app)
+        assert "imap: asks everyone's cost per slot" in text
+        assert "LLM seats appear here when an endpoint is configured" in text
+
+
+async def test_setup_varied_costs_apply_to_seed_refs_and_are_flagged_for_fixed_tasks():
+    from textual.widgets import Input, Select
+
+    from calbench_tui.screens.setup import SetupScreen
+
+    app = make_app(settings=_settings(setup=True, seed=None))
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        setup = app.screen
+        assert isinstance(setup, SetupScreen)
+        setup.query_one("#cost", Select).value = "varied"
+        await pilot.press(*"canonical:3")
+        await pilot.pause()
+        assert "canonical:3 keeps the costs it was made with" in " ".join(screen_text(app).split())
+        setup.query_one("#task", Input).value = ""
+        await pilot.click("#task")
+        await pilot.press(*"seed:11")
+        await pilot.pause()
+        assert "keeps the costs" not in screen_text(app)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.game_task is not None, what="the game to start")
+        assert app.game_task.seed == 11 and app.game_task.cost_mode == "varied"
+        assert {e.cost for cal in app.game_task.calendars for e in cal if e is not None and hasattr(e, "blocked")} \
+            - {1} != set()
+
+
+# -- help and the command palette ----------------------------------------------------------------
+async def test_help_names_keys_as_printed_on_the_keyboard_and_lists_the_replay_keys():
+    app = make_app(settings=_settings())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for(pilot, lambda: _my_turn(app), what="the first turn")
+        await pilot.press("question_mark")
+        from calbench_tui.screens.help import HelpScreen
+
+        assert isinstance(app.screen, HelpScreen)
+        text = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        for raw in ("question_mark", "left_square_bracket", "right_square_bracket", "equals_sign", "[help]",
+                    "[end_turn]", "[replay.", "^q"):
+            assert raw not in text, raw
+        for shown in ("[ ", "] ", "ctrl+q", "Previous round", "Faster", "First event", "How to read",
+                      "Continue", "Legend"):
+            assert shown in text, shown
+
+
+async def test_the_command_palette_lists_every_action_of_the_screen():
+    app = make_app(settings=_settings())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for(pilot, lambda: _my_turn(app), what="the first turn")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for want in ("End turn", "Write", "Propose", "Accept", "Decline", "Costs", "Ask", "Batch", "Take back",
+                     "Previous thread", "Next thread", "Help", "What the numbers mean", "Quit"):
+            assert want in titles, want
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"next thread")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.game_screen.chat.active == "dm:0", what="the palette to switch threads")
+
+
+async def test_keys_with_nothing_to_act_on_say_why():
+    app = make_app(settings=_settings())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for(pilot, lambda: _my_turn(app), what="the first turn")
+        for key, words in (("a", "Nothing to accept"), ("u", "Nothing to take back"),
+                           ("b", "no batch to build now")):
+            await pilot.press(key)
+            await pilot.pause()
+            assert any(words in n.message for n in app._notifications), key
+        # c with nothing marked and nobody asking: a confirmation first, nothing queued
+        await pilot.press("c")
+        assert not app.game_screen.outbox
+        assert any("Press c again" in n.message for n in app._notifications)
+        await pilot.press("c")
+        assert app.game_screen.outbox
+
+
+# -- 80×24 -----------------------------------------------------------------------------------------
+async def test_end_screen_headers_and_legend_at_80x24():
+    from .helpers import play_to_end
+
+    app = make_app(settings=_settings())
+    async with app.run_test(size=SMALL) as pilot:
+        await play_to_end(pilot, app)
+        await pilot.pause()
+        text = screen_text(app)
+        header = next(line for line in text.splitlines() if " who " in line)
+        for col in ("meetings", "paid", "best", "extra", "±", "fair", "VPS (typed+text)", "leaks"):
+            assert col in header, (col, header)
+        assert "…" not in header
+        m = app.result.trace["metrics"]
+        assert f"Excess {m['excess']:.2f} per seat" in text
+        assert "Legend" in text.splitlines()[-1] and "Saved games" in text.splitlines()[-1]
+        await pilot.press("l")
+        from calbench_tui.screens.legend import LegendScreen
+
+        assert isinstance(app.screen, LegendScreen)
+        assert "What the numbers mean" in screen_text(app)
+        box = app.screen.query_one("#legend")
+        seen = []
+        for y in range(0, int(box.max_scroll_y) + 6, 5):  # read it all, a screenful at a time
+            box.scroll_to(y=y, animate=False, immediate=True)
+            await pilot.pause()
+            seen.append(" ".join(screen_text(app).replace("│", " ").split()))
+        legend = " ".join(seen)
+        assert "The game's number: the mean of the seats' extras, in cost levels" in legend
+        assert "saved-games list and calbench report show this same number" in legend
+        await pilot.press("escape")
+        # The saved-games list shows the very same excess number.
+        await pilot.press("g")
+
+
+async def test_saved_games_list_shows_the_end_screens_excess(tmp_path):
+    from saves.store import Store
+
+    from .helpers import play_to_end
+
+    store = await Store.open(tmp_path / "x.db")
+    try:
+        app = make_app(settings=_settings(), store=store)
+        async with app.run_test(size=SMALL) as pilot:
+            await play_to_end(pilot, app)
+            await pilot.press("g")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "SavedGamesScreen" and app.screen.loaded)
+            excess = f"{app.result.trace['metrics']['excess']:.2f}"
+            row = next(line for line in screen_text(app).splitlines() if app.game_id[:8] in line)
+            assert f" {excess} " in row
+    finally:
+        await store.close()
+
+
+async def test_queued_message_is_shown_whole_at_80x24():
+    app = make_app(settings=_settings())
+    long = "I can do slot 11 or slot 13, but I would rather not move the errand in slot 5 if we can avoid it"
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: _my_turn(app), what="the first turn")
+        await pilot.press("i")
+        await pilot.press(*long)
+        await pilot.press("enter", "escape")
+        await pilot.pause()
+        flat = " ".join(screen_text(app).split())
+        box = " ".join(str(app.game_screen.chat.query_one("#outbox").render()).split())
+        assert long in box and "…" not in box
+        assert "rather not move the errand in slot 5 if we can avoid it" in flat.replace("▎", " ").replace("  ", " ") \
+            or long.split()[-1] in flat
+
+
+async def test_meeting_title_and_the_slot_under_the_cursor_are_read_whole_at_80x24():
+    app = make_app(settings=_settings())
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: _my_turn(app), what="the first turn")
+        gs = app.game_screen
+        label = gs.meeting_view.label
+        card = " ".join(str(gs.query_one("#meeting").render()).split())
+        assert label in card
+        await pilot.press("down", "down", "down", "down", "down")
+        await pilot.pause()
+        full = gs.calendar.label_for(gs.calendar.cursor)
+        detail = " ".join(str(gs.query_one("#slot-detail").render()).split())
+        assert full and full in detail
+        flat = " ".join(screen_text(app).split())
+        assert full.split()[-1] in flat  # the detail is on screen, not scrolled away
+
+
+# -- replay wording ------------------------------------------------------------------------------
+def _trace_with_a_failed_meeting() -> dict:
+    import json
+
+    from engine.game import GameConfig, run_game
+    from engine.generate import generate_scenario
+    from personas.registry import make_personas
+
+    import asyncio
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        res = ex.submit(asyncio.run, run_game(generate_scenario(3), make_personas("imap,imap,passive,imap,imap", 5),
+                                              GameConfig(deterministic=True))).result()
+    return json.loads(json.dumps(res.trace))
+
+
+async def test_replay_numbers_rounds_from_1_and_says_how_a_meeting_failed_in_words():
+    from calbench_tui.screens.replay import ReplayApp
+
+    trace = _trace_with_a_failed_meeting()
+    failed = next(e for e in trace["events"] if e["type"] == "resolution" and not e["data"]["coordinated"])
+    app = ReplayApp(trace)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        s = app.screen
+        text = screen_text(app)
+        assert "── Round 1 · M" in text and "── Round 0" not in text
+        await pilot.press("right_square_bracket")
+        assert "round 1/5" in screen_text(app)
+        line = s.model.describe(trace["events"].index(failed)).plain
+        assert f"M{failed['data']['meeting_id']} failed: copies at " in line
+        assert "{" not in line and "✓" not in line
+        await pilot.press("question_mark")
+        await pilot.pause()
+        how = " ".join(screen_text(app).split())
+        assert "How to read a replay" in how and "Calendars (c)" in how and "[kind] names a typed message" in how
+        await pilot.press("escape")
+        assert type(app.screen).__name__ == "ReplayScreen"
+
+
+async def test_replay_of_a_game_without_a_finished_round_does_not_claim_all_0_rounds_match():
+    from calbench_tui.screens.replay import ReplayApp
+
+    trace = _trace_with_a_failed_meeting()
+    cut = next(i for i, e in enumerate(trace["events"]) if e["type"] == "resolution")
+    # as a game stopped (ctrl+q) during its first round is saved: no final state yet
+    short = {**trace, "events": trace["events"][:cut], "stopped": True, "final_state": None, "metrics": None}
+    app = ReplayApp(short)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "all 0 rounds" not in text and "nothing to verify" in text
+
+
+async def test_replay_key_bar_fits_80_columns():
+    from calbench_tui.screens.replay import ReplayApp
+
+    app = ReplayApp(_trace_with_a_failed_meeting())
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        assert "How to read" in lines[-1] and "Close" in lines[-1]
+        assert "[ ] round" in lines[-2]
