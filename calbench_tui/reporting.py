@@ -678,7 +678,9 @@ def _table(title: str, columns: Sequence[tuple[str, str]]):
     t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
               pad_edge=False)
     for k, (name, justify) in enumerate(columns):
-        t.add_column(name, justify=justify, no_wrap=k > 0, overflow="fold")
+        # The name column never wraps (a persona split over two lines reads as two); a narrow
+        # terminal wraps the numeric columns' headers instead.
+        t.add_column(name, justify=justify, no_wrap=k == 0, overflow="fold")
     return t
 
 
@@ -702,9 +704,9 @@ def report_renderables(report: dict[str, Any]) -> list[Any]:
     if not report["table"]:
         out.append(Text("No completed games match; nothing to report.", style="yellow"))
         return out
-    t = _table(f"Table 1 — per {gt.lower()} (levels; Coord. = mean success; Messages/mtg pooled)",
-               [(gt, "left"), ("N", "right"), ("Meetings", "right"), ("Coord.", "right"), ("Excess", "right"),
-                ("Messages/mtg", "right"), ("Fairness", "right"), ("VPS", "right")])
+    t = _table(f"Table 1 — per {gt.lower()} (levels; Coord. = mean success; Msgs/mtg pooled)",
+               [(gt, "left"), ("N", "right"), ("Mtgs", "right"), ("Coord.", "right"), ("Excess", "right"),
+                ("Msgs/mtg", "right"), ("Fair.", "right"), ("VPS", "right")])
     _with_settings(t, report["table"], lambda r: (
         "  " + r["group"], str(r["seats"]), fmt(r["meetings"]), fmt(r["coordination"], "pct"), fmt(r["excess"]),
         fmt(r["messages_per_meeting"]), fmt(r["fairness"], "f3"), fmt(r["vps"])), 8)
