@@ -116,6 +116,7 @@ class DecisionScreen(Screen):
                 yield BatchBuilder(self.plan, seat=seat, labels=obs.view.labels,
                                    participants=obs.view.prior_meetings, highlight=self.talk)
             with Vertical(id="dright"):
+                yield Static(id="under-cursor")
                 yield Static(id="plan")
                 yield Static(id="check")
                 yield Static(id="cost")
@@ -124,6 +125,7 @@ class DecisionScreen(Screen):
 
     def on_mount(self) -> None:
         self.update_panel()
+        self.query_one("#under-cursor", Static).update(self.builder.slot_words())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return True  # every key answers; a key of no use now says why (see key_visible)
@@ -179,6 +181,9 @@ class DecisionScreen(Screen):
 
     def on_batch_builder_changed(self, _msg) -> None:
         self.update_panel()
+
+    def on_batch_builder_cursor_moved(self, _msg) -> None:
+        self.query_one("#under-cursor", Static).update(self.builder.slot_words())
 
     # -- actions ------------------------------------------------------------------------
     def _edited(self) -> None:

@@ -75,7 +75,7 @@ def fmt_actions(actions: Any) -> str:
         elif t == "dm":
             parts.append(f"dm→{a.get('to')}")
         elif t in ("participant_groupchat", "all_groupchat"):
-            parts.append("group" if t == "participant_groupchat" else "all")
+            parts.append("participant chat" if t == "participant_groupchat" else "all-agent chat")
         else:
             parts.append(str(t))
     return ", ".join(parts) or "nothing"
@@ -245,7 +245,8 @@ class ReplayModel:
             calls = d.get("tool_calls") or []
             line.append(f"A{a} → " + (fmt_actions(calls) if calls else "passes"), style="" if calls else "dim")
         elif t in MESSAGE_TYPES:
-            to = ("group" if t == "participant_groupchat_sent" else "all") if t != "dm_sent" else str(d.get("to_agent"))
+            to = (("participant chat" if t == "participant_groupchat_sent" else "all-agent chat") if t != "dm_sent"
+                  else str(d.get("to_agent")))
             kind = _payload_kind(d)
             line.append(f"A{d.get('from_agent', a)}→{to} ", style="bold cyan")
             if kind:
@@ -429,8 +430,8 @@ def _message_line(model: ReplayModel, k: int, current: bool) -> Text:
     ev = model.events[k]
     d = ev.get("data") or {}
     t = ev.get("type")
-    to = {"dm_sent": str(d.get("to_agent")), "participant_groupchat_sent": "group",
-          "all_groupchat_sent": "all"}.get(t, "?")
+    to = {"dm_sent": str(d.get("to_agent")), "participant_groupchat_sent": "participant chat",
+          "all_groupchat_sent": "all-agent chat"}.get(t, "?")
     line = Text("▶ " if current else "  ", style="bold yellow")
     line.append(f"r{_rn(d.get('round'))}·{_rn(d.get('turn'))} ", style="dim")
     line.append(f"A{d.get('from_agent')}→{to}: ", style="bold cyan")
@@ -838,8 +839,8 @@ HOW_TO_READ: tuple[tuple[str, str], ...] = (
                  "every round (✗ names the first round that differs). Then where you are: event k of n, the "
                  "round (from 1, as in the game), the phase (CHEAP_TALK is the talk) and the kind of event."),
     ("Left", "The timeline, one line per event, grouped by round and phase. A0, A1 … are the agents; "
-             "\"A2→3\" is a DM from Agent 2 to Agent 3, \"→group\" the participant chat, \"→all\" the "
-             "all-agent chat; [kind] names a typed message; \"VPS +0.50\" is how much that message told "
+             "\"A2→3\" is a DM from Agent 2 to Agent 3, \"A2→participant chat\" and \"A2→all-agent chat\" "
+             "messages to the two group channels; [kind] names a typed message; \"VPS +0.50\" is how much that message told "
              "others about someone's calendar."),
     ("Calendars (c)", "Every calendar after this event: · free, E errand:cost, B blocked, M meeting; ★ the "
                       "meeting placed, ←k / →k moved in from / out to slot k, ? someone's guess about that slot "

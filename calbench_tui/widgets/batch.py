@@ -196,6 +196,9 @@ class BatchBuilder(Widget, can_focus=True):
     class Changed(Message):
         pass
 
+    class CursorMoved(Message):
+        """The cursor moved: the screen describes the slot under it in full."""
+
     def __init__(self, plan: BatchPlan, *, seat: int, labels=None, participants=None,
                  highlight: Iterable[int] = (), id: str | None = None) -> None:
         super().__init__(id=id)
@@ -210,6 +213,21 @@ class BatchBuilder(Widget, can_focus=True):
 
     def watch_cursor(self) -> None:
         self.refresh()
+        self.post_message(self.CursorMoved())
+
+    def slot_words(self) -> Text:
+        """The slot under the cursor, whole (its label is cut in the list at 80 columns)."""
+        s = self.cursor
+        item = self.plan.calendar[s] if 0 <= s < self.plan.num_slots else None
+        t = Text()
+        t.append(f"▸ slot {s}: ", style="bold")
+        t.append(item_words(item, self.participants))
+        if item is not None:
+            t.append(f", cost {item.cost}" + ("" if movable(item) else ", cannot move"))
+        label = self._label(item)
+        if label:
+            t.append(" — " + label, style="italic")
+        return t
 
     def changed(self) -> None:
         self.refresh(layout=True)
