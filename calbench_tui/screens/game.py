@@ -115,7 +115,8 @@ class GameScreen(Screen):
         if self.num_rounds:
             self.banner.update_state(rounds=self.num_rounds)
         self.query_one(ChatPanel).setup(self.seat, self.num_agents, self.channels)
-        self.query_one(ChatPanel).note(f"You are Agent {self.seat}. Press ? for help.")
+        self.query_one(ChatPanel).note(f"You are Agent {self.seat}. ? shows the instructions and keys; "
+                                       "ctrl+p lists every action by name.")
         self._ready = True
         backlog, self._backlog = self._backlog, []
         for fn, args in backlog:
@@ -219,7 +220,7 @@ class GameScreen(Screen):
         self.banner.update_state(round=obs.round, phase="CHEAP_TALK", sweep=obs.turn, speaker=self.seat,
                                  budget=obs.max_turns, note="")
         if obs.is_last_turn:
-            self.chat.note(Text("Last sweep: close coordination now (propose or accept a slot).", style="bold"),
+            self.chat.note(Text("Last talk turn of this round: settle the slot now (propose or accept one).", style="bold"),
                            also_active=True)
         elif obs.turn == 0 and obs.is_participant and self.round_first_turn(obs):
             self.chat.note(self._first_turn_hint(obs), also_active=True)

@@ -70,6 +70,8 @@ def keys_text(app) -> Text:
     out.append("\nOn the calendar: ↑/↓ move the cursor ▸, space marks slots (for propose and share costs). "
                "In the composer: enter queues a message, esc leaves it. [ and ] switch threads.\n")
     out.append("ctrl+p opens the command palette: every action of the screen you are on, by name.\n")
+    out.append("Keys can be remapped in a keys.toml file (calbench-play --list-keys prints their names).\n",
+               style="dim")
     return out
 
 

@@ -367,3 +367,29 @@ async def test_replay_key_bar_fits_80_columns():
         lines = screen_text(app).splitlines()
         assert "How to read" in lines[-1] and "Close" in lines[-1]
         assert "[ ] round" in lines[-2]
+
+
+async def test_a_stopped_game_is_continued_from_the_saved_games_list(tmp_path):
+    from saves.store import Store
+
+    from calbench_tui.screens.games import SavedGamesScreen
+    from .helpers import play_to_end
+
+    store = await Store.open(tmp_path / "s.db")
+    try:
+        app = make_app(settings=_settings(), store=store)
+        async with app.run_test(size=SMALL) as pilot:
+            await play_to_end(pilot, app, stop_after_rounds=1)  # round 1 played, round 2 begun
+            first = app.game_id
+            await app._stop_game()
+            assert app.status == "stopped"
+            app.push_screen(SavedGamesScreen(store))
+            await wait_for(pilot, lambda: isinstance(app.screen, SavedGamesScreen) and app.screen.loaded)
+            assert "stopped" in screen_text(app)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.status == "running" and _my_turn(app), what="the continued game")
+            assert app.game_id == first and app.game_screen.round == 1
+            assert (await store.load_trace(first))["saved"]["status"] == "running"
+            await pilot.press("ctrl+q")
+    finally:
+        await store.close()
