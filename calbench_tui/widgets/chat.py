@@ -29,6 +29,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import ContentSwitcher, Input, RichLog, Static
 
+from engine.protocol import payload_kind
+
 MAX_LINES = 5000
 CHANNEL_THREAD = {"participant_groupchat": "participant", "all_groupchat": "all"}
 #: The one name of each channel, everywhere a participant reads it.
@@ -67,11 +69,9 @@ def message_text(event: dict, seat: int) -> Text:
         t.append(" → " + CHANNEL_NAME[event["channel"]], style="dim")
     t.append(": ")
     t.append(str(event.get("content") or ""))
-    payload = event.get("payload")
-    if isinstance(payload, dict):
-        kind = payload.get("kind") or payload.get("type")
-        if kind and kind not in ("text", "chat", "free_text", "note", "fallback"):
-            t.append(f"  ⟨{kind}⟩", style="dim")
+    kind = payload_kind(event.get("payload"))
+    if kind:
+        t.append(f"  ⟨{kind}⟩", style="dim")
     return t
 
 
