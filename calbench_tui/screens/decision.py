@@ -125,7 +125,8 @@ class DecisionScreen(Screen):
 
     def on_mount(self) -> None:
         self.update_panel()
-        self.query_one("#under-cursor", Static).update(self.builder.slot_words())
+        self.builder.detail = self.query_one("#under-cursor", Static)
+        self.builder.detail.update(self.builder.slot_words())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return True  # every key answers; a key of no use now says why (see key_visible)
@@ -182,8 +183,6 @@ class DecisionScreen(Screen):
     def on_batch_builder_changed(self, _msg) -> None:
         self.update_panel()
 
-    def on_batch_builder_cursor_moved(self, _msg) -> None:
-        self.query_one("#under-cursor", Static).update(self.builder.slot_words())
 
     # -- actions ------------------------------------------------------------------------
     def _edited(self) -> None:

@@ -112,6 +112,7 @@ class GameScreen(Screen):
         settings = getattr(self.app, "settings", None)
         self.query_one("#composer", Input).cursor_blink = settings is None or settings.cursor_blink
         self.query_one(PhaseBanner).seat = self.seat
+        self.calendar.detail = self.query_one("#slot-detail", Static)
         if self.num_rounds:
             self.banner.update_state(rounds=self.num_rounds)
         self.query_one(ChatPanel).setup(self.seat, self.num_agents, self.channels)
@@ -196,9 +197,6 @@ class GameScreen(Screen):
             self.notify(why, severity="warning", timeout=4)
             return True
         return False
-
-    def on_calendar_view_cursor_moved(self, _msg) -> None:
-        self.query_one("#slot-detail", Static).update(self.calendar.slot_words())
 
     # -- requests from the human seat ----------------------------------------------------
     def on_register(self, briefing) -> None:

@@ -196,8 +196,6 @@ class BatchBuilder(Widget, can_focus=True):
     class Changed(Message):
         pass
 
-    class CursorMoved(Message):
-        """The cursor moved: the screen describes the slot under it in full."""
 
     def __init__(self, plan: BatchPlan, *, seat: int, labels=None, participants=None,
                  highlight: Iterable[int] = (), id: str | None = None) -> None:
@@ -211,9 +209,12 @@ class BatchBuilder(Widget, can_focus=True):
     def action_cursor(self, delta: int) -> None:
         self.cursor = (self.cursor + delta) % self.plan.num_slots
 
+    detail = None  # a Static the screen hands over: the slot under the cursor, whole
+
     def watch_cursor(self) -> None:
         self.refresh()
-        self.post_message(self.CursorMoved())
+        if self.detail is not None:  # updated in the same refresh (no message round trip)
+            self.detail.update(self.slot_words(), layout=False)
 
     def slot_words(self) -> Text:
         """The slot under the cursor, whole (its label is cut in the list at 80 columns)."""

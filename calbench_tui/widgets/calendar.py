@@ -58,9 +58,6 @@ class CalendarView(Widget, can_focus=True):
 
     cursor: reactive[int] = reactive(0)
 
-    class CursorMoved(Message):
-        """The cursor (or what is under it) changed: the slot detail line follows."""
-
     class SlotChosen(Message):
         def __init__(self, slot: int) -> None:
             super().__init__()
@@ -76,6 +73,8 @@ class CalendarView(Widget, can_focus=True):
         self.highlight: set[int] = set()
         self.moved: set[int] = set()  # slots changed this game (own batches)
         self.incoming: int | None = None  # the incoming meeting's id, once placed
+        self.detail = None  # a Static that describes the slot under the cursor (see _update_detail)
+        self._detail_plain: str | None = None
 
     # -- data ---------------------------------------------------------------------------
     def set_view(self, view) -> None:
@@ -86,7 +85,7 @@ class CalendarView(Widget, can_focus=True):
         self.participants = dict(view.prior_meetings)
         self.cursor = min(self.cursor, max(0, len(self.calendar) - 1))
         self.refresh(layout=True)
-        self.post_message(self.CursorMoved())
+        self._update_detail()
 
     def set_calendar(self, calendar: Iterable, participants: dict[int, tuple[int, ...]] | None = None) -> None:
         new = tuple(calendar)
@@ -96,7 +95,7 @@ class CalendarView(Widget, can_focus=True):
         if participants:
             self.participants.update(participants)
         self.refresh(layout=True)
-        self.post_message(self.CursorMoved())
+        self._update_detail()
 
     def set_highlight(self, slots: Iterable[int]) -> None:
         self.highlight = {s for s in slots if 0 <= s < len(self.calendar)}
@@ -129,7 +128,7 @@ class CalendarView(Widget, can_focus=True):
 
     def watch_cursor(self) -> None:
         self.refresh()
-        self.post_message(self.CursorMoved())
+        self._update_detail()
         self.call_after_refresh(self._keep_cursor_visible)
 
     def _keep_cursor_visible(self) -> None:
@@ -141,6 +140,18 @@ class CalendarView(Widget, can_focus=True):
 
         y = self.virtual_region.y + 1 + self.cursor  # (the header line)
         parent.scroll_to_region(Region(0, max(0, y - 1), 1, 3), animate=False, immediate=True)
+
+    def _update_detail(self) -> None:
+        """Describe the slot under the cursor in ``detail`` (a fixed-height Static the screen
+        hands over): updated here, in the same refresh as the cursor — a message round trip
+        would cost every cursor key a second frame."""
+        detail = self.detail
+        if detail is None:
+            return
+        words = self.slot_words()
+        if words.plain != self._detail_plain:
+            self._detail_plain = words.plain
+            detail.update(words, layout=False)
 
     def slot_words(self, slot: int | None = None) -> Text:
         """The slot under the cursor in full: ``▸ slot 5: errand, cost 1, can move — its label``."""
