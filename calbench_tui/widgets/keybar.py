@@ -50,10 +50,24 @@ class KeyBar(Static):
             if ident in seen:
                 continue
             seen.add(ident)
-            shown = escape(self.app.get_key_display(b))
-            part = f"[@click=press({key!r})][b]{shown}[/b] {escape(b.description)}[/]"
+            shown = self.app.get_key_display(b)
+            part = (f"[@click=press({key!r})][b]{escape(shown)}[/b] {escape(b.description)}[/]",
+                    len(shown) + 1 + len(b.description), b.action)
             (app_parts if active.node is self.app else screen_parts).append(part)
-        self.update("  ".join(screen_parts + app_parts))
+        self.update(self.fit(screen_parts, app_parts, self.size.width - 2 if self.size.width else 200))
+
+    @staticmethod
+    def fit(screen_parts: list[tuple[str, int, str]], app_parts: list[tuple[str, int, str]], width: int) -> str:
+        """The keys in one line, cut nowhere when it can be helped: two spaces between keys,
+        else one; else the app's keys shrink to help alone (quit is listed in the help)."""
+        for parts, sep in ((screen_parts + app_parts, "  "), (screen_parts + app_parts, " "),
+                           (screen_parts + [p for p in app_parts if p[2] == "help"], " ")):
+            if sum(p[1] for p in parts) + len(sep) * (len(parts) - 1) <= width:
+                return sep.join(p[0] for p in parts)
+        return " ".join(p[0] for p in screen_parts + app_parts)
+
+    def on_resize(self) -> None:
+        self._render_keys()
 
     def action_press(self, key: str) -> None:
         self.app.simulate_key(key)
