@@ -99,9 +99,9 @@ class GameScreen(Screen):
         yield PhaseBanner(id="banner")
         yield SeatsBar(id="seats")
         with Horizontal(id="body"):
-            with Vertical(id="left"):
+            with Vertical(id="left"):  # the meeting card always in view; only the calendar scrolls
+                yield MeetingCard(id="meeting")
                 with VerticalScroll(id="left-scroll"):
-                    yield MeetingCard(id="meeting")
                     yield CalendarView(id="calendar")
                 yield Static("", id="slot-detail")
             with Vertical(id="right"):

@@ -301,6 +301,10 @@ async def test_meeting_title_and_the_slot_under_the_cursor_are_read_whole_at_80x
         assert full and full in detail
         flat = " ".join(screen_text(app).split())
         assert full.split()[-1] in flat  # the detail is on screen, not scrolled away
+        await pilot.press("up", "up", "up", "up", "up", "up")  # wraps to the last slots: the calendar scrolls ...
+        await pilot.pause()
+        flat = " ".join(screen_text(app).split())
+        assert f"{gs.calendar.cursor} " in flat and "cost so far" in flat  # ... and the meeting card stays
 
 
 # -- replay wording ------------------------------------------------------------------------------
