@@ -157,7 +157,7 @@ class EndScreen(Screen):
         Binding("x", "export", "Export", id="export", tooltip="write this game's trace to a JSON file"),
         Binding("v", "replay", "Replay", id="replay"),
         Binding("n", "play_again", "Play again", id="play_again"),
-        Binding("l", "app.legend", "Legend", id="end.legend", tooltip="what each number on this screen means"),
+        Binding("l", "legend", "Legend", id="end.legend", tooltip="what each number on this screen means"),
         Binding("g", "saved_games", "Saved games", id="end.games"),
         Binding("q", "app.quit", "Quit", id="end.quit", show=False),
     ]
@@ -281,6 +281,11 @@ class EndScreen(Screen):
             self.app.push_screen(screen)
         except Exception as exc:  # the replay screen is another issue's work
             self.notify(f"Replay could not open: {exc}", severity="error")
+
+    def action_legend(self) -> None:
+        from .legend import LegendScreen
+
+        self.app.push_screen(LegendScreen())
 
     def action_play_again(self) -> None:
         self.app.play_again()

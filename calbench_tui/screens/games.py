@@ -19,9 +19,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from ..commands.saves import compact_agents
+from ..widgets.keybar import KeyBar
 
 
 def _pct(v: Any) -> str:
@@ -39,7 +40,7 @@ class SavedGamesScreen(Screen):
         Binding("enter", "open", "Replay", id="games.open", priority=True),
         Binding("c", "resume", "Continue", id="games.resume", tooltip="continue a stopped game you played"),
         Binding("r", "report", "Report", id="games.report"),
-        Binding("l", "app.legend", "Legend", id="games.legend", tooltip="what the columns mean"),
+        Binding("l", "legend", "Legend", id="games.legend", tooltip="what the columns mean"),
         Binding("f5", "reload", "Reload", id="games.reload"),
         Binding("escape,q", "close", "Close", id="games.close"),
     ]
@@ -51,11 +52,11 @@ class SavedGamesScreen(Screen):
         self.loaded = False
 
     def compose(self) -> ComposeResult:
-        yield Static(Text("Saved games — enter: replay · c: continue a stopped game · r: report · "
-                          "l: what the numbers mean · esc: close", style="bold"), id="games-title")
+        yield Static(Text("Saved games — excess: mean extra cost per seat, in cost levels (l explains every "
+                          "column)", style="bold"), id="games-title")
         yield DataTable(id="games-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="games-note")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         t = self.query_one("#games-table", DataTable)
@@ -136,6 +137,11 @@ class SavedGamesScreen(Screen):
     @work(exclusive=True, group="games-open")
     async def _resume(self, game_id: str) -> None:
         await self.app.resume_saved(game_id)
+
+    def action_legend(self) -> None:
+        from .legend import LegendScreen
+
+        self.app.push_screen(LegendScreen())
 
     def action_report(self) -> None:
         from .report import ReportScreen
