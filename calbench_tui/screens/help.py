@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from rich.text import Text
@@ -63,7 +64,14 @@ def keys_text(app) -> Text:
             if not isinstance(b, Binding) or not b.description:
                 continue
             out.append(f"  {keys_label(b, keymap):<18}", style="bold cyan")
-            out.append(f"{b.description}\n")
+            # wrapped by hand under its own column (fits the 80-column help box)
+            words = b.description + (f" — {b.tooltip}" if b.tooltip else "")
+            lines = textwrap.wrap(words, 44) or [""]
+            out.append(lines[0][:len(b.description)])
+            out.append(lines[0][len(b.description):], style="dim")
+            for more in lines[1:]:
+                out.append("\n" + " " * 20 + more, style="dim")
+            out.append("\n")
         if title.startswith("Replay"):
             out.append(f"  {'0 … 9':<18}", style="bold cyan")
             out.append("show that seat in the Seat view\n")
@@ -89,7 +97,8 @@ class HelpScreen(ModalScreen):
         self.intro = intro
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help"):
+        with VerticalScroll(id="help") as box:
+            box.border_subtitle = ("esc starts the game" if self.intro else "esc closes") + " · ↓ or page down for more"
             if self.intro:
                 yield Static(Text("Before you start: how the game works (esc starts the game)", style="bold reverse"))
             yield Static(Text(GAME), id="help-game")
