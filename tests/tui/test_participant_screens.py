@@ -36,9 +36,15 @@ async def test_messages_that_arrive_in_a_hidden_thread_wrap_at_the_pane_width():
         assert app.game_screen.chat.active == "dm:0"
         await pilot.press("e")
         await wait_for(pilot, lambda: _my_turn(app) and app.game_screen.reported, what="the answers")
+        chat = app.game_screen.chat
+        assert chat.threads["dm:3"].unread and chat.threads["dm:4"].unread  # answers arrived elsewhere
+        assert "▸DM0" in screen_text(app)  # the open thread is marked by a sign, not by style alone
         await pilot.press("left_square_bracket")
         assert app.game_screen.chat.active == "feed"
         await pilot.pause()
+        # the feed shows every message: reading it there leaves nothing unread
+        assert not any(th.unread for th in chat.threads.values())
+        assert "▸Feed│DM0│DM1│DM3│DM4" in screen_text(app)
         text = screen_text(app)
         # The bots' answers arrived while the feed was hidden: each reads on one wide line.
         assert "Agent 4 → you (DM): Agent 4's costs for meeting M1 — free:" in text, text
@@ -398,3 +404,23 @@ async def test_a_stopped_game_is_continued_from_the_saved_games_list(tmp_path):
             await pilot.press("ctrl+q")
     finally:
         await store.close()
+
+
+async def test_p_proposes_the_marked_slots_and_the_hint_says_so():
+    from .helpers import press_to_slot
+
+    app = make_app(settings=_settings())
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for(pilot, lambda: _my_turn(app), what="the first turn")
+        gs = app.game_screen
+        await pilot.pause()
+        feed = " ".join(" ".join(line.text.split()) for line in gs.chat.log_for("feed").lines)
+        assert "p proposes the slot under the cursor ▸ (or the slots you marked with space)" in feed
+        free = [s for s, it in enumerate(gs.calendar.calendar) if it is None][:2]
+        for s in free:
+            await press_to_slot(pilot, gs.calendar, s)
+            await pilot.press("space")
+        await press_to_slot(pilot, gs.calendar, 0)  # the cursor elsewhere: the marks win
+        await pilot.press("p")
+        assert gs.my_proposal == free
+        assert all(f"slots {free[0]} and {free[1]}" in m.content for m in gs.outbox)
