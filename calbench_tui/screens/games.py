@@ -21,7 +21,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from ..commands.saves import compact_agents
+from personas.spec import compact_label as compact_agents
+
 from ..widgets.keybar import KeyBar
 
 

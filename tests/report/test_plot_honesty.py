@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from calbench_tui import reporting as R
+from calbench_tui import report_view as V
+from lab.report import plots as R
 
 
 def test_fairness_error_bars_never_reach_below_zero():
@@ -18,7 +19,7 @@ def test_no_trend_line_through_two_points():
     slope, icept = R.ols([(float(x), 2.0 * x + 1) for x in range(R.MIN_FIT_POINTS)])
     assert abs(slope - 2.0) < 1e-9 and abs(icept - 1.0) < 1e-9
     # the terminal chart draws no line either
-    two = R.text_scatter({"a": [(1.0, 1.0), (4.0, 3.0)]}, width=20, height=6, lines=True).plain
+    two = V.text_scatter({"a": [(1.0, 1.0), (4.0, 3.0)]}, width=20, height=6, lines=True).plain
     assert "·" not in two.split("└")[0]
 
 

@@ -331,7 +331,7 @@ def _trace_with_a_failed_meeting() -> dict:
 
 
 async def test_replay_numbers_rounds_from_1_and_says_how_a_meeting_failed_in_words():
-    from calbench_tui.screens.replay import ReplayApp
+    from calbench_tui.replay_app import ReplayApp
 
     trace = _trace_with_a_failed_meeting()
     failed = next(e for e in trace["events"] if e["type"] == "resolution" and not e["data"]["coordinated"])
@@ -356,7 +356,7 @@ async def test_replay_numbers_rounds_from_1_and_says_how_a_meeting_failed_in_wor
 
 
 async def test_replay_of_a_game_without_a_finished_round_does_not_claim_all_0_rounds_match():
-    from calbench_tui.screens.replay import ReplayApp
+    from calbench_tui.replay_app import ReplayApp
 
     trace = _trace_with_a_failed_meeting()
     cut = next(i for i, e in enumerate(trace["events"]) if e["type"] == "resolution")
@@ -370,7 +370,7 @@ async def test_replay_of_a_game_without_a_finished_round_does_not_claim_all_0_ro
 
 
 async def test_replay_key_bar_fits_80_columns():
-    from calbench_tui.screens.replay import ReplayApp
+    from calbench_tui.replay_app import ReplayApp
 
     app = ReplayApp(_trace_with_a_failed_meeting())
     async with app.run_test(size=SMALL) as pilot:
