@@ -109,7 +109,7 @@ def seat_table(trace: dict[str, Any], seat: int | None) -> Table:
     metrics = trace.get("metrics") or {}
     agents = (trace.get("config") or {}).get("agents") or []
     leaks = leaks_by_seat(trace)["per_seat"]
-    t = Table(title="Per seat · costs in cost levels · leaks: public/neutral/sensitive", title_justify="left",
+    t = Table(title="Per seat, costs in cost levels (l: legend)", title_justify="left",
               box=None, padding=(0, 1, 0, 0), show_edge=False, header_style="bold")
     split = vps_split(trace)
     has_parts = split is not None or any(any(x is not None for x in vps_parts(r)[1:])
