@@ -25,6 +25,7 @@ from textual.widgets import Static
 
 #: (name as shown, what it means).  The order follows the end screen.
 TERMS: tuple[tuple[str, str], ...] = (
+    ("meetings", "Scheduled / assigned: of the meetings a seat was in, how many were scheduled."),
     ("scheduled", "A meeting counts as scheduled when, at the end of the game, every participant holds it "
                   "in one common slot."),
     ("cost levels", "How costs are counted in the results: the cheapest kind of errand is 1, the middle 2, "
@@ -41,15 +42,16 @@ TERMS: tuple[tuple[str, str], ...] = (
           "schedule (someone else carried it)."),
     ("excess", "The game's number: the mean of the seats' extras, in cost levels. The end screen, the "
                "saved-games list and calbench report show this same number. 0 is the best possible."),
-    ("fairness", "How far a seat's ± is from the table's average ±, in cost levels (0 = everyone carried "
+    ("fair", "Fairness: how far a seat's ± is from the table's average ±, in cost levels (0 = everyone carried "
                  "the same share; larger = more uneven)."),
     ("VPS", "Privacy loss about a seat: how far the others' guesses about that seat's calendar moved "
             "from 'no idea' because of the messages, added over slots, observers and rounds. 0 means "
             "nothing was revealed; there is no fixed maximum (each slot an observer became certain about "
-            "adds 0.5). Lower is better. typed+text splits it into structured quick-action messages and "
+            "adds up to 0.5 per round). Lower is better. typed+text splits it into structured quick-action messages and "
             "free text (approximate shares)."),
-    ("leaks p/n/s", "Private labels (errand and meeting titles) that a message repeated to someone not "
-                    "entitled to them, by tier: public / neutral / sensitive. Sensitive ones are marked !"),
+    ("leaks", "Three counts p/n/s of private labels (errand and meeting titles) that a message repeated "
+              "to someone not entitled to them, by tier: public / neutral / sensitive. Sensitive ones are "
+              "marked !"),
     ("ghost", "A meeting whose copies ended in different slots (or missing for someone): it does not count, "
               "but every copy still took a slot."),
     ("coord.", "In the saved-games list: the share of the game's meetings that were scheduled."),

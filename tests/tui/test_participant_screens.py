@@ -424,3 +424,16 @@ async def test_p_proposes_the_marked_slots_and_the_hint_says_so():
         await pilot.press("p")
         assert gs.my_proposal == free
         assert all(f"slots {free[0]} and {free[1]}" in m.content for m in gs.outbox)
+
+
+def test_every_column_of_the_per_seat_table_and_the_saved_list_is_in_the_legend():
+    from calbench_tui.screens.legend import TERMS
+    from calbench_tui.widgets.metrics import seat_table
+
+    names = {name for name, _ in TERMS}
+    table = seat_table({"metrics": {"per_seat": [{"vps": 1.0, "typed_vps": 1.0}]}, "config": {}}, None)
+    for col in table.columns:
+        head = str(col.header).split()[0]
+        assert head in names or head in ("#", "who"), head
+    for col in ("coord.", "excess"):
+        assert col in names
