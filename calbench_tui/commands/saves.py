@@ -322,7 +322,8 @@ def handle_trace(args) -> int:
     for r in res.rounds:
         outcome = {True: "coordinated", False: "not coordinated"}.get(r["coordinated"], "—")
         match = {True: "[green]yes[/]", False: "[red]NO[/]", None: "not recorded"}[r["matches"]]
-        table.add_row(str(r["round"]), f"M{r['meeting_id']}", outcome, r["state_hash"], match)
+        rn = r["round"] + 1 if isinstance(r["round"], int) else r["round"]  # from 1, as the game and replay say
+        table.add_row(str(rn), f"M{r['meeting_id']}", outcome, r["state_hash"], match)
     if res.rounds:
         console.print(table)
     else:
