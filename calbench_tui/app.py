@@ -362,7 +362,15 @@ class CalBenchApp(App):
             self.push_screen(self.lobby_screen)
         if self.intro_each_game and not getattr(self, "_remote_intro_shown", False):
             self._remote_intro_shown = True  # once per table: a rejoin does not bring it back
-            self.push_screen(HelpScreen(intro=True))
+            self.push_screen(HelpScreen(intro=True), callback=self._after_remote_intro)
+
+    def _after_remote_intro(self, _result: Any = None) -> None:
+        """The instructions were read over the lobby: if the table started meanwhile, the lobby
+        (left under them) goes too."""
+        from .screens.lobby import LobbyScreen
+
+        if self.lobby_screen is None and isinstance(self.screen, LobbyScreen):
+            self.pop_screen()
 
     def remote_lobby(self, frame: dict[str, Any]) -> None:
         lobby = self.lobby_screen
@@ -372,6 +380,7 @@ class CalBenchApp(App):
             self.lobby_screen = None
             if self.screen is lobby:
                 self.pop_screen()
+            # (under the instructions it is popped when they close: _after_remote_intro)
         else:
             lobby.show(frame)
 

@@ -437,3 +437,44 @@ def test_every_column_of_the_per_seat_table_and_the_saved_list_is_in_the_legend(
         assert head in names or head in ("#", "who"), head
     for col in ("coord.", "excess"):
         assert col in names
+
+
+async def test_a_participant_joining_a_served_table_gets_the_instructions_once(tmp_path):
+    """The instructions open over the lobby; when the table starts meanwhile, closing them lands
+    on the game, not on a stale lobby."""
+    import asyncio
+
+    from calbench_tui.screens.help import HelpScreen
+    from engine.game import GameConfig
+    from engine.taskref import hydrate_labels, resolve_tasks
+    from lab.remote_bot import RemoteBot
+    from lab.server import TableServer
+    from lab.table import Table
+    from saves.store import Store
+
+    task = hydrate_labels(resolve_tasks("canonical:3")[0])
+    store = await Store.open(tmp_path / "remote.db")
+    table = Table(task, ["human", "imap", "human", "imap", "imap"], GameConfig(), game_id="remote-i", store=store)
+    server = TableServer([table], port=0)
+    await server.start()
+    codes = {c["seat"]: c["code"] for c in table.codes()}
+    app = make_app(settings=Settings(join=server.url, code=codes[2], show_help=True))
+    game = asyncio.ensure_future(table.run())
+    try:
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the instructions")
+            bot = asyncio.ensure_future(RemoteBot(server.url, codes[0]).run())
+            await wait_for(pilot, lambda: app.game_screen is not None and app.game_screen.pending is not None
+                           and app.lobby_screen is None, what="the table to start")
+            assert isinstance(app.screen, HelpScreen)  # still reading
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is app.game_screen, what="the game, the lobby gone")
+            req = app.game_screen.pending
+            await pilot.press("e")
+            await wait_for(pilot, lambda: req.done, what="the turn to end")
+            await pilot.press("ctrl+q")
+        bot.cancel()
+        game.cancel()
+    finally:
+        await server.stop()
+        await store.close()
