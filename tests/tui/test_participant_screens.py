@@ -270,6 +270,7 @@ async def test_saved_games_list_shows_the_end_screens_excess(tmp_path):
             await pilot.press("g")
             await wait_for(pilot, lambda: type(app.screen).__name__ == "SavedGamesScreen" and app.screen.loaded)
             excess = f"{app.result.trace['metrics']['excess']:.2f}"
+            await wait_for(pilot, lambda: app.game_id[:8] in screen_text(app), what="the row painted")
             row = next(line for line in screen_text(app).splitlines() if app.game_id[:8] in line)
             assert f" {excess} " in row
     finally:
