@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint for llm seats")
     p.add_argument("--resume", metavar="GAME", help="continue a stopped game (an id or a unique prefix)")
     p.add_argument("--setup", action="store_true", help="open the setup screen even when --seat is given")
-    p.add_argument("--max-turns", type=int, default=15, metavar="N", help="CHEAP_TALK sweeps per round (default 15)")
+    p.add_argument("--max-turns", type=int, default=15, metavar="N", help="talk turns per round: every speaker once per turn (default 15)")
     p.add_argument("--keys", metavar="PATH", help="key bindings file (default: calbench/keys.toml in your config dir)")
     p.add_argument("--no-intro", action="store_true",
                    help="don't open the instructions at the start of every game (they open by default: in a "
