@@ -345,7 +345,7 @@ class GameScreen(Screen):
         kept = [m for m in self.outbox if id(m) in self._handwritten]
         dropped = len(self.outbox) - len(kept)
         self.outbox[:] = kept
-        self.chat.set_outbox(self._outbox_lines())
+        self.chat.set_outbox(self._outbox_lines(), len(self.outbox))
         if kept:
             self.chat.note(Text(f"{len(kept)} message(s) you wrote are still queued: they are sent on your next "
                                 "turn to talk (u takes the last one back).", style="bold"), also_active=True)
@@ -471,7 +471,7 @@ class GameScreen(Screen):
             return
         if self.outbox:
             m = self.outbox.pop()
-            self.chat.set_outbox(self._outbox_lines())
+            self.chat.set_outbox(self._outbox_lines(), len(self.outbox))
             self.notify(f"Taken back: {m.content[:60]}")
             self.sync_bindings()
 
@@ -519,7 +519,7 @@ class GameScreen(Screen):
         if not msgs:
             return
         self.outbox.extend(msgs)
-        self.chat.set_outbox(self._outbox_lines())
+        self.chat.set_outbox(self._outbox_lines(), len(self.outbox))
         if self.pending is None:
             self.notify("Queued: it is sent on your next turn to talk (in a later round if this round's "
                         "talk is over). u takes it back.", timeout=5)

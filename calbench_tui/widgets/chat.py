@@ -269,13 +269,16 @@ class ChatPanel(Vertical):
         if also_active and self.active != "feed":
             self.log_for(self.active).add(line)
 
-    def set_outbox(self, lines: list[str]) -> None:
+    def set_outbox(self, lines: list[str], count: int | None = None) -> None:
+        """The queue: ``lines`` to show, ``count`` messages in it (one line can stand for the
+        same words sent by DM to several seats)."""
         box = self.query_one("#outbox", Static)
         if not lines:
             box.update("")
             return
         # Every queued word is shown whole (wrapped): the person checks what they are about to reveal.
-        head = Text(f"queued ({len(lines)}) · e sends · u takes back", style="bold",
+        n = len(lines) if count is None else count
+        head = Text(f"queued: {n} message{'s' if n != 1 else ''} · e sends · u takes back", style="bold",
                     no_wrap=True, overflow="ellipsis")
         body = Text("\n".join(lines))
         box.update(Text("\n").join([head, body]))
