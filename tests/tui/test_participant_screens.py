@@ -480,3 +480,20 @@ async def test_a_participant_joining_a_served_table_gets_the_instructions_once(t
     finally:
         await server.stop()
         await store.close()
+
+
+def test_end_headline_one_unit_and_why_extras_add_up_when_totals_match():
+    from calbench_tui.screens.end import EndScreen
+
+    seats = [{"cost": 2, "cost_shown": 110, "oracle_cost": 1, "excess": 1, "meetings_scheduled": 2,
+              "meetings_assigned": 2},
+             {"cost": 0, "cost_shown": 0, "oracle_cost": 1, "excess": 0, "meetings_scheduled": 2,
+              "meetings_assigned": 2}]
+    trace = {"metrics": {"per_seat": seats, "excess": 0.5, "meetings_scheduled": 2, "meetings_total": 2,
+                         "vps": 3.0}}
+    text = EndScreen(trace, seat=0)._headline().plain
+    assert "Excess 0.50 per seat (mean extra cost over the best schedule, in cost levels)" in text
+    assert "all seats paid 2, the best schedule of these meetings costs 2" in text
+    assert "don't offset those that paid more" in text
+    assert "paid 2 (110 on your calendar)" in text and "extra 1" in text
+    assert "total excess" not in text and "oracle 1" not in text
