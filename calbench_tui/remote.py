@@ -28,7 +28,7 @@ __all__ = ["RemoteGame", "RemoteError"]
 
 
 class RemoteError(Exception):
-    """The table refused us for good (bad code, seat taken over, table cancelled)."""
+    """The table refused us for good (bad code, seat taken over, table cancelled or stopped)."""
 
 
 class RemoteGame:
@@ -64,7 +64,6 @@ class RemoteGame:
                             if self.finished:
                                 return
                 except RemoteError as exc:
-                    self.app.post_message(GameFailed(str(exc)))
                     self.app.remote_refused(str(exc))
                     return
                 except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
@@ -121,7 +120,7 @@ class RemoteGame:
             if frame.get("fatal"):
                 raise RemoteError(frame.get("message") or "the table refused this connection")
             app.notify(f"Server: {frame.get('message')}", severity="warning", timeout=6)
-        elif t in ("taken_over", "cancelled"):
+        elif t in ("taken_over", "cancelled", "stopped"):
             self.finished = True
             raise RemoteError(frame.get("message") or t)
 

@@ -135,7 +135,7 @@ class Table:
             raise TableError("the table has no human seat to serve (name one 'human' in --agents)")
         self.by_code = {rs.code: rs for rs in self.remote.values()}
         self.full = asyncio.Event()
-        self.status = "lobby"  # lobby | playing | over | cancelled
+        self.status = "lobby"  # lobby | playing | over | cancelled | stopped
         self.outcome: SessionOutcome | None = None
         self.lobby_record: dict[str, Any] = {}
         self.started_at = time.monotonic()
@@ -237,7 +237,24 @@ class Table:
 
     # -- the game ---------------------------------------------------------------------------
     async def run(self) -> SessionOutcome | None:
-        """Wait in the lobby, then play the game; None when the lobby cancelled the table."""
+        """Wait in the lobby, then play the game; None when the lobby cancelled the table.
+
+        Cancelled (the host's ctrl+c), it tells every connected seat with a ``stopped``
+        frame before re-raising; a game in play is then saved as stopped by the session
+        (status ``stopped``), a table still in its lobby saves nothing (status ``cancelled``).
+        """
+        try:
+            return await self._run()
+        except asyncio.CancelledError:
+            started = self.status != "lobby"
+            self.status = "stopped" if started else "cancelled"
+            message = ("the host stopped the table; the game so far is saved" if started
+                       else "the host stopped the table before the game started")
+            for rs in self.remote.values():
+                await self._send(rs, {"type": "stopped", "message": message})
+            raise
+
+    async def _run(self) -> SessionOutcome | None:
         try:
             await asyncio.wait_for(self.full.wait(), self.lobby_wait)
         except asyncio.TimeoutError:

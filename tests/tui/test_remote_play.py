@@ -73,6 +73,8 @@ async def test_the_code_is_asked_for_and_a_wrong_one_is_explained(tmp_path):
             await wait_for(pilot, lambda: isinstance(app.screen, JoinScreen) and app.screen.error,
                            what="the error on the code prompt")
             assert "does not open a seat" in screen_text(app)
+            # asked again, not told the game stopped (no game was ever joined)
+            assert not [n for n in app._notifications if "stopped" in str(n.message)]
             await pilot.press(*table.codes()[0]["code"], "enter")
             await wait_for(pilot, lambda: isinstance(app.screen, LobbyScreen), what="the lobby")
             assert "You are Agent 0" in screen_text(app)
