@@ -340,6 +340,12 @@ class CalBenchApp(App):
         else:
             lobby.show(frame)
 
+    def remote_unreachable(self, message: str) -> None:
+        """The first connection to the table failed: exit with the one-line reason (exit status 2)."""
+        self.status = None
+        self.error = message
+        self.exit(return_code=2)
+
     def remote_refused(self, message: str) -> None:
         """The table refused the code (ask again on the code screen), or took the seat away,
         was cancelled or stopped (the game stops, saying why)."""

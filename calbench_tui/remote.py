@@ -9,6 +9,8 @@ at the end — so the game, decision and end screens are the same as for a local
 
 A dropped connection is retried for ``rejoin_seconds``; the server replays the seat's
 events on every join, so the screen is rebuilt from them and play goes on where it was.
+A first connection that fails (a wrong address, no server there) is not retried: the app
+exits with one line saying so.
 """
 
 from __future__ import annotations
@@ -29,6 +31,15 @@ __all__ = ["RemoteGame", "RemoteError"]
 
 class RemoteError(Exception):
     """The table refused us for good (bad code, seat taken over, table cancelled or stopped)."""
+
+
+def _reason(exc: BaseException) -> str:
+    """A short cause for a failed connection (aiohttp's own texts run long)."""
+    cause = getattr(exc, "os_error", None) or exc
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused"
+    text = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
+    return text.splitlines()[0][:120]
 
 
 class RemoteGame:
@@ -66,8 +77,11 @@ class RemoteGame:
                 except RemoteError as exc:
                     self.app.remote_refused(str(exc))
                     return
-                except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
-                    pass
+                except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                    if self.seat is None:  # never joined: a wrong address or no server, not a dropped line
+                        self.app.remote_unreachable(f"cannot reach a table at {self.url} ({_reason(exc)}); "
+                                                    f"check the address, and that 'calbench serve' runs there")
+                        return
                 finally:
                     self.ws = None
                 if self.finished:

@@ -83,6 +83,8 @@ def _handle_join(args: argparse.Namespace) -> int:
     if not os.environ.get("TEXTUAL_DRIVER"):  # a browser session (textual-serve) has no tty, and needs none
         require_terminal("calbench-play")
     app.run()
+    if app.error and app.return_code == 2:
+        raise UserError(app.error)
     if app.status in ("running", "stopped"):
         print(f"You left the table. Rejoin with: calbench-play --join {url} --code {app.settings.code or 'CODE'}")
     return 0

@@ -81,3 +81,15 @@ async def test_the_code_is_asked_for_and_a_wrong_one_is_explained(tmp_path):
     finally:
         await server.stop()
         await store.close()
+
+
+async def test_an_address_with_no_table_is_one_line_and_exit_2_not_a_blank_screen():
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = make_app(settings=Settings(join=f"ws://127.0.0.1:{port}/table", code="some-code"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.return_code == 2, timeout=10, what="the app to give up at once")
+    assert app.error.startswith(f"cannot reach a table at ws://127.0.0.1:{port}/table (connection refused)")
