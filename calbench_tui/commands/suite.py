@@ -236,6 +236,10 @@ def handle_show(args) -> int:
     from lab.suites import inspect_suite
 
     path = Path(args.file)
+    if not args.file.strip():
+        raise UserError("suite show needs a task file, e.g. calbench suite show study.jsonl")
+    if path.is_dir():
+        raise UserError(f"{path} is a folder; give a task file (.jsonl) in it")
     if not path.is_file():
         raise UserError(f"no such file {path}")
     try:
