@@ -52,7 +52,6 @@ class RemoteGame:
         self.seat: int | None = None
         self.finished = False
         self.generation = 0  # bumped on every welcome: answers to older requests are not sent
-        self.lobby: Any = None
 
     async def run(self) -> None:
         import aiohttp

@@ -79,7 +79,6 @@ class RemoteSeat:
     events: list[dict[str, Any]] = field(default_factory=list)  # projected events so far
     pending: HumanRequest | None = None
     request_id: int = 0
-    dropped_at: float | None = None
     timed_out: bool = False
     hold_task: asyncio.Task | None = None
     filled_by: str | None = None  # the persona that took the seat when the lobby gave up
@@ -158,7 +157,6 @@ class Table:
                 await old.close("taken over")
             except Exception:
                 pass
-        rs.dropped_at = None
         rs.timed_out = False
         if rs.hold_task is not None:
             rs.hold_task.cancel()
@@ -182,7 +180,6 @@ class Table:
         if rs.conn is not conn:
             return
         rs.conn = None
-        rs.dropped_at = time.monotonic()
         if self.status == "playing":
             rs.hold_task = asyncio.ensure_future(self._hold(rs))
         await self._broadcast_lobby()

@@ -177,14 +177,6 @@ def handle_generate(args) -> int:
     return 0
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    return str(v)
-
-
 def _span(r, fmt: str = "{:.3g}") -> str:
     if not r:
         return "-"
