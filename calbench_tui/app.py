@@ -356,6 +356,7 @@ class CalBenchApp(App):
                 self.pop_screen()
             self._start_remote(error="That code does not open a seat here. Check it and try again.")
         else:
+            self.error = message  # said again on the command line after the app closes
             self.post_message(GameFailed(message))
 
     # -- resume ---------------------------------------------------------------------------

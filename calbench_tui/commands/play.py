@@ -85,7 +85,9 @@ def _handle_join(args: argparse.Namespace) -> int:
     app.run()
     if app.error and app.return_code == 2:
         raise UserError(app.error)
-    if app.status in ("running", "stopped"):
+    if app.error:  # the table ended the seat: opened elsewhere, cancelled, or stopped by the host
+        print(f"The table closed your seat: {app.error}.")
+    elif app.status in ("running", "stopped"):
         print(f"You left the table. Rejoin with: calbench-play --join {url} --code {app.settings.code or 'CODE'}")
     return 0
 
