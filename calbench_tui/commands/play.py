@@ -74,6 +74,11 @@ def _handle_join(args: argparse.Namespace) -> int:
     from calbench_tui.settings import Settings, SettingsError, load_keymap
 
     url = join_url(args.join)
+    local = [f"--{n.replace('_', '-')}" for n in ("seat", "agents", "task", "seed", "resume", "base_url")
+             if getattr(args, n) is not None] + (["--setup"] if args.setup else [])
+    if local:
+        raise UserError(f"{', '.join(local)} set up a game on this machine; with --join the table decides "
+                        "(leave them out)")
     code = args.code.strip() if args.code else None
     try:
         keymap = load_keymap(args.keys, binding_ids())
@@ -95,7 +100,7 @@ def _handle_join(args: argparse.Namespace) -> int:
 def handle(args: argparse.Namespace) -> int:
     from calbench_tui.settings import Settings, SettingsError, first_run, load_keymap, parse_channels
 
-    if args.join:
+    if args.join is not None:
         return _handle_join(args)
     if args.code:
         raise UserError("--code goes with --join URL")
