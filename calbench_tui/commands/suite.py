@@ -194,7 +194,7 @@ def _print_generated(summary: dict, summary_path: Path | None) -> None:
               f"({len(cells)} cells × 3 buckets × {summary['config']['per_bucket']}) from "
               f"{summary['candidates']} candidates in {summary['seconds']:.2f} s "
               f"({summary['tasks_per_second']} tasks/s, {summary['candidates_per_second']} candidates/s, "
-              f"{summary['workers']} workers)", soft_wrap=True)
+              f"{summary['workers']} worker{'s' if summary['workers'] != 1 else ''})", soft_wrap=True)
     con.print(f"suite_version {summary['suite_version']}, scorer {summary['config']['scorer']}", soft_wrap=True)
     t = Table(title="Cells: each bucket's range of the measure that decided it")
     for col in ("cell", "usable", "by", "easy", "medium", "hard", "s"):
