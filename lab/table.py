@@ -243,7 +243,9 @@ class Table:
         try:
             return await self._run()
         except asyncio.CancelledError:
-            started = self.status != "lobby"
+            if self.status == "over":  # stopped while telling the seats the game is over: it is saved as it ended
+                raise
+            started = self.status == "playing"
             self.status = "stopped" if started else "cancelled"
             message = ("the host stopped the table; the game so far is saved" if started
                        else "the host stopped the table before the game started")
