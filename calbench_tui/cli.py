@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "llm",
     "replay",
     "report",
+    "study",
 ]
 
 
