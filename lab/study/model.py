@@ -25,7 +25,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 __all__ = ["Study", "Condition", "StudyFileError", "load_study", "parse_study"]
 
@@ -214,6 +214,7 @@ class Study(_Model):
     quiz: list[QuizQuestion] = []
     questionnaires: list[Questionnaire] = []
     beliefs: Beliefs = Beliefs()
+    _base: Path | None = PrivateAttr(None)  # the study file's folder: task files are relative to it
 
     @model_validator(mode="after")
     def _unique(self) -> "Study":
@@ -330,6 +331,7 @@ def parse_study(text: str, *, source: str = "study.toml", base: Path | None = No
         at = f" line {line}" if line else ""
         raise StudyFileError(f"{source}{at}: {_where(loc) or 'the file'}: {msg}"
                              f"{' — ' + fix if fix else ''}{more}") from None
+    study._base = base
     _check_semantics(study, text, source, base)
     return study
 
@@ -354,7 +356,7 @@ def _check_semantics(study: Study, text: str, source: str, base: Path | None) ->
     sizes = {t.num_agents for t in pool}
     if study.tasks.practice:
         try:
-            prac = resolve_tasks(study.tasks.practice)
+            prac = resolve_tasks(_relative(study, study.tasks.practice))
         except (TaskRefError, TaskError, OSError) as exc:
             fail(("tasks", "practice"), f"{exc}")
         if len(prac) != 1:
@@ -406,7 +408,15 @@ def pool_tasks(study: Study) -> list[Any]:
     from engine.taskref import hydrate_labels, resolve_tasks
 
     refs = [study.tasks.pool] if isinstance(study.tasks.pool, str) else study.tasks.pool
-    return [hydrate_labels(t) for ref in refs for t in resolve_tasks(ref)]
+    return [hydrate_labels(t) for ref in refs for t in resolve_tasks(_relative(study, ref))]
+
+
+def _relative(study: Study, ref: str) -> str:
+    """A task file named relative to the study file (seed:/canonical references unchanged)."""
+    base = study._base
+    if base is None or ref.startswith(("seed:", "canonical")) or Path(ref.split(":")[0]).is_absolute():
+        return ref
+    return str(base / ref)
 
 
 def practice_task(study: Study) -> Any | None:
@@ -414,4 +424,4 @@ def practice_task(study: Study) -> Any | None:
 
     from engine.taskref import hydrate_labels
 
-    return hydrate_labels(resolve_tasks(study.tasks.practice)[0]) if study.tasks.practice else None
+    return hydrate_labels(resolve_tasks(_relative(study, study.tasks.practice))[0]) if study.tasks.practice else None
