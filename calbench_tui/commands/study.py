@@ -267,6 +267,14 @@ def report_study(args) -> int:
 
 
 def _existing(arg):
-    from .report import existing_db
+    """The database path, which must exist (reading a study never creates an empty database)."""
+    import os
 
-    return existing_db(arg)
+    path = db_path(arg)
+    if not os.path.exists(path):
+        where = "--db" if arg else ("$CALBENCH_DB" if os.environ.get("CALBENCH_DB") else "the default location")
+        raise UserError(f"no save database at {path} ({where}); run 'calbench study check PATH --dry-run' or "
+                        "'calbench study run' first, or pass --db PATH")
+    if os.path.isdir(path):
+        raise UserError(f"{path} is a directory, not a save database")
+    return path
