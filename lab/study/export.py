@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.model import Task
-from engine.privacy import MESSAGE_EVENTS, belief_to_feasibility, belief_updates, feasibility_truth, observer_vps, \
-    semantic_leaks, typed_message
+from engine.privacy import belief_to_feasibility, belief_updates, feasibility_truth, observer_vps, semantic_leaks
+from engine.protocol import MESSAGE_EVENTS, typed_message
 
 __all__ = ["CODEBOOK", "export_study", "study_rows", "seat_kind", "codebook_markdown"]
 
