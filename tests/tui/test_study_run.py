@@ -164,3 +164,49 @@ async def test_ctrl_q_in_a_game_then_the_same_command_resumes_there(tmp_path):
         assert next(s for s in steps if s["name"] == "game:1")["game_id"] == gid
         async with store._db.execute("SELECT status FROM games WHERE game_id = ?", (gid,)) as cur:
             assert (await cur.fetchone())[0] == "completed"
+
+
+async def test_a_participant_who_does_nothing_in_a_game_times_out_visibly(tmp_path):
+    """Short limits: the countdown shows, the turn ends and the batch builder closes by itself,
+    a notice says so, and every timeout is recorded; the study goes on to the next step."""
+    study = small_study(tmp_path, talk_seconds="0.6")
+    study = study.model_copy(update={"timing": study.timing.model_copy(update={"decision_seconds": 0.6})})
+    async with await Store.open(tmp_path / "s.db") as store:
+        app = make_study_app(study, participant="P003", store=store, base=tmp_path)
+        seen: list[str] = []
+        shown: list[str] = []
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not (isinstance(app.screen, GameScreen) and app.current_step == "game:0"):
+                await wait_for(pilot, lambda: is_waiting(app), timeout=30, what="the next step")
+                await step_by_keys(pilot, app, seen)
+            # hands off the keyboard for the whole practice game
+            while app.current_step == "game:0":
+                if isinstance(app.screen, (GameScreen, DecisionScreen)):
+                    shown.append(app.screen.query_one(Countdown).shown if app.screen.query(Countdown) else "")
+                if isinstance(app.screen, NoticeScreen):
+                    break
+                await asyncio.sleep(0.05)
+            await wait_for(pilot, lambda: isinstance(app.screen, NoticeScreen), timeout=30, what="the game's end")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.current_step == "game:1", timeout=30, what="the next game")
+            await pilot.press("ctrl+q")
+    assert any("left for your talk turn" in s for s in shown)
+    assert any("timeouts so far" in s for s in shown)
+    con = sqlite3.connect(tmp_path / "s.db")
+    rows = con.execute("SELECT phase, timed_out FROM study_timings WHERE game_id = (SELECT game_id FROM study_steps "
+                       "WHERE participant = 'P003' AND name = 'game:0')").fetchall()
+    assert rows and all(t == 1 for _, t in rows) and {p for p, _ in rows} >= {"talk", "decision"}
+    assert con.execute("SELECT status FROM games WHERE game_id = (SELECT game_id FROM study_steps "
+                       "WHERE participant = 'P003' AND name = 'game:0')").fetchone()[0] == "completed"
+    con.close()
+
+
+def test_run_refuses_reserved_ids_and_needs_a_terminal(cli, tmp_path):
+    small_study(tmp_path)
+    path = str(tmp_path / "study.toml")
+    rc, out, err = cli("study", "run", path, "--participant", "sim-001", "--db", str(tmp_path / "s.db"))
+    assert rc == 2 and "reserved" not in out and "simulated participants" in err
+    rc, out, err = cli("study", "run", path, "--participant", "P 1", "--db", str(tmp_path / "s.db"))
+    assert rc == 2 and "letters, digits" in err
+    rc, out, err = cli("study", "run", path, "--participant", "P1", "--db", str(tmp_path / "s.db"))
+    assert rc == 2 and "needs an interactive terminal" in err and "Traceback" not in err
