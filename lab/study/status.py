@@ -52,6 +52,8 @@ async def study_status(study, store, *, now: datetime | None = None, stall_minut
             "step": current["name"] if current else None, "step_index": current["step"] if current else len(ps),
             "steps": len(ps), "games_done": sum(1 for s in games if s["completed_at"]), "games": len(games),
             "round": cur_round, "idle_minutes": None if idle is None else round(idle, 1),
+            "step_minutes": None if current is None or _age_minutes(current["started_at"], now) is None
+            else round(_age_minutes(current["started_at"], now), 1),
             "seconds_per_step": {s["name"]: round(s["seconds"], 1) for s in done if s["seconds"] is not None},
             "completion_code": p["completion_code"]})
     return {"study": study.name, "participants": out,
@@ -62,12 +64,15 @@ def format_status(st: dict[str, Any]) -> str:
     c = st["counts"]
     lines = [f"Study {st['study']}: {len(st['participants'])} participants — {c['active']} active, "
              f"{c['stalled']} stalled (idle ≥ {STALL_MINUTES:.0f} min: dropouts?), {c['completed']} completed"]
-    lines.append(f"{'participant':<14}{'state':<11}{'step':<24}{'games':<7}{'round':<7}{'idle min':<10}code")
+    lines.append(f"{'participant':<14}{'state':<11}{'step':<26}{'on step':<9}{'games':<7}{'round':<7}"
+                 f"{'idle min':<10}code")
     for r in st["participants"]:
         who = r["participant"] + (" (sim)" if r["simulated"] else "")
         step = f"{r['step'] or 'done'} ({min(r['step_index'] + 1, r['steps'])}/{r['steps']})"
         games = f"{r['games_done']}/{r['games']}"
         rnd = "" if r["round"] is None else str(r["round"])
         idle = "" if r["idle_minutes"] is None else str(r["idle_minutes"])
-        lines.append(f"{who:<14}{r['state']:<11}{step:<24}{games:<7}{rnd:<7}{idle:<10}{r['completion_code'] or ''}")
+        on = "" if r["step_minutes"] is None else f"{r['step_minutes']}m"
+        lines.append(f"{who:<14}{r['state']:<11}{step:<26}{on:<9}{games:<7}{rnd:<7}{idle:<10}"
+                     f"{r['completion_code'] or ''}")
     return "\n".join(lines)
