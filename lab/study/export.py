@@ -126,7 +126,8 @@ def codebook_markdown() -> str:
     out = ["# Codebook", "",
            "Written by `calbench study export`. Every file is UTF-8 CSV with a header row; empty cells "
            "are missing values. Ids join the files: `participant` everywhere, `game_id` between games, "
-           "messages, beliefs, timings and after-game questionnaires.", ""]
+           "messages, beliefs, timings and after-game questionnaires. `study.json` beside them is the "
+           "study file as it was validated (conditions, timing, items), for the methods section.", ""]
     for name, (desc, cols) in CODEBOOK.items():
         out += [f"## {name}", "", desc, "", "| column | meaning |", "| --- | --- |"]
         out += [f"| `{c}` | {m} |" for c, m in cols]

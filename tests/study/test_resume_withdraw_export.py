@@ -197,3 +197,22 @@ def test_observer_vps_is_spec_8_loss_on_stated_beliefs():
     assert wrong["per_target"][1] == pytest.approx(0.5 + 1 / 3) and wrong["estimator_vps"] == 0
     # weighted: a blocked slot weighs 32, a free one 1
     assert right["observer_vps_weighted"] >= right["observer_vps"]
+
+
+def test_two_dry_runs_of_a_scripted_study_give_the_same_traces(scripted_study, tmp_path):
+    """Determinism: same study, same seed, scripted seats (and simulated humans) → same games, byte for byte."""
+    import json
+
+    path, study = scripted_study
+
+    async def traces(db):
+        from lab.study.check import dry_run
+
+        async with await Store.open(db) as store:
+            assert (await dry_run(study, store))["ok"]
+            return {g["game_id"]: json.dumps(await store.load_trace(g["game_id"]), sort_keys=True, default=str)
+                    for g in await store.list_games()}
+
+    a = asyncio.run(traces(tmp_path / "a.db"))
+    b = asyncio.run(traces(tmp_path / "b.db"))
+    assert len(a) == 12 and a == b
