@@ -161,6 +161,9 @@ class StudyApp(CalBenchApp):
         self.runner = StudyRunner(self.study, self.store, self.participant, TerminalDriver(self), base=self.base)
         try:
             await self.runner.enroll()
+            if self.runner.design_changed:
+                self.notify("The study file changed since this participant started; their stored "
+                            "assignment and steps are kept.", severity="warning", timeout=10)
             step = self.runner.next_step()
             self.current_step = self.runner.steps[step]["name"] if step is not None else None
             orig = self.runner._play_step

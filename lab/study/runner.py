@@ -124,6 +124,7 @@ class StudyRunner:
         self.results: list[StepResult] = []
         self._tasks: list[Any] | None = None
         self._llm: dict[str, Any] = {}
+        self.design_changed = False
 
     # -- registration ------------------------------------------------------------------------------
     async def enroll(self) -> dict[str, Any]:
@@ -141,6 +142,8 @@ class StudyRunner:
                              f"{'a simulated' if row['simulated'] else 'a real'} participant; use another id")
         self.games = [Game(**g) for g in row["assignment"]]
         self.steps = await self.db.steps(self.participant)
+        # the file was edited since this participant started: their stored plan is kept
+        self.design_changed = row["design_hash"] != design_hash(self.study)
         return row
 
     def pool(self) -> list[Any]:

@@ -65,7 +65,7 @@ async def test_crash_in_a_game_resumes_at_that_step_with_the_same_assignment(scr
         drv2 = SimulatedDriver(study, "P001")
         r2 = StudyRunner(study, store, "P001", drv2)
         row = await r2.enroll()
-        assert row["slot"] == 1 and [g.to_json() for g in r2.games] == plan
+        assert row["slot"] == 1 and [g.to_json() for g in r2.games] == plan and not r2.design_changed
         assert r2.next_step() == crashed
         results = await r2.run()
         assert results[0].name == "game:2" and results[0].data["resumed"] is True
@@ -95,6 +95,11 @@ async def test_crash_in_a_questionnaire_resumes_there(scripted_study, tmp_path):
         r2 = StudyRunner(study, store, "P7", SimulatedDriver(study, "P7"))
         await r2.enroll()
         assert r2.steps[r2.next_step()]["name"] == "questionnaire:game@1"
+        # an edited file does not move a participant who already started
+        edited = study.model_copy(update={"conditions": list(reversed(study.conditions))})
+        r3 = StudyRunner(edited, store, "P7", SimulatedDriver(edited, "P7"))
+        await r3.enroll()
+        assert r3.design_changed and [g.condition for g in r3.games] == [g.condition for g in r2.games]
         await r2.run()
         assert r2.driver.seen[0] == "questionnaire:game"
 
