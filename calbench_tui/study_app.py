@@ -160,7 +160,8 @@ class StudyApp(CalBenchApp):
 
         self.runner = StudyRunner(self.study, self.store, self.participant, TerminalDriver(self), base=self.base)
         try:
-            await self.runner.enroll()
+            row = await self.runner.enroll()
+            self.code = row.get("completion_code")  # already finished: the code they were given
             if self.runner.design_changed:
                 self.notify("The study file changed since this participant started; their stored "
                             "assignment and steps are kept.", severity="warning", timeout=10)

@@ -181,7 +181,7 @@ def handle_run(args) -> int:
     if app.error:
         raise UserError(app.error)
     if app.finished:
-        print(f"Participant {pid} completed the study. Completion code: {app.code}")
+        print(f"Participant {pid} has completed the study. Completion code: {app.code}")
     else:
         print(f"Participant {pid} stopped at step {app.current_step!r}; run the same command to resume there.")
     return 0

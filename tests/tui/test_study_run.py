@@ -210,3 +210,18 @@ def test_run_refuses_reserved_ids_and_needs_a_terminal(cli, tmp_path):
     assert rc == 2 and "letters, digits" in err
     rc, out, err = cli("study", "run", path, "--participant", "P1", "--db", str(tmp_path / "s.db"))
     assert rc == 2 and "needs an interactive terminal" in err and "Traceback" not in err
+
+
+async def test_a_participant_who_finished_gets_the_same_code_again(tmp_path):
+    from lab.study.runner import StudyRunner, completion_code
+    from lab.study.simulate import SimulatedDriver
+
+    study = small_study(tmp_path)
+    async with await Store.open(tmp_path / "s.db") as store:
+        drv = SimulatedDriver(study, "P9")
+        drv.simulated = False  # a scripted stand-in for a person who already went through
+        await StudyRunner(study, store, "P9", drv).run()
+        app = make_study_app(study, participant="P9", store=store, base=tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.finished, timeout=10, what="the app to see it is done")
+        assert app.code == completion_code(study, "P9")
