@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "replay",
     "report",
     "study",
+    "serve",
 ]
 
 
