@@ -25,7 +25,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .model import Study, pool_tasks
+from .model import Study, condition_task, pool_tasks
 
 __all__ = ["Game", "latin_square", "assignment", "cycle_length"]
 
@@ -109,11 +109,12 @@ def assignment(study: Study, participant_index: int, tasks: list[Any] | None = N
     if study.tasks.practice:
         from .model import practice_task
 
-        t = practice_task(study)
+        t = condition_task(study, conds[order[0]], practice_task(study))
         games.append(Game(0, conds[order[0]].name, "practice", t.task_id, seat_at[0], True, -1, -1))
     for i in range(c):
         for k in range(g):
             ti = blocks[i] * g + k
-            games.append(Game(len(games), conds[order[i]].name, f"pool:{ti}", tasks[ti].task_id, seat_at[i],
+            t = condition_task(study, conds[order[i]], tasks[ti])
+            games.append(Game(len(games), conds[order[i]].name, f"pool:{ti}", t.task_id, seat_at[i],
                               False, i, blocks[i]))
     return games

@@ -31,6 +31,7 @@ partners = "imap"
 seat = 0                  # used when [assignment] does not rotate seats
 channels = ["dm"]         # dm, participant (the meeting's group chat), all (everyone's chat)
 max_turns = 6             # talk sweeps per round
+cost = "task"             # task (the tasks' own costs) | uniform | varied (re-costs seed:N scenarios)
 
 [[conditions]]
 name = "llm"

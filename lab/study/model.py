@@ -85,6 +85,8 @@ class Condition(_Model):
     seat: int = Field(0, ge=0, description="the participant's seat when assignment does not rotate seats")
     channels: list[str] = ["dm"]
     max_turns: int = Field(6, ge=1, le=50)
+    cost: Literal["task", "uniform", "varied"] = Field(
+        "task", description="the tasks' own costs, or the same seed:N scenarios with uniform / varied costs")
     llm: LLMEndpoint = LLMEndpoint()
 
     @field_validator("partners")
@@ -363,6 +365,12 @@ def _check_semantics(study: Study, text: str, source: str, base: Path | None) ->
             fail(("tasks", "practice"), f"names {len(prac)} tasks; name exactly one (e.g. seed:99)")
         sizes.add(prac[0].num_agents)
     n = min(sizes)
+    refs = ([study.tasks.pool] if isinstance(study.tasks.pool, str) else list(study.tasks.pool)) + \
+        ([study.tasks.practice] if study.tasks.practice else [])
+    for i, c in enumerate(study.conditions):
+        if c.cost != "task" and not all(r.strip().startswith("seed:") for r in refs):
+            fail(("conditions", i, "cost"), f"cost = {c.cost!r} re-costs seed:N scenarios only; list the pool as "
+                                            "seed:N references, or use cost = \"task\" and tasks of that cost")
     seats = study.assignment.seats
     for i, c in enumerate(study.conditions):
         if c.seat >= n:
@@ -409,6 +417,17 @@ def pool_tasks(study: Study) -> list[Any]:
 
     refs = [study.tasks.pool] if isinstance(study.tasks.pool, str) else study.tasks.pool
     return [hydrate_labels(t) for ref in refs for t in resolve_tasks(_relative(study, ref))]
+
+
+def condition_task(study: Study, condition: Condition, task: Any) -> Any:
+    """The task as a condition plays it: unchanged for ``cost = "task"``, else the same seed:N
+    scenario generated with that cost setting (same calendars and meetings, other costs)."""
+    if condition.cost == "task" or task.cost_mode == condition.cost:
+        return task
+    from engine.generate import generate_scenario
+    from engine.taskref import hydrate_labels
+
+    return hydrate_labels(generate_scenario(int(task.seed), cost_mode=condition.cost))
 
 
 def _relative(study: Study, ref: str) -> str:

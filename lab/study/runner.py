@@ -29,7 +29,7 @@ from engine.game import GameConfig, resume_point
 
 from ..session import Session, SessionOutcome, run_session
 from .assign import Game, assignment
-from .model import Questionnaire, Study, practice_task, pool_tasks
+from .model import Questionnaire, Study, condition_task, practice_task, pool_tasks
 from .seat import BeliefRequest, StudySeat, belief_rounds
 
 __all__ = ["StudyRunner", "Driver", "GameContext", "plan_steps", "completion_code", "design_hash",
@@ -240,9 +240,8 @@ class StudyRunner:
 
     # -- games -----------------------------------------------------------------------------------------
     def task_of(self, g: Game) -> Any:
-        if g.task_ref == "practice":
-            return practice_task(self.study)
-        return self.pool()[int(g.task_ref.split(":")[1])]
+        base = practice_task(self.study) if g.task_ref == "practice" else self.pool()[int(g.task_ref.split(":")[1])]
+        return condition_task(self.study, self.study.condition(g.condition), base)
 
     def _llm_settings(self, cond) -> Any:
         if not cond.uses_llm:

@@ -92,3 +92,21 @@ def test_bad_file_is_one_line_exit_2(cli, tmp_path):
     p.write_text(EXAMPLE.replace("seat = 0                  # used", "seat = 7                  # used"))
     rc, out, err = cli("study", "check", str(p))
     assert rc == 2 and err.count("\n") == 1 and "line 24" in err
+
+
+def test_condition_cost_recosts_seed_scenarios_only():
+    from lab.study.assign import assignment
+    from lab.study.model import condition_task, pool_tasks
+
+    s = parse_study(EXAMPLE.replace('cost = "task"             # task', 'cost = "varied"           # task'))
+    assert s.conditions[0].cost == "varied"
+    varied = condition_task(s, s.conditions[0], pool_tasks(s)[0])
+    uniform = condition_task(s, s.conditions[1], pool_tasks(s)[0])
+    assert varied.cost_mode == "varied" and uniform.cost_mode == "uniform"
+    assert [m.participants for m in varied.meetings] == [m.participants for m in uniform.meetings]
+    plan = assignment(s, 0)
+    ids = {g.condition: g.task_id for g in plan if not g.practice}
+    assert ids["scripted"].startswith("seed-") and ids["scripted"] != "seed-100" and ids["llm"] in ("seed-100", "seed-101")
+    with pytest.raises(StudyFileError, match=r"conditions\[0\]\.cost: cost = 'varied' re-costs seed:N scenarios only"):
+        parse_study(EXAMPLE.replace('cost = "task"             # task', 'cost = "varied"           # task')
+                    .replace('pool = ["seed:100", "seed:101", "seed:102", "seed:103"]', 'pool = "canonical:1-4"'))
