@@ -68,6 +68,10 @@ async def dry_run(study: Study, store: Any, *, base: Path | None = None, progres
                 out["completed"] += r.status == "completed"
                 if r.status != "completed":
                     out["failures"].append(f"{pid} {r.name}: {r.data.get('error')}")
+                elif r.data.get("partner_failures"):
+                    # the game ended, but a partner could not answer: the setup is not ready for people
+                    out["failures"].append(f"{pid} {r.name}: {r.data['partner_failures']} partner call(s) failed "
+                                           f"({r.data.get('partner_failure')})")
             out["steps_completed"] += r.status == "completed"
         if progress is not None:
             progress(pid, results)

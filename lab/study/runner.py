@@ -306,9 +306,14 @@ class StudyRunner:
         outcome = await run_session(session, store=self.store, stream=True,
                                     listeners=list(self.driver.listeners(ctx)), resume_upto=resume_upto)
         await self.driver.game_over(ctx, outcome)
+        infra = [e for e in outcome.trace.get("events") or () if e.get("type") == "seat_timeout"
+                 and (e.get("data") or {}).get("agent_id") != g.seat]
         return StepResult(f"game:{index}", outcome.status,
                           {"game_id": game_id, "condition": cond.name, "practice": g.practice, "seat": g.seat,
                            "resumed": resumed, "timeouts": seat_persona.timeouts,
+                           # partner calls that never got an answer (an endpoint down, retries exhausted)
+                           "partner_failures": len(infra),
+                           **({"partner_failure": (infra[0].get("data") or {}).get("detail")} if infra else {}),
                            **({"error": outcome.error} if outcome.error else {})})
 
     async def _game_status(self, game_id: str) -> str | None:

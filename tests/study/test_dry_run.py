@@ -71,3 +71,17 @@ def test_dry_run_exits_1_when_a_game_fails(cli, scripted_study, tmp_path, monkey
     rc, out, err = cli("study", "check", str(path), "--dry-run", "--db", str(tmp_path / "s.db"))
     assert rc == 1
     assert "12 games, 0 completed" in out and "FAILED sim-001 game:0" in out and "the simulated seat broke" in out
+
+
+async def test_dry_run_exits_1_when_the_llm_endpoint_is_down(cli, tmp_path, monkeypatch):
+    """Nothing listens on the endpoint: the games end (the LLM seat passes) but the dry run says
+    the setup is not ready, naming the failure, and exits 1."""
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    p = tmp_path / "study.toml"
+    p.write_text(example_text("http://127.0.0.1:9/v1", **{"timeout = 60": "timeout = 2"}))
+    rc, out, err = await asyncio.to_thread(cli, "study", "check", str(p), "--dry-run", "--db", str(tmp_path / "s.db"))
+    assert rc == 1
+    failed = [line for line in out.splitlines() if line.strip().startswith("FAILED")]
+    assert failed and all("partner call(s) failed" in line for line in failed)
+    # only the LLM condition's games (one real game per participant, plus practices that drew it)
+    assert 4 <= len(failed) <= 8
