@@ -157,6 +157,10 @@ def _format_design(d) -> str:
                      f"{c['max_turns']} turns; seats {c['seats']}; positions {c['positions']}")
     if d["latin_square"]:
         lines.append("  order rows: " + " / ".join(" → ".join(r) for r in d["latin_square"]))
+    lines.append("One cycle (participants in order of arrival; the next cycle repeats it):")
+    for p, plan in enumerate(d["cycle"]):
+        games = [f"{g['condition']}@seat{g['seat']}:{g['task_id']}" for g in plan if not g["practice"]]
+        lines.append(f"  #{p + 1}: " + " → ".join(games))
     lines.append(f"Per participant: {d['games_per_participant']} games"
                  f"{' + 1 practice' if d['practice'] else ''}, {d['steps_per_participant']} steps, "
                  f"about {d['expected_minutes']} minutes")
