@@ -158,7 +158,11 @@ class StudyApp(CalBenchApp):
     async def run_study(self) -> None:
         from lab.study.runner import QuizFailed, StudyRunner
 
-        self.runner = StudyRunner(self.study, self.store, self.participant, TerminalDriver(self), base=self.base)
+        def on_step(i: int, name: str) -> None:
+            self.current_step = name
+
+        self.runner = StudyRunner(self.study, self.store, self.participant, TerminalDriver(self), base=self.base,
+                                  on_step=on_step)
         try:
             row = await self.runner.enroll()
             self.code = row.get("completion_code")  # already finished: the code they were given
@@ -167,13 +171,6 @@ class StudyApp(CalBenchApp):
                             "assignment and steps are kept.", severity="warning", timeout=10)
             step = self.runner.next_step()
             self.current_step = self.runner.steps[step]["name"] if step is not None else None
-            orig = self.runner._play_step
-
-            async def tracked(i, name):
-                self.current_step = name
-                return await orig(i, name)
-
-            self.runner._play_step = tracked
             await self.runner.run()
         except QuizFailed as exc:
             self.error = f"participant {self.participant} stopped: {exc}"

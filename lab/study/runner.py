@@ -22,7 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from engine.events import EventSink, LogicalClock
 from engine.game import GameConfig, resume_point
@@ -109,7 +109,8 @@ class StudyRunner:
     """Plays one participant's remaining steps (see the module docstring)."""
 
     def __init__(self, study: Study, store: Any, participant: str, driver: Driver, *,
-                 base: Path | None = None, deterministic: bool | None = None) -> None:
+                 base: Path | None = None, deterministic: bool | None = None,
+                 on_step: Callable[[int, str], None] | None = None) -> None:
         from saves.study import StudyStore
 
         self.study = study
@@ -125,6 +126,7 @@ class StudyRunner:
         self._tasks: list[Any] | None = None
         self._llm: dict[str, Any] = {}
         self.design_changed = False
+        self.on_step = on_step  # told (index, name) as each step begins, e.g. for a status line
 
     # -- registration ------------------------------------------------------------------------------
     async def enroll(self) -> dict[str, Any]:
@@ -164,6 +166,8 @@ class StudyRunner:
             await self.enroll()
         while (i := self.next_step()) is not None:
             name = self.steps[i]["name"]
+            if self.on_step is not None:
+                self.on_step(i, name)
             await self.db.start_step(self.participant, i)
             t0 = time.perf_counter()
             result = await self._play_step(i, name)
