@@ -1,4 +1,4 @@
-"""Pilot-study rows beside the games (schema migration 3): participants, steps, answers,
+"""Pilot-study rows beside the games (schema migration 4): participants, steps, answers,
 beliefs and timings.  A small API over one :class:`saves.store.Store`; games themselves
 stay in ``games`` / ``events`` / ``seat_results`` and are linked through ``study_steps.game_id``.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from . import UserError, add_db_option, db_path, require_terminal
+from . import UserError, add_db_option, check_db, db_path, require_terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,7 +150,9 @@ def handle(args: argparse.Namespace) -> int:
         keymap=keymap,
         llm_available=llm_available,
     )
-    app = make_app(settings=settings, task=task, llm=llm, store_path=db_path(args.db))
+    store_path = db_path(args.db)
+    check_db(store_path)  # a bad --db is one line here, not a traceback from inside the app
+    app = make_app(settings=settings, task=task, llm=llm, store_path=store_path)
     require_terminal("calbench-play")
     app.run()
     if app.error and app.return_code == 2:
