@@ -148,7 +148,7 @@ def _insert_events_sql(n: int) -> str:
     return _INSERT_EVENT + ", (?, ?, ?, ?, ?, ?, ?)" * (n - 1)
 
 
-# -- lean, compressed events of finished games (migration 4) ---------------------------------
+# -- lean, compressed events of finished games (migration 5) ---------------------------------
 #: games with these statuses keep their events as one blob; running and stopped games keep
 #: one row per event (a stopped game may be reopened and continued).
 BLOB_STATUSES = frozenset({"completed", "failed"})

@@ -41,6 +41,11 @@ def register(sub) -> None:
     p.add_argument("--plot", metavar="FILE.png", default=None,
                    help="write FILE.png (privacy–cost plane), FILE-fairness.png and FILE-messages.png")
     p.add_argument("--tui", action="store_true", help="show the report and its charts in the terminal app")
+    p.add_argument("--study", metavar="STUDY.toml", default=None,
+                   help="a pilot study's Table 2 by condition and seat kind (human / LLM / protocol) with N, "
+                        "95%% bootstrap intervals and the human-observer VPS (see 'calbench study')")
+    p.add_argument("--include-simulated", action="store_true",
+                   help="with --study: count the simulated participants of the dry run too")
     p.add_argument("--include-unverified", action="store_true",
                    help="also count imported traces that did not verify (stored with 'import --keep-unverified')")
     p.set_defaults(handler=handle_report)
@@ -73,6 +78,10 @@ def load(path: str, ids: list[str] | None,
 
 
 def handle_report(args) -> int:
+    if args.study:
+        from .study import report_study
+
+        return report_study(args)
     if args.group_by not in GROUP_BY:
         raise UserError(f"--group-by must be one of {', '.join(GROUP_BY)}, not {args.group_by!r}")
     if sum(map(bool, (args.json, args.csv, args.tui))) > 1:

@@ -1,6 +1,6 @@
 """Lean, compressed stored traces: `calbench export` writes what it wrote when every event had its row.
 
-A game saved before migration 4 keeps one row per event; a game saved now keeps one lean
+A game saved before migration 5 keeps one row per event; a game saved now keeps one lean
 blob.  Both must export to the same bytes, for a scripted game and for an LLM game (whose
 trace holds prompts), and the blob must be much smaller.
 """
