@@ -4,7 +4,6 @@ the batch as it stands (or no move) — always recorded as a timeout, never sile
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 
 from engine.actions import Schedule
@@ -35,7 +34,9 @@ async def test_a_participant_who_never_answers_times_out_and_the_game_goes_on(sc
     rows = con.execute("SELECT phase, timed_out FROM study_timings WHERE phase != 'beliefs'").fetchall()
     assert rows and all(t == 1 for _, t in rows)
     assert {p for p, _ in rows} >= {"talk", "decision"}
-    inputs = [json.loads(d) for (d,) in con.execute("SELECT data FROM events WHERE type = 'human_input'")]
+    async with await Store.open(tmp_path / "s.db") as store:  # finished games keep their events in one blob
+        inputs = [e["data"] for g in await store.list_games() for e in await store.load_events(g["game_id"])
+                  if e["type"] == "human_input"]
     assert inputs and all(i["timed_out"] is True for i in inputs)
     assert {i["timeout_outcome"] for i in inputs} <= {"end_turn", "no_move"}
     exported = sum(r.data["timeouts"] for r in games)
