@@ -19,7 +19,8 @@ from textual.message import Message
 MESSAGE_EVENTS = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
 #: Events whose bare fact (who, when) is public; their contents are not.
 _PUBLIC_FACTS = ("turn_start", "turn_end", "decide_start", "decide_end", "batch_applied",
-                 "batch_rejected", "batch_rolled_back", "seat_timeout", "parse_error", "agent_registered")
+                 "batch_rejected", "batch_rolled_back", "seat_timeout", "parse_error", "agent_registered",
+                 "context_overflow")
 
 
 def seat_event(event: dict[str, Any], seat: int) -> dict[str, Any] | None:
@@ -76,7 +77,7 @@ def seat_event(event: dict[str, Any], seat: int) -> dict[str, Any] | None:
                       "error", "detail", "retry_count", "reason"):
                 if k in d:
                     out[k] = d[k]
-        elif t in ("seat_timeout", "parse_error"):
+        elif t in ("seat_timeout", "parse_error", "context_overflow"):
             out["error"] = d.get("error")  # the kind of failure only ("seat_timeout", ...)
         return out
     if t == "game_end":

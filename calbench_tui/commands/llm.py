@@ -24,9 +24,18 @@ def register(subparsers) -> None:
                     "prompts and plays a seat. Point LLM seats at it with --base-url http://127.0.0.1:PORT/v1.",
     )
     p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0 = any free port)")
-    p.add_argument("--policy", choices=("cooperative", "silent", "chaos"), default="cooperative",
+    p.add_argument("--policy", choices=("cooperative", "silent", "chaos", "sloppy", "judge"), default="cooperative",
                    help="cooperative: negotiates sensibly; silent: never acts; chaos: cooperative plus 429s, "
-                        "500s, prose, fenced JSON and invalid batches (deterministic from --seed)")
+                        "500s, prose, fenced JSON and invalid batches (deterministic from --seed); sloppy: like a "
+                        "small model (prose, invented keys, cut-off JSON) unless a JSON schema is sent; judge: "
+                        "cooperative, and answers --judge questions from what each message says")
+    p.add_argument("--context-limit", type=int, default=None, metavar="TOKENS",
+                   help="answer requests longer than this (estimated tokens + max_tokens) with HTTP 400, as a "
+                        "real server does (default: no limit)")
+    p.add_argument("--context-style", choices=("openai", "llamacpp"), default="openai",
+                   help="the text of that 400: vLLM/OpenAI's or llama.cpp's (default openai)")
+    p.add_argument("--advertise-context", action="store_true",
+                   help="list the limit as max_model_len in /v1/models, as vLLM does")
     p.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
                    help="simulated model time per request (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed for the chaos policy (default 0)")
@@ -47,8 +56,11 @@ def handle_mock(args) -> int:
         raise UserError("--latency must be 0 or more seconds")
     if args.retry_after < 0:
         raise UserError(f"--retry-after must be 0 or more seconds, not {args.retry_after:g}")
+    if args.context_limit is not None and args.context_limit < 64:
+        raise UserError(f"--context-limit must be at least 64 tokens, not {args.context_limit}")
     server = MockLLMServer(policy=args.policy, latency=args.latency, seed=args.seed, port=args.port,
-                           retry_after=args.retry_after)
+                           retry_after=args.retry_after, context_limit=args.context_limit,
+                           context_style=args.context_style, advertise_context=args.advertise_context)
 
     async def serve() -> None:
         try:

@@ -112,6 +112,25 @@ def calendars_table(trace: dict[str, Any], seat: int | None) -> Table:
 VPS_SOURCES = (("typed_vps", "typed"), ("freetext_vps", "free text"), ("gossip_vps", "gossip"))
 
 
+def failure_line(trace: dict[str, Any]) -> str | None:
+    """Failed seat calls by whose fault, and the LLM seats' tokens; None when there is neither."""
+    from engine.usage import failure_counts, token_usage
+
+    events = trace.get("events") or []
+    f = failure_counts(events)
+    parts = []
+    if f["infra"] or f["configuration"] or f["agent"]:
+        kinds = ", ".join(f"{k} {n}" for k, n in f["kinds"].items())
+        parts.append(f"Failed seat calls: {f['infra']} infrastructure (the endpoint), {f['configuration']} "
+                     f"configuration (context overflow), {f['agent']} agent (unreadable or invalid replies)"
+                     + (f" — {kinds}" if kinds else ""))
+    tok = token_usage(events)["game"]
+    if tok["calls"]:
+        parts.append(f"LLM tokens: {tok['prompt_tokens']:,} prompt ({tok['cached_tokens']:,} cached), "
+                     f"{tok['completion_tokens']:,} completion over {tok['calls']} calls")
+    return "\n".join(parts) or None
+
+
 def vps_split_text(m: dict) -> str | None:
     """Where the VPS came from, as approximate shares of the (exact) total.
 
@@ -182,6 +201,9 @@ class EndScreen(Screen):
                 t.append(f"\nYou (Agent {self.seat}): {me.get('meetings_scheduled')}/{me.get('meetings_assigned')} "
                          f"meetings, paid {_fmt(me.get('cost_shown'))}, oracle {_fmt(me.get('oracle_cost_shown'))}, "
                          f"excess {_fmt(me.get('excess_shown'))}", style="bold")
+        fails = failure_line(self.trace)
+        if fails:
+            t.append("\n" + fails, style="yellow")
         if self.trace.get("stopped"):
             t.append("\n(the game was stopped early)", style="italic")
         return t

@@ -36,15 +36,24 @@ from engine.observe import (
 )
 from engine.seats import Reply
 
-from .client import CallResult, complete
+from .client import CallResult, complete, fetch_models
+from .context import Estimator, digest_block, fits, message_rounds, window_from_models
 from .prompts import PromptBook, fragment
+from .schema import envelope_schema, reflection_schema, response_format
 from .settings import LLMConfigError, LLMSettings
 
 __all__ = ["LLMPersona"]
 
 COUNTER_KEYS = ("calls", "requests", "retries", "agent_failures", "parse_errors", "infra_failures",
                 "rate_limited", "server_errors", "timeouts", "connection_errors", "context_length",
-                "http_errors", "bad_responses", "reflections", "reflection_failures")
+                "http_errors", "bad_responses", "reflections", "reflection_failures", "config_failures",
+                "context_overflow", "context_trims", "format_fallbacks")
+#: The request forms ``structured="auto"`` tries, in order (see ``personas.llm.schema``).
+AUTO_FORMS = ("json_schema", "json_object", "json_object_plain", "off")
+#: What each client failure kind means for the results: infrastructure (the endpoint) or
+#: configuration (the seat's settings); unreadable replies are the agent's.
+FAILURE_NAMES = {"connection": "unreachable", "timeout": "unreachable", "rate_limit": "rate_limited",
+                 "server_error": "server_error", "http_error": "endpoint_error", "bad_response": "endpoint_error"}
 _KIND_COUNTER = {"rate_limit": "rate_limited", "server_error": "server_errors", "timeout": "timeouts",
                  "connection": "connection_errors", "context_length": "context_length",
                  "http_error": "http_errors", "bad_response": "bad_responses"}
@@ -74,7 +83,18 @@ class LLMPersona:
         self._seen: dict[int, int] = {}  # round -> delivered messages already shown
         self._joined: set[int] = set()  # rounds in which a non-participant had its first message
         self._notice = ""
-        self._context_exhausted: str | None = None
+        self._reset_context()
+
+    def _reset_context(self) -> None:
+        # The context budget (personas.llm.context): rounds < _upto are sent as a digest.
+        self._upto = 0
+        self._window: int | None = self.settings.context_window
+        self._window_source: str | None = "configured" if self._window else None
+        self._probed = False
+        self._est = Estimator()
+        mode = self.settings.structured_mode()
+        self._forms: tuple[str, ...] = AUTO_FORMS if mode == "auto" else (mode,)
+        self._form_i = 0
 
     # -- plumbing -------------------------------------------------------------------------
     @property
@@ -82,6 +102,15 @@ class LLMPersona:
         if self._client is None:
             self._client = self.settings.pool.client(self.settings)
         return self._client
+
+    @property
+    def structured_used(self) -> str:
+        """The request form this seat uses now (``auto`` settles on the first the endpoint takes)."""
+        return self._forms[min(self._form_i, len(self._forms) - 1)]
+
+    @property
+    def context_window(self) -> int | None:
+        return self._window
 
     def describe(self) -> dict[str, Any]:
         """Settings a trace may record: model, variant, endpoint, sampling (never the key)."""
@@ -102,7 +131,7 @@ class LLMPersona:
         self._seen.clear()
         self._joined.clear()
         self._notice = ""
-        self._context_exhausted = None
+        self._reset_context()
         return system
 
     def prompt(self, obs) -> str | None:
@@ -131,12 +160,13 @@ class LLMPersona:
         model answered with some text, that ``text`` as the assistant message — the same
         rule :meth:`_call` follows (an endpoint failure leaves the user message alone; an
         unreadable reply is kept).  Also restored: the note the next prompt carries about
-        a failed last call (``parse_notice`` / ``infra_notice``), a context-length
-        exhaustion, what each round's messages showed of the inbox (``_seen`` /
-        ``_joined``; only the round being played reads them, and a resume starts a fresh
-        one) and the counters (the last reply's ``extra.counters`` plus the reflections
-        recorded after it; a reflection's retries are not in the trace).  The backoff
-        jitter generator starts again from its seed.
+        a failed last call (``parse_notice`` / ``infra_notice``), the context budget
+        (digested rounds, learned window, estimate calibration) and the structured-output
+        form in use (both from the last call's ``extra``), what each round's messages
+        showed of the inbox (``_seen`` / ``_joined``; only the round being played reads
+        them, and a resume starts a fresh one) and the counters (the last reply's
+        ``extra.counters`` plus the reflections recorded after it; a reflection's retries
+        are not in the trace).  The backoff jitter generator starts again from its seed.
         """
         if self.book is None:
             raise RuntimeError("register() must be called before resume()")
@@ -147,9 +177,11 @@ class LLMPersona:
         seen: dict[int, int] = {}
         talked: set[int] = set()  # rounds with a CHEAP_TALK turn
         decided: set[int] = set()  # rounds with a DECISION call (participants only)
-        notice, exhausted = "", None
+        notice = ""
         prompt: str | None = None  # the open call's user message
         failure_detail: str | None = None  # from the error event between a call's start and end
+        context: dict[str, Any] | None = None
+        form: str | None = None
         for ev in own_events:
             t, d = ev.get("type"), ev.get("data") or {}
             r = d.get("round")
@@ -160,7 +192,7 @@ class LLMPersona:
                     seen[r] = seen.get(r, 0) + len(d.get("inbox_drained") or ())
                 elif d.get("phase") == "DECISION":
                     decided.add(r)
-            elif t in ("parse_error", "seat_timeout") and prompt is not None:
+            elif t in ("parse_error", "seat_timeout", "context_overflow") and prompt is not None:
                 failure_detail = d.get("detail")
             elif t in ("turn_end", "decide_end") and prompt is not None:
                 messages.append({"role": "user", "content": prompt})
@@ -174,27 +206,34 @@ class LLMPersona:
                     counters.update({k: v for k, v in extra["counters"].items() if k in counters})
                 else:  # the engine answered for the seat (a timeout): the call still counted
                     counters["calls"] += 1
+                if isinstance(extra.get("context"), dict):
+                    context = extra["context"]
+                if isinstance(extra.get("structured"), str):
+                    form = extra["structured"]
                 notice = ""
-                if exhausted:
-                    continue
                 if failure == "parse_error":
                     notice = fragment("parse_notice", detail=failure_detail or "no detail")
-                elif failure == "context_length":
-                    exhausted = failure_detail or "context length exceeded"
-                elif failure is not None:
+                elif failure is not None and failure != "context_overflow":
                     notice = fragment("infra_notice")
             elif t == "reflection":
                 counters["reflections"] += 1
                 if d.get("error"):
                     counters["reflection_failures"] += 1
-                if not (exhausted and d.get("error")):
-                    counters["requests"] += 1
+                counters["requests"] += 1
         self.messages = messages
         self.counters = counters
         self._seen = seen
         self._joined = talked - decided
         self._notice = notice
-        self._context_exhausted = exhausted
+        if context:
+            self._upto = int(context.get("digested_upto") or 0)
+            if context.get("window") and not self.settings.context_window:
+                self._window, self._window_source = int(context["window"]), context.get("window_source")
+            self._probed = bool(context.get("probed", self._probed))
+            if context.get("ratio"):
+                self._est.ratio = float(context["ratio"])
+        if form in self._forms:
+            self._form_i = self._forms.index(form)
 
     # -- one game call --------------------------------------------------------------------
     def _shown(self, obs) -> None:
@@ -208,7 +247,22 @@ class LLMPersona:
             self._seen[r] = len(obs.round_messages)
         self._notice = ""
 
-    def _extra(self, res: CallResult | None, failure: str | None = None) -> dict[str, Any]:
+    def _context_info(self, est: int | None = None, trimmed: list[int] | None = None,
+                      kept: int | None = None) -> dict[str, Any] | None:
+        if self._window is None and not self._upto and not trimmed:
+            return None
+        info: dict[str, Any] = {"window": self._window, "window_source": self._window_source,
+                                "digested_upto": self._upto, "ratio": self._est.ratio, "probed": self._probed}
+        if est is not None:
+            info["est_prompt_tokens"] = est
+        if trimmed:
+            info["trimmed_rounds"] = trimmed
+        if kept is not None:
+            info["digest_rounds_kept"] = kept
+        return info
+
+    def _extra(self, res: CallResult | None, failure: str | None = None, *, context: dict | None = None,
+               structured: str | None = None) -> dict[str, Any]:
         extra: dict[str, Any] = {"counters": dict(self.counters)}
         if res is not None:
             extra.update(attempts=res.attempts, wall_ms=res.wall_ms, queue_ms=res.queue_ms)
@@ -218,8 +272,13 @@ class LLMPersona:
                 extra["reasoning"] = res.reasoning
             if res.finish_reason and res.finish_reason != "stop":
                 extra["finish_reason"] = res.finish_reason
+        if structured is not None:
+            extra["structured"] = structured
+        if context:
+            extra["context"] = context
         if failure:
             extra["failure"] = failure
+            extra["failure_kind"] = FAILURE_NAMES.get(failure, failure)
         return extra
 
     def _count(self, res: CallResult) -> None:
@@ -230,6 +289,119 @@ class LLMPersona:
         if res.failure:
             self.counters[_KIND_COUNTER[res.failure]] += 1
 
+    async def _probe_window(self, client: Any) -> None:
+        """Once per endpoint and model (shared by the run's seats): ``/v1/models`` metadata."""
+        if self._window is not None or self._probed:
+            return
+        self._probed = True
+        pool = self.settings.pool
+        cache = pool.__dict__.setdefault("model_windows", {})
+        key = (self.settings.resolved_base_url(), self.model_name)
+        if key not in cache:
+            cache[key] = window_from_models(await fetch_models(client, min(10.0, self.settings.timeout)),
+                                            self.model_name)
+        if cache[key]:
+            self._window, self._window_source = cache[key], "models"
+
+    def _request(self, extra: list[dict[str, str]] = (), *, commit: bool = True
+                 ) -> tuple[list[dict[str, str]] | None, dict[str, Any]]:
+        """The messages to send now: the thread trimmed to fit the window (see ``context``).
+
+        Returns ``(None, info)`` when even the system prompt and the current round do not
+        fit.  ``commit=False`` (reflection) leaves the seat's digest point where it was.
+        """
+        msgs = self.messages + list(extra)
+        rounds = message_rounds(msgs)
+        current = max(rounds[-1], 0)
+        mode = self.settings.history
+        upto = max(self._upto, current) if mode == "digest" else self._upto
+
+        def build(upto_: int, keep: int | None = None) -> list[dict[str, str]]:
+            system = msgs[0]["content"] + digest_block(msgs, rounds, upto_, keep)
+            n = len(self.messages)
+            kept = [m for m, r in zip(msgs[1:n], rounds[1:n]) if r >= upto_]
+            return [{"role": "system", "content": system}] + kept + list(extra)
+
+        req = build(upto)
+        est = self._est.tokens(req)
+        kept = None
+        if self._window is not None and mode != "full":
+            while not fits(est, self._window, self.settings.max_tokens) and upto < current:
+                upto += 1
+                req = build(upto)
+                est = self._est.tokens(req)
+            if not fits(est, self._window, self.settings.max_tokens):
+                for kept in range(upto - 1, -1, -1):  # the digest itself must shrink: oldest rounds go first
+                    req = build(upto, kept)
+                    est = self._est.tokens(req)
+                    if fits(est, self._window, self.settings.max_tokens):
+                        break
+            if not fits(est, self._window, self.settings.max_tokens):
+                return None, {"window": self._window, "est_prompt_tokens": est, "max_tokens": self.settings.max_tokens}
+        trimmed = list(range(self._upto, upto)) if upto > self._upto else []
+        if commit and trimmed:
+            self._upto = upto
+            self.counters["context_trims"] += 1
+        info = self._context_info(est, trimmed if commit else None, kept) or {}
+        if not commit:
+            info = {**info, "digested_upto": upto}
+        return req, info
+
+    def _learn_window(self, res: CallResult, req: list[dict[str, str]]) -> None:
+        """After a context-length 400: take the window the error states (else a guess), and
+        make the estimate of this request large enough that it no longer 'fits'."""
+        est = self._est.tokens(req)
+        window = res.context_window or self._window or int((est + (self.settings.max_tokens or 0)) * 0.8)
+        if self._window is not None and res.context_window is None:
+            window = min(window, self._window)
+        self._window, self._window_source = window, ("error" if res.context_window else "guessed")
+        if fits(est, window, self.settings.max_tokens):  # we thought it fitted: the tokenizer counts more
+            need = window - (self.settings.max_tokens or 0) - 16
+            self._est.ratio = round(self._est.ratio * (need + 1) / max(1, est) * 1.05 + 0.01, 4)
+
+    def _overflow(self, text: str, info: dict[str, Any], res: CallResult | None = None) -> Reply:
+        self.counters["config_failures"] += 1
+        self.counters["context_overflow"] += 1
+        detail = (f"context_overflow: the system prompt and this round need about {info.get('est_prompt_tokens')} "
+                  f"tokens plus {self.settings.max_tokens} for the reply, more than the context window of "
+                  f"{info.get('window')} tokens; use a model with a longer context, raise context_window or "
+                  f"lower max_tokens")
+        return Reply(prompt=text, error="context_overflow", error_detail=detail, latency_ms=0.0 if res is None
+                     else res.latency_ms, extra=self._extra(res, "context_overflow", context=info))
+
+    async def _send(self, client: Any, extra_msgs: list[dict[str, str]], schema: dict[str, Any], *,
+                    commit: bool = True, name: str = "calbench_envelope"
+                    ) -> tuple[CallResult | None, dict[str, Any], str]:
+        """One call with the context budget and the structured-output fallback.
+
+        Returns ``(result or None when nothing could be sent, context info, form used)``.
+        """
+        req, info = self._request(extra_msgs, commit=commit)
+        if req is None:
+            return None, info, self.structured_used
+        ctx_tries = 0
+        while True:
+            form = self.structured_used
+            res = await complete(client, req, self.settings, model=self.model_name, rng=self._rng,
+                                 response_format=response_format(form, schema, name))
+            self._count(res)
+            if (res.failure == "http_error" and res.status in (400, 415, 422) and form != "off"
+                    and self._form_i < len(self._forms) - 1):
+                self._form_i += 1  # the endpoint refused this response_format: try the next form
+                self.counters["format_fallbacks"] += 1
+                continue
+            if res.failure == "context_length" and ctx_tries < 3 and self.settings.history != "full":
+                ctx_tries += 1
+                self._learn_window(res, req)
+                req, info = self._request(extra_msgs, commit=commit)
+                if req is None:
+                    return res, info, form
+                continue
+            if res.ok and res.usage:
+                self._est.observe(req, res.usage.get("prompt_tokens"))
+                info = {**info, "ratio": self._est.ratio} if info else info
+            return res, info, form
+
     async def _call(self, obs) -> Reply:
         if self.book is None:
             raise RuntimeError("register() must be called before the first turn")
@@ -237,12 +409,6 @@ class LLMPersona:
         self._shown(obs)
         self.counters["calls"] += 1
         self.messages.append({"role": "user", "content": text})
-        if self._context_exhausted:
-            self.counters["infra_failures"] += 1
-            self.counters["context_length"] += 1
-            return Reply(prompt=text, error="infra_error", latency_ms=0.0,
-                         error_detail=f"context_length: the conversation no longer fits ({self._context_exhausted})",
-                         extra=self._extra(None, "context_length"))
         try:
             client = self.client
         except LLMConfigError as exc:  # no key, a bad endpoint: infrastructure, not the agent's fault
@@ -250,16 +416,16 @@ class LLMPersona:
             self._notice = fragment("infra_notice")
             return Reply(prompt=text, error="infra_error", latency_ms=0.0, error_detail=f"configuration: {exc}",
                          extra=self._extra(None, "config_error"))
-        res = await complete(client, self.messages, self.settings, model=self.model_name, rng=self._rng)
-        self._count(res)
+        await self._probe_window(client)
+        res, info, form = await self._send(client, [], envelope_schema(obs))
+        if res is None or res.failure == "context_length":
+            return self._overflow(text, info, res)
         if not res.ok:
             self.counters["infra_failures"] += 1
-            if res.failure == "context_length":
-                self._context_exhausted = res.failure_detail or "context length exceeded"
-            else:
-                self._notice = fragment("infra_notice")
+            self._notice = fragment("infra_notice")
             return Reply(prompt=text, error="infra_error", error_detail=res.failure_detail,
-                         latency_ms=res.latency_ms, usage=res.usage, extra=self._extra(res, res.failure))
+                         latency_ms=res.latency_ms, usage=res.usage,
+                         extra=self._extra(res, res.failure, context=info, structured=form))
         raw_text = res.text or ""
         if raw_text.strip():
             self.messages.append({"role": "assistant", "content": raw_text})
@@ -273,10 +439,11 @@ class LLMPersona:
             self.counters["agent_failures"] += 1
             self._notice = fragment("parse_notice", detail=detail)
             return Reply(prompt=text, text=raw_text, error="parse_error", error_detail=detail, usage=res.usage,
-                         latency_ms=res.latency_ms, raw=res.raw, extra=self._extra(res, "parse_error"))
+                         latency_ms=res.latency_ms, raw=res.raw,
+                         extra=self._extra(res, "parse_error", context=info, structured=form))
         return Reply(actions=env.actions, thinking=env.thinking if env.thinking is not None else res.reasoning,
                      text=raw_text, usage=res.usage, latency_ms=res.latency_ms, raw=res.raw, prompt=text,
-                     extra=self._extra(res))
+                     extra=self._extra(res, context=info, structured=form))
 
     # -- reflection (paper F.3) -----------------------------------------------------------
     async def reflect(self, obs) -> dict[str, Any] | None:
@@ -288,18 +455,18 @@ class LLMPersona:
             return None
         question = self.book.reflection(obs)
         self.counters["reflections"] += 1
-        if self._context_exhausted:
-            self.counters["reflection_failures"] += 1
-            return {"prompt": question, "error": "infra_error",
-                    "error_detail": "context_length: the conversation no longer fits"}
-        messages = self.messages + [{"role": "user", "content": question}]  # not appended to the thread
         try:
             client = self.client
         except LLMConfigError as exc:
             self.counters["reflection_failures"] += 1
             return {"prompt": question, "error": "infra_error", "error_detail": f"configuration: {exc}"}
-        res = await complete(client, messages, self.settings, model=self.model_name, rng=self._rng)
-        self._count(res)
+        # Not appended to the thread; fitted to the window like a game call, without moving its digest point.
+        res, info, _form = await self._send(client, [{"role": "user", "content": question}],
+                                            reflection_schema(obs), commit=False, name="calbench_reflection")
+        if res is None or res.failure == "context_length":
+            self.counters["reflection_failures"] += 1
+            return {"prompt": question, "error": "context_overflow",
+                    "error_detail": "context_overflow: the question does not fit the context window"}
         out: dict[str, Any] = {"prompt": question, "usage": res.usage, "latency_ms": res.latency_ms,
                                "raw": res.raw, "text": res.text}
         if not res.ok:

@@ -100,7 +100,15 @@ class LLMSettings(BaseModel):
     retry_after_max: float = Field(120.0, ge=0, description="longest Retry-After honoured, seconds")
     concurrency: int = Field(8, ge=1, description="requests in flight across all seats of the run")
     reflection: bool = Field(False, description="ask each seat for belief changes after every round (paper F.3)")
-    json_mode: bool = Field(False, description='send response_format={"type": "json_object"}')
+    json_mode: bool = Field(False, description='old name of structured="json_object" (kept for personas files)')
+    structured: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        "auto", description="reply format constraint: auto tries the envelope's JSON schema (json_schema, then "
+                            "json_object + schema) and falls back; off sends none and reads replies leniently")
+    context_window: int | None = Field(None, ge=256, description="the model's context in tokens; None: learn it "
+                                                                 "from the endpoint (/v1/models or its 400)")
+    history: Literal["auto", "digest", "full"] = Field(
+        "auto", description="earlier rounds in the thread: auto keeps them in full until the context would "
+                            "overflow, then digests the oldest; digest always digests finished rounds; full never")
     extra_body: dict[str, Any] | None = Field(None, description="extra JSON fields for the endpoint")
 
     _pool: RunPool = PrivateAttr()
@@ -169,6 +177,12 @@ class LLMSettings(BaseModel):
         if problem:
             src = "--base-url" if self.base_url else "$OPENAI_BASE_URL"
             raise LLMConfigError(f"{src}: {problem}")
+
+    def structured_mode(self) -> str:
+        """The effective ``structured`` setting (``json_mode=True`` is the old spelling of json_object)."""
+        if self.json_mode and self.structured == "auto":
+            return "json_object"
+        return self.structured
 
     def public(self) -> dict[str, Any]:
         """What a trace may record about these settings (no key, by construction)."""

@@ -65,17 +65,23 @@ async def test_a_timeout_is_retried(mock, make_settings, task):
     assert p.counters["timeouts"] == 1 and time.perf_counter() - t0 < 2.5
 
 
-async def test_context_length_is_not_retried(mock, make_settings, task):
+async def test_context_length_is_a_configuration_failure_not_retried_as_is(mock, make_settings, task):
+    """A 400 saying the context is exceeded, on a thread that cannot be trimmed (round 0):
+    the window is learned from the text, the request is not sent again, and the failure is
+    ``context_overflow`` (configuration) — never an infrastructure or agent failure."""
     p, seat = await seated(make_settings(mock, retries=4), task)
     mock.inject("context_length")
     reply = await p.speak(obs_for(task, seat))
-    assert reply.error == "infra_error" and reply.error_detail.startswith("context_length (HTTP 400)")
-    assert mock.stats()["requests"] == 1  # no retry
-    assert p.counters["context_length"] == 1 and p.counters["infra_failures"] == 1
-    assert p.counters["agent_failures"] == 0
-    # the thread only grows: later calls fail at once, without a request
+    assert reply.error == "context_overflow" and reply.error_detail.startswith("context_overflow:")
+    assert "context window of 4096 tokens" in reply.error_detail
+    assert mock.stats()["requests"] == 1  # no retry of the same prompt
+    assert p.counters["context_length"] == 1 and p.counters["context_overflow"] == 1
+    assert p.counters["config_failures"] == 1
+    assert p.counters["infra_failures"] == 0 and p.counters["agent_failures"] == 0
+    assert p.context_window == 4096 and reply.extra["failure"] == "context_overflow"
+    # the learned window still does not hold this round: later calls fail at once, without a request
     again = await p.decide(obs_for(task, seat, decision=True))
-    assert again.error == "infra_error" and "no longer fits" in again.error_detail
+    assert again.error == "context_overflow"
     assert mock.stats()["requests"] == 1
 
 
