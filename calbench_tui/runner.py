@@ -233,10 +233,12 @@ class GameSummary:
     # for --resume from the per-seat results, which keep no events).
     infra_failures: int | None = 0
     agent_failures: int | None = 0
+    config_failures: int | None = 0  # context overflows (engine.usage.failure_counts)
+    tokens: dict[str, int] | None = None  # LLM tokens of the game (engine.usage.token_usage)
 
     JSON_KEYS = ("game_id", "task_id", "cost_mode", "agents", "status", "coordination",
                  "meetings_scheduled", "meetings_total", "excess_cost", "messages_per_meeting",
-                 "fairness", "vps", "infra_failures", "agent_failures")
+                 "fairness", "vps", "infra_failures", "config_failures", "agent_failures", "tokens")
 
     def to_json(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.JSON_KEYS}
@@ -253,6 +255,11 @@ class GameSummary:
         per_seat = m.get("per_seat") or []
         cost_mode = m.get("cost_mode") or (task_row.get("calbench") or {}).get("cost_mode") or "?"
         infra, agent = failure_counts(trace.get("events") or [])
+        from engine.usage import failure_counts as _classes, token_usage
+
+        config = _classes(trace.get("events") or [])["configuration"]
+        tok = token_usage(trace.get("events") or [], (trace.get("judge") or {}).get("records") or [])
+        tokens = tok["game"] if tok["game"]["calls"] else None
         return cls(
             game_id=game_id or trace.get("game_id"),
             task_id=str(cfg.get("task_id", task_row.get("task_id"))),
@@ -271,7 +278,7 @@ class GameSummary:
             fairness_sum=sum(s.get("fairness", 0) for s in per_seat),
             messages=int(m.get("total_cheap_talk_messages", 0)),
             scheduled_participant_meetings=sum(s.get("meetings_scheduled", 0) for s in per_seat),
-            infra_failures=infra, agent_failures=agent,
+            infra_failures=infra, agent_failures=agent, config_failures=config, tokens=tokens,
         )
 
     @classmethod
@@ -293,7 +300,7 @@ class GameSummary:
             excess_cost=excess / n if n else None, messages_per_meeting=sent / spm if spm else float(sent),
             fairness=fairness / n if n else None, vps=sum(s.get("vps") or 0 for s in seats),
             seats=n, excess_sum=excess, fairness_sum=fairness, messages=sent, scheduled_participant_meetings=spm,
-            infra_failures=None, agent_failures=None,  # the per-seat results keep no events
+            infra_failures=None, agent_failures=None, config_failures=None,  # the per-seat results keep no events
         )
 
 
@@ -335,10 +342,11 @@ def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
     fails: dict[tuple[str, str], list[int]] = {}
     for g in games:
         k = (g.agents, g.cost_mode)
-        f = fails.setdefault(k, [0, 0, 0])
+        f = fails.setdefault(k, [0, 0, 0, 0])
         f[0] += g.infra_failures or 0
         f[1] += g.agent_failures or 0
         f[2] += 1 if g.infra_failures else 0
+        f[3] += g.config_failures or 0
         if g.status == "completed":
             groups.setdefault(k, [])
             groups[k].append(g)
@@ -361,9 +369,10 @@ def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
             "messages_per_meeting": (msgs / spm) if spm else (float(msgs) if n else None),
             "fairness": (sum(g.fairness_sum for g in gs) / seats) if seats else None,
             "vps": _mean([g.vps for g in gs]),
-            "infra_failures": fails.get((persona, mode), [0, 0, 0])[0],
-            "agent_failures": fails.get((persona, mode), [0, 0, 0])[1],
-            "games_with_infra_failures": fails.get((persona, mode), [0, 0, 0])[2],
+            "infra_failures": fails.get((persona, mode), [0, 0, 0, 0])[0],
+            "config_failures": fails.get((persona, mode), [0, 0, 0, 0])[3],
+            "agent_failures": fails.get((persona, mode), [0, 0, 0, 0])[1],
+            "games_with_infra_failures": fails.get((persona, mode), [0, 0, 0, 0])[2],
         })
     return out
 

@@ -169,7 +169,7 @@ def settings_from_args(args) -> tuple["LLMSettings", dict[int, "LLMSettings"]]: 
     """
     from pydantic import ValidationError
 
-    from personas.llm.factory import LLMConfigError, LLMSettings, load_personas_file
+    from personas.llm.factory import LLMConfigError, LLMSettings, load_personas
 
     given = given_llm_options(args)
     try:
@@ -179,7 +179,7 @@ def settings_from_args(args) -> tuple["LLMSettings", dict[int, "LLMSettings"]]: 
     per_seat: dict[int, LLMSettings] = {}
     try:
         if getattr(args, "personas", None):
-            per_seat = load_personas_file(args.personas, base)
+            base, per_seat = load_personas(args.personas, base)  # [defaults] apply to every LLM seat
         for s in (per_seat.values() if per_seat else [base]):
             s.check_base_url()
             s.resolve_api_key()

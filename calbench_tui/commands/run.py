@@ -7,8 +7,9 @@
 
 Progress goes to stderr; the table (or, with ``--json``, one JSON document) to stdout.
 Exit status: 0; 2 for a usage mistake; 1 when some game had infrastructure failures
-(``seat_timeout`` events: an LLM endpoint that did not answer) — the table and JSON are
-still printed, with ``infra_failures`` / ``agent_failures`` per game and per row.
+(``seat_timeout`` events: an LLM endpoint unreachable, rate limited or failing) or context
+overflows (``context_overflow`` events: configuration) — the table and JSON are still
+printed, with ``infra_failures`` / ``config_failures`` / ``agent_failures`` per game and per row.
 """
 
 from __future__ import annotations
@@ -198,11 +199,18 @@ def handle(args) -> int:
         print(f"calbench: {failed} game(s) failed; list them with 'calbench games --status failed --db {path}' "
               "and read the error with 'calbench export GAME -o -'", file=sys.stderr)
     infra = sum(1 for g in games if g.infra_failures)
+    config = sum(1 for g in games if g.config_failures)
+    code = 0
     if infra:  # an endpoint down or failing: the numbers measure the infrastructure, not the agents
-        print(f"calbench: {infra} game(s) had infrastructure failures (seat_timeout: the LLM endpoint did not "
-              "answer); their scores do not measure the agents", file=sys.stderr)
-        return 1
-    return 0
+        print(f"calbench: {infra} game(s) had infrastructure failures (the LLM endpoint was unreachable, rate "
+              "limited or failing); their scores do not measure the agents", file=sys.stderr)
+        code = 1
+    if config:  # the thread did not fit even trimmed: a setting to change, not the agent's fault
+        print(f"calbench: {config} game(s) had context overflows (a seat's conversation did not fit its model's "
+              "context window even with earlier rounds digested); use a longer-context model or lower "
+              "--max-tokens", file=sys.stderr)
+        code = 1
+    return code
 
 
 def print_table(summary: list[dict[str, Any]], games) -> None:
@@ -222,7 +230,8 @@ def print_table(summary: list[dict[str, Any]], games) -> None:
     table.add_column("Fair.", justify="right")
     table.add_column("VPS", justify="right")
     # Failure columns only when some row has failures (scripted suites never do).
-    fail_cols = [(key, title) for key, title in (("infra_failures", "Infra fail."), ("agent_failures", "Agent fail."))
+    fail_cols = [(key, title) for key, title in (("infra_failures", "Infra fail."), ("config_failures", "Config fail."),
+                                                 ("agent_failures", "Agent fail."))
                  if any(row.get(key) for row in summary)]
     for _, title in fail_cols:
         table.add_column(title, justify="right")
@@ -241,11 +250,17 @@ def print_table(summary: list[dict[str, Any]], games) -> None:
             *(str(row.get(key) or 0) for key, _ in fail_cols),
         )
     console.print(table)
+    toks = [g.tokens for g in games if getattr(g, "tokens", None)]
+    if toks:
+        p_, c_, k_ = (sum(t[k] for t in toks) for k in ("prompt_tokens", "completion_tokens", "cached_tokens"))
+        console.print(f"LLM tokens: {p_:,} prompt ({k_:,} cached), {c_:,} completion over {len(toks)} game(s); "
+                      "'calbench report --prices FILE.toml' turns them into money.", highlight=False)
     console.print("Coord. = % of meetings scheduled; Excess and Fair. in cost levels per seat; "
                   "Msgs. = messages per scheduled participant-meeting; VPS per game.", style="dim")
     if fail_cols:
-        console.print("Infra fail. = seat calls the endpoint could not answer (seat_timeout events); "
-                      "Agent fail. = unreadable or invalid replies (parse_error events).", style="dim")
+        console.print("Infra fail. = seat calls the endpoint could not answer (unreachable, rate limited, server "
+                      "errors: seat_timeout events); Config fail. = context overflows; Agent fail. = unreadable or "
+                      "invalid replies (parse_error events).", style="dim")
 
 
 def _fmt(v, scale, pattern) -> str:
