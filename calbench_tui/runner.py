@@ -64,6 +64,7 @@ class RunSettings:
     llm: Any = None
     personas: dict[int, Any] | None = None
     stream_events: bool | None = None  # None: stream to the store iff a seat is an LLM or a human
+    judge: Any = None  # LLMSettings of the optional LLM judge (paper I.2; personas.llm.judge)
 
     def game_config(self) -> GameConfig:
         return GameConfig(max_turns_per_round=self.max_turns, decision_retries=self.retries,
@@ -79,6 +80,8 @@ class RunSettings:
             "retries": self.retries,
             "deterministic": self.deterministic,
         }
+        if self.judge is not None:
+            d["judge"] = _llm_fields(self.judge)
         if spec_uses_llm(agents_spec):
             if self.llm is not None:
                 d["llm"] = _llm_fields(self.llm)
@@ -89,7 +92,7 @@ class RunSettings:
     async def aclose(self) -> None:
         """Close the LLM clients of this run (one pool, shared by every seat)."""
         seen = set()
-        for s in [self.llm, *(self.personas or {}).values()]:
+        for s in [self.llm, self.judge, *(self.personas or {}).values()]:
             pool = getattr(s, "pool", None)
             if pool is not None and id(pool) not in seen:
                 seen.add(id(pool))
@@ -549,6 +552,10 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | SeatFa
             prime_oracle(task)
             game_extra = {**extra, **seat_llm_config(seats)}
             result = await run_game(task, seats, config, sink, game_id=gid, extra_config=game_extra)
+            if settings.judge is not None:  # paper I.2: measurement after the game, stored beside the VPS
+                from personas.llm.judge import judge_trace
+
+                await judge_trace(result.trace, task, settings.judge)
             if stream:
                 await sink.aclose()
                 await store.finish_game(gid, result.trace)

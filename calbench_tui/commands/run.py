@@ -71,6 +71,14 @@ def register(subparsers) -> None:
     from .llm import add_llm_arguments
 
     add_llm_arguments(p)  # --base-url, --api-key-env, --personas, --temperature, ..., --llm-retries
+    j = p.add_argument_group("LLM judge (paper I.2; optional, measurement only)")
+    j.add_argument("--judge", metavar="MODEL", default=None,
+                   help="after each game, have MODEL read every message and rate the sender's slots it reveals; "
+                        "stored as judge_vps beside the VPS and the reflection VPS")
+    j.add_argument("--judge-base-url", metavar="URL", default=None,
+                   help="the judge's endpoint (default: --base-url, else $OPENAI_BASE_URL, else OpenAI)")
+    j.add_argument("--judge-api-key-env", metavar="NAME", default=None,
+                   help="environment variable holding the judge's key (default: --api-key-env's)")
     p.set_defaults(handler=handle)
 
 
@@ -120,6 +128,36 @@ def build_llm_settings(args, spec: str):
     return base, (per_seat or None)
 
 
+def build_judge_settings(args, llm):
+    """``LLMSettings`` of the ``--judge`` model (temperature 0), or None; its endpoint and key
+    are checked at start-up like the seats'."""
+    if not getattr(args, "judge", None):
+        if getattr(args, "judge_base_url", None) or getattr(args, "judge_api_key_env", None):
+            raise UserError("--judge-base-url and --judge-api-key-env need --judge MODEL")
+        return None
+    from pydantic import ValidationError
+
+    from personas.llm.settings import LLMConfigError, LLMSettings
+
+    base_url = args.judge_base_url or args.base_url
+    key_env = args.judge_api_key_env or args.api_key_env
+    try:
+        judge = LLMSettings(model=args.judge, temperature=0.0, max_tokens=400,
+                            **({"base_url": base_url} if base_url else {}),
+                            **({"api_key_env": key_env} if key_env else {}),
+                            **({"concurrency": args.llm_concurrency} if args.llm_concurrency else {}))
+        judge.check_base_url()
+        judge.resolve_api_key()
+    except ValidationError as exc:
+        from .llm import validation_message
+
+        raise UserError(validation_message(exc, {"judge_base_url": "base_url",
+                                                 "judge_api_key_env": "api_key_env"})) from None
+    except LLMConfigError as exc:
+        raise UserError(f"--judge: {exc}") from None
+    return judge
+
+
 def _check_spec(spec: str, num_agents: int, settings, task_id: str) -> None:
     """Fail early, with the list of valid names, on an unknown persona or a wrong seat count."""
     from personas.registry import PersonaSpecError, UnknownPersona
@@ -162,8 +200,9 @@ def handle(args) -> int:
     if not tasks:
         raise UserError(f"--tasks {args.tasks} names no tasks")
     llm, per_seat = build_llm_settings(args, spec)
+    judge = build_judge_settings(args, llm)
     settings = runner.RunSettings(channels=channels, max_turns=args.max_turns, retries=args.retries,
-                                  deterministic=args.deterministic, llm=llm, personas=per_seat)
+                                  deterministic=args.deterministic, llm=llm, personas=per_seat, judge=judge)
     for n, tid in sorted({t.num_agents: t.task_id for t in reversed(tasks)}.items()):
         _check_spec(spec, n, settings, tid)
     if sh:

@@ -213,11 +213,18 @@ def window_from_models(models: Any, model: str) -> int | None:
     if not isinstance(data, list):
         return None
     entries = [d for d in data if isinstance(d, dict)]
-    pick = [d for d in entries if d.get("id") == model] or (entries if len(entries) == 1 else [])
-    for d in pick:
+
+    def window(d: dict) -> int | None:
         for src in (d, d.get("meta") if isinstance(d.get("meta"), dict) else {}):
             for k in _MODEL_KEYS:
                 v = src.get(k)
                 if isinstance(v, int) and v > 0:
                     return v
-    return None
+        return None
+
+    named = [d for d in entries if d.get("id") == model]
+    if named:
+        return window(named[0])
+    # Not listed under this name (llama.cpp answers to any name): a window every listed model shares.
+    windows = {window(d) for d in entries}
+    return windows.pop() if len(windows) == 1 else None

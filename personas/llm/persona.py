@@ -289,14 +289,24 @@ class LLMPersona:
         if res.failure:
             self.counters[_KIND_COUNTER[res.failure]] += 1
 
+    def _windows(self) -> tuple[dict, tuple]:
+        """The run's shared cache of context windows per (endpoint, model), and this seat's key."""
+        cache = self.settings.pool.__dict__.setdefault("model_windows", {})
+        return cache, (self.settings.resolved_base_url(), self.model_name)
+
     async def _probe_window(self, client: Any) -> None:
-        """Once per endpoint and model (shared by the run's seats): ``/v1/models`` metadata."""
-        if self._window is not None or self._probed:
+        """Once per endpoint and model (shared by the run's seats): ``/v1/models`` metadata,
+        or a window another seat of the run already learned from a 400."""
+        if self._window is not None:
+            return
+        cache, key = self._windows()
+        learned = cache.get(("error",) + key)
+        if learned:
+            self._window, self._window_source = learned, "error"
+            return
+        if self._probed:
             return
         self._probed = True
-        pool = self.settings.pool
-        cache = pool.__dict__.setdefault("model_windows", {})
-        key = (self.settings.resolved_base_url(), self.model_name)
         if key not in cache:
             cache[key] = window_from_models(await fetch_models(client, min(10.0, self.settings.timeout)),
                                             self.model_name)
@@ -355,6 +365,9 @@ class LLMPersona:
         if self._window is not None and res.context_window is None:
             window = min(window, self._window)
         self._window, self._window_source = window, ("error" if res.context_window else "guessed")
+        if res.context_window:  # the other seats of the run on this endpoint and model need not hit it too
+            cache, key = self._windows()
+            cache[("error",) + key] = window
         if fits(est, window, self.settings.max_tokens):  # we thought it fitted: the tokenizer counts more
             need = window - (self.settings.max_tokens or 0) - 16
             self._est.ratio = round(self._est.ratio * (need + 1) / max(1, est) * 1.05 + 0.01, 4)
