@@ -262,7 +262,7 @@ class GameSummary:
 
         config = _classes(trace.get("events") or [])["configuration"]
         tok = token_usage(trace.get("events") or [], (trace.get("judge") or {}).get("records") or [])
-        tokens = tok["game"] if tok["game"]["calls"] else None
+        tokens = tok["total"] if tok["total"]["calls"] else None
         return cls(
             game_id=game_id or trace.get("game_id"),
             task_id=str(cfg.get("task_id", task_row.get("task_id"))),

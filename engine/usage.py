@@ -76,9 +76,10 @@ def _add(acc: dict[str, int], t: tuple[int, int, int]) -> None:
 
 
 def token_usage(events: Iterable[Mapping[str, Any]], judge: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """``{"per_seat": {seat: {calls, prompt_tokens, completion_tokens, cached_tokens}}, "game": {...},
-    "judge": {...}}`` — seats that never reported usage are left out; ``judge`` is the
-    optional LLM judge's records (each with a ``usage``)."""
+    """``{"per_seat": {seat: {calls, prompt_tokens, completion_tokens, cached_tokens}}, "game": the
+    seats' sum, "judge": the judge's sum (only when it ran), "total": both}`` — seats that never
+    reported usage are left out; ``judge`` is the optional LLM judge's records (each with a
+    ``usage``)."""
     per_seat: dict[int, dict[str, int]] = {}
     for e in events:
         if e.get("type") not in ("turn_end", "decide_end", "reflection"):
@@ -101,4 +102,5 @@ def token_usage(events: Iterable[Mapping[str, Any]], judge: Iterable[Mapping[str
             _add(j, t)
     if j["calls"]:
         out["judge"] = j
+    out["total"] = {k: game[k] + j[k] for k in game}
     return out

@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from engine.usage import failure_counts, token_usage, usage_tokens
+from engine.usage import failure_counts, token_usage
 
 __all__ = ["PricesError", "load_prices", "game_costs", "llm_report"]
 
@@ -121,10 +121,7 @@ def game_costs(trace: Mapping[str, Any], prices: Mapping[str, Any] | None = None
         else:
             money += m
     metrics = trace.get("metrics") or {}
-    total = dict(usage["game"])
-    if usage.get("judge"):
-        for k in total:
-            total[k] += usage["judge"][k]
+    total = dict(usage["total"])
     return {
         "game_id": trace.get("game_id"),
         "agents": (trace.get("saved") or {}).get("agents") or "?",
@@ -154,7 +151,8 @@ def llm_report(traces: Iterable[Mapping[str, Any]], prices: Mapping[str, Any] | 
     ``judge_vps`` (means over the games that have them).
     """
     games = [game_costs(t, prices) for t in traces]
-    games = [g for g in games if g["tokens"]["calls"] or g["judge_vps"] is not None]
+    games = [g for g in games if g["tokens"]["calls"] or g["judge_vps"] is not None
+             or any(g["failures"][k] for k in ("infra", "configuration"))]
     rows: list[dict[str, Any]] = []
     by: dict[str, list[dict[str, Any]]] = {}
     for g in games:
@@ -177,6 +175,3 @@ def llm_report(traces: Iterable[Mapping[str, Any]], prices: Mapping[str, Any] | 
         })
     return {"currency": (prices or {}).get("currency"), "rows": rows, "games": games}
 
-
-def usage_of(rec: Mapping[str, Any]) -> tuple[int, int, int] | None:  # re-exported for callers
-    return usage_tokens(rec.get("usage"))
