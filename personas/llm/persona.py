@@ -1,23 +1,36 @@
 """An LLM in a seat, over any OpenAI-compatible chat-completions endpoint.
 
-One conversation thread per seat for the whole game, append-only: the system prompt,
-then for every call the user message and the model's reply.  Nothing is ever rewritten,
-so a provider's prompt cache sees each request extend the previous one.  Reflection
-calls (paper F.3) are sent with the thread as context but their question and answer are
-not appended — they never enter the game's context.
+One *transcript* per seat for the whole game, append-only: the system prompt, then for
+every call the user message and the model's reply (``messages``).  What is *sent* is the
+transcript fitted to the model's context window (``personas.llm.context``): the system
+prompt, a digest of earlier rounds once they no longer fit, and the current round in
+full.  Rounds are digested only at round boundaries and never un-digested, so between two
+trims each request extends the previous one and a provider's prefix cache keeps working;
+every trim is recorded in the call's ``extra["context"]`` (and so in the trace).  The
+window is configured (``context_window``), read from ``/v1/models`` or learned from a
+context-length 400 (then the call is fitted again and resent once).  Reflection calls
+(paper F.3) are sent with the thread as context but their question and answer are not
+appended — they never enter the game's context.
 
-Replies are read with :func:`engine.actions.parse_envelope` (lenient).  Failures:
+Structured outputs (``personas.llm.schema``): each call carries the JSON schema of the
+envelope for its phase, in the form ``structured`` says; ``auto`` walks json_schema →
+json_object + schema → plain json_object → none as the endpoint refuses them, and keeps
+the first it accepts (``extra["structured"]``).  Replies are read with
+:func:`engine.actions.parse_envelope` (lenient) whatever the form.  Failures:
 
 * unreadable output → ``Reply(error="parse_error", text=raw)``: an *agent* failure; the
   engine records it and treats the turn as a pass (CHEAP_TALK) or a rejected batch
   (DECISION); the next prompt says why the reply could not be read;
-* endpoint trouble that outlives the retries (``personas.llm.client``), or a
-  context-length error → ``Reply(error="infra_error")``: an *infrastructure* failure;
-  the engine records ``seat_timeout`` and the game goes on.  So is a configuration
-  error met during a call (``LLMConfigError``: no API key, an unusable endpoint).  After a context-length
-  error the thread can only grow, so later calls fail at once without a request.
+* endpoint trouble that outlives the retries (``personas.llm.client``: unreachable, rate
+  limited, server errors) → ``Reply(error="infra_error")``: an *infrastructure* failure;
+  the engine records ``seat_timeout`` (with ``failure`` naming the kind) and the game goes
+  on.  So is a configuration error met during a call (``LLMConfigError``: no API key);
+* a thread that does not fit even with every earlier round digested →
+  ``Reply(error="context_overflow")``: a *configuration* failure (a longer-context model,
+  a larger ``context_window`` or a smaller ``max_tokens`` is needed); the engine records
+  ``context_overflow``.
 
-``counters`` keeps both kinds apart; every reply carries them in ``Reply.extra``.
+``counters`` keeps the kinds apart; every reply carries them in ``Reply.extra``.
 """
 
 from __future__ import annotations
@@ -95,6 +108,7 @@ class LLMPersona:
         mode = self.settings.structured_mode()
         self._forms: tuple[str, ...] = AUTO_FORMS if mode == "auto" else (mode,)
         self._form_i = 0
+        self._rform_i = 0  # reflection questions keep their own fallback (their schema differs)
 
     # -- plumbing -------------------------------------------------------------------------
     @property
@@ -393,14 +407,16 @@ class LLMPersona:
         if req is None:
             return None, info, self.structured_used
         ctx_tries = 0
+        attr = "_form_i" if commit else "_rform_i"
         while True:
-            form = self.structured_used
+            i = getattr(self, attr)
+            form = self._forms[min(i, len(self._forms) - 1)]
             res = await complete(client, req, self.settings, model=self.model_name, rng=self._rng,
                                  response_format=response_format(form, schema, name))
             self._count(res)
             if (res.failure == "http_error" and res.status in (400, 415, 422) and form != "off"
-                    and self._form_i < len(self._forms) - 1):
-                self._form_i += 1  # the endpoint refused this response_format: try the next form
+                    and i < len(self._forms) - 1):
+                setattr(self, attr, i + 1)  # the endpoint refused this response_format: try the next form
                 self.counters["format_fallbacks"] += 1
                 continue
             if res.failure == "context_length" and ctx_tries < 3 and self.settings.history != "full":

@@ -43,6 +43,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _Nothing(_Strict):
+    """An object with no keys: the item type of a list that must stay empty."""
+
+
 def _lit(values) -> Any:
     values = tuple(values)
     return Literal[values] if values else Literal[-1]  # an impossible value when the list is empty
@@ -68,7 +72,7 @@ def _envelope_model(phase: str, channels: tuple[str, ...], others: tuple[int, ..
         kinds.append(create_model("Schedule", __base__=_Strict, type=(Literal["schedule"], ...),
                                   meeting_id=(Literal[meeting_id], ...), slot=(slot, ...)))
     if not kinds:  # nothing this seat could do in this phase: an empty list is the only answer
-        actions: Any = (list[Any], Field(..., max_length=0))
+        actions: Any = (list[_Nothing], Field(..., max_length=0))
     else:
         action = Union[tuple(kinds)] if len(kinds) > 1 else kinds[0]
         actions = (list[action], ...)
