@@ -117,16 +117,27 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default 4; not the decision retries of --retries)")
     g.add_argument("--llm-concurrency", type=int, default=None, metavar="N",
                    help="LLM requests in flight across all seats and games of the run (default 8)")
+    g.add_argument("--structured", choices=("auto", "json_schema", "json_object", "off"), default=None,
+                   help="reply format constraint: auto (default) sends the envelope's JSON schema for each phase "
+                        "and falls back to what the endpoint accepts; off sends none")
+    g.add_argument("--context-window", type=int, default=None, metavar="TOKENS",
+                   help="the model's context in tokens (default: learned from /v1/models or the endpoint's 400); "
+                        "earlier rounds are digested so every request fits")
+    g.add_argument("--history", choices=("auto", "digest", "full"), default=None,
+                   help="earlier rounds in the thread: auto (default) digests the oldest only when needed, digest "
+                        "always, full never")
     g.add_argument("--reflection", action="store_true",
                    help="after each round ask every LLM seat for its belief changes (reflection-calibrated VPS)")
 
 
 _FLAGS = {"base_url": "base_url", "api_key_env": "api_key_env", "temperature": "temperature",
           "max_tokens": "max_tokens", "timeout": "timeout", "llm_retries": "retries",
-          "llm_concurrency": "concurrency", "reflection": "reflection"}
+          "llm_concurrency": "concurrency", "reflection": "reflection", "structured": "structured",
+          "context_window": "context_window", "history": "history"}
 
 # Options that must be positive (0 would mean "no tokens", "no time", "no requests").
-_POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds"}
+_POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds",
+             "context_window": "at least 1"}
 
 
 def given_llm_options(args) -> dict[str, object]:

@@ -219,3 +219,26 @@ async def test_tokens_per_seat_and_game_from_usage(make_settings):
     assert 0 < tok["game"]["cached_tokens"] < tok["game"]["prompt_tokens"]
     assert sum(v["prompt_tokens"] for v in tok["per_seat"].values()) == tok["game"]["prompt_tokens"]
     json.dumps(tok)
+
+
+def test_failures_are_classed_by_whose_fault_and_shown_on_the_end_screen():
+    from calbench_tui.screens.end import failure_line
+
+    def ev(t, **d):
+        return {"type": t, "data": {"agent_id": 1, **d}}
+
+    events = [ev("seat_timeout", error="infra_error", failure="unreachable"),
+              ev("seat_timeout", error="infra_error", failure="rate_limited"),
+              ev("seat_timeout", error="seat_timeout"),
+              ev("context_overflow", error="context_overflow"),
+              ev("parse_error", error="parse_error"), ev("parse_error", error="undeliverable"),
+              ev("turn_end", usage={"prompt_tokens": 1200, "completion_tokens": 40,
+                                    "prompt_tokens_details": {"cached_tokens": 1000}})]
+    f = failure_counts(events)
+    assert (f["infra"], f["configuration"], f["agent"]) == (3, 1, 2)
+    assert f["kinds"] == {"context_overflow": 1, "parse_error": 1, "rate_limited": 1, "seat_timeout": 1,
+                          "undeliverable": 1, "unreachable": 1}
+    line = failure_line({"events": events})
+    assert "3 infrastructure" in line and "1 configuration" in line and "2 agent" in line
+    assert "1,200 prompt (1,000 cached), 40 completion over 1 calls" in line
+    assert failure_line({"events": [ev("turn_end")]}) is None  # a scripted game: nothing to say
