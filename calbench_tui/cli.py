@@ -19,6 +19,7 @@ from .commands import UserError
 COMMAND_MODULES = [
     "scenario",
     "oracle",
+    "suite",
     "run",
     "saves",
     "llm",

@@ -507,8 +507,12 @@ def _structural_task(
     cost_values: Any = None,
     task_id: str | None = None,
     suite_version: str = GENERATOR_VERSION,
+    labelled: bool = True,
 ) -> Task:
-    """A labelled task with structure and costs but no oracle fields (cheap)."""
+    """A labelled task with structure and costs but no oracle fields (cheap).
+
+    ``labelled=False`` skips the labels (a suite scoring hundreds of candidates labels
+    only the ones it keeps; the structure and costs are the same either way)."""
     args = _validate(seed, num_agents, num_slots, num_meetings, density, blocked, cost_mode,
                      participants_per_meeting, participant_lists, force_witness_errand, cost_values)
     st = _build_structure(args)
@@ -520,7 +524,8 @@ def _structural_task(
         task_id = _default_task_id(args, defaults)
     elif not isinstance(task_id, str) or not task_id:
         raise TaskError(f"task_id={task_id!r} must be a non-empty string.")
-    return _labelled(_row(st, costs, cost_mode, task_id, suite_version))
+    row = _row(st, costs, cost_mode, task_id, suite_version)
+    return _labelled(row) if labelled else Task.from_row(row)
 
 
 # ---------------------------------------------------------------------------------
