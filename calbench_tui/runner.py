@@ -43,6 +43,9 @@ from engine.model import Task
 __all__ = ["RunSettings", "GameSummary", "RunError", "run_suite", "run_cli_suite", "summarise", "shard",
            "settings_key", "make_seats", "make_seats_for", "prime_oracle", "spec_uses_llm"]
 
+# Settings added after runs were first saved, left out of the run's key at their default
+# so that `calbench run --resume` still finds the games of an earlier version.
+_LLM_KEY_DEFAULTS = {"structured": "auto", "history": "auto"}
 # LLM settings that never change what a game is (secrets, plumbing, patience).
 _LLM_KEY_EXCLUDE = {"api_key", "api_key_env", "concurrency", "timeout", "retries", "backoff_base",
                     "backoff_max", "retry_after_max"}
@@ -107,7 +110,11 @@ def settings_key(agents_spec: str, settings: RunSettings) -> str:
 
 def _llm_fields(llm: Any) -> dict[str, Any]:
     raw = llm.public() if hasattr(llm, "public") else (llm.model_dump() if hasattr(llm, "model_dump") else dict(llm))
-    return {k: v for k, v in raw.items() if k not in _LLM_KEY_EXCLUDE and "secret" not in k and "key" != k[-3:]}
+    out = {k: v for k, v in raw.items() if k not in _LLM_KEY_EXCLUDE and "secret" not in k and "key" != k[-3:]}
+    for k, default in _LLM_KEY_DEFAULTS.items():  # settings added later: at their default, the key stays as it was
+        if out.get(k) == default:
+            out.pop(k)
+    return out
 
 
 def seat_llm_config(seats: Sequence[Any]) -> dict[str, Any]:
