@@ -140,19 +140,21 @@ _DEFAULT = object()
 
 async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSettings, *, model: str,
                    pool: RunPool | None = None, rng: random.Random | None = None,
-                   sleep: Sleep = asyncio.sleep, response_format: Any = _DEFAULT) -> CallResult:
+                   sleep: Sleep = asyncio.sleep, response_format: Any = _DEFAULT,
+                   max_tokens: int | None = None) -> CallResult:
     """One chat completion for ``messages`` with the retry policy above.
 
     ``response_format``: the body's ``response_format`` (``None``: none); by default the
     settings' (``{"type": "json_object"}`` when ``structured`` is json_object, else none).
+    ``max_tokens``: a smaller reply budget for this request (the context budget's), else the settings'.
     """
     pool = pool or settings.pool
     rng = rng or random.Random(0)
     params: dict[str, Any] = {"model": model, "messages": messages}
     if settings.temperature is not None:
         params["temperature"] = settings.temperature
-    if settings.max_tokens is not None:
-        params[settings.max_tokens_param] = settings.max_tokens
+    if max_tokens is not None or settings.max_tokens is not None:
+        params[settings.max_tokens_param] = max_tokens if max_tokens is not None else settings.max_tokens
     if response_format is _DEFAULT:
         response_format = {"type": "json_object"} if settings.structured_mode() == "json_object" else None
     if response_format is not None:

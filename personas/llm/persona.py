@@ -36,6 +36,7 @@ the first it accepts (``extra["structured"]``).  Replies are read with
 from __future__ import annotations
 
 import json
+import math
 import random
 import zlib
 from typing import Any
@@ -61,6 +62,8 @@ COUNTER_KEYS = ("calls", "requests", "retries", "agent_failures", "parse_errors"
                 "rate_limited", "server_errors", "timeouts", "connection_errors", "context_length",
                 "http_errors", "bad_responses", "reflections", "reflection_failures", "config_failures",
                 "context_overflow", "context_trims", "format_fallbacks")
+#: The smallest reply budget a request is shrunk to before the thread itself must shrink.
+MIN_REPLY_TOKENS = 256
 #: The request forms ``structured="auto"`` tries, in order (see ``personas.llm.schema``).
 AUTO_FORMS = ("json_schema", "json_object", "json_object_plain", "off")
 #: What each client failure kind means for the results: infrastructure (the endpoint) or
@@ -331,47 +334,76 @@ class LLMPersona:
                  ) -> tuple[list[dict[str, str]] | None, dict[str, Any]]:
         """The messages to send now: the thread trimmed to fit the window (see ``context``).
 
-        Returns ``(None, info)`` when even the system prompt and the current round do not
-        fit.  ``commit=False`` (reflection) leaves the seat's digest point where it was.
+        Tried in order until the request plus its reply budget fits: (1) digest earlier
+        rounds, oldest first, up to the current one; (2) a smaller reply budget, down to
+        :data:`MIN_REPLY_TOKENS` (``info["reply_tokens"]``); (3) a shorter digest, oldest
+        paragraphs first; (4) the oldest turns of the current round left out, in
+        user/assistant pairs after its first message (``info["dropped_messages"]``).
+        Returns ``(None, info)`` when none fits.  ``commit=False`` (reflection) leaves the
+        seat's digest point where it was.
         """
         msgs = self.messages + list(extra)
         rounds = message_rounds(msgs)
         current = max(rounds[-1], 0)
         mode = self.settings.history
         upto = max(self._upto, current) if mode == "digest" else self._upto
+        n = len(self.messages)
+        want = self.settings.max_tokens
 
-        def build(upto_: int, keep: int | None = None) -> list[dict[str, str]]:
+        def build(upto_: int, keep: int | None = None, drop: int = 0) -> list[dict[str, str]]:
             system = msgs[0]["content"] + digest_block(msgs, rounds, upto_, keep)
-            n = len(self.messages)
             kept = [m for m, r in zip(msgs[1:n], rounds[1:n]) if r >= upto_]
+            if drop:  # after the round's first message, never the message being answered
+                kept = kept[:1] + kept[1 + drop:]
+                system += "\n\n(Some earlier turns of this round are left out to fit the context.)"
             return [{"role": "system", "content": system}] + kept + list(extra)
 
         req = build(upto)
         est = self._est.tokens(req)
+        info_more: dict[str, Any] = {}
         kept = None
-        if self._window is not None and mode != "full":
-            while not fits(est, self._window, self.settings.max_tokens) and upto < current:
+        window = self._window
+        if window is not None and mode != "full":
+            floor = min(MIN_REPLY_TOKENS, want or MIN_REPLY_TOKENS)
+
+            def room(e: int) -> int:  # reply tokens left beside a prompt of e tokens
+                return window - e - math.ceil(window * 0.04) - 16
+
+            while not fits(est, window, want) and upto < current:  # (1)
                 upto += 1
                 req = build(upto)
                 est = self._est.tokens(req)
-            if not fits(est, self._window, self.settings.max_tokens):
-                for kept in range(upto - 1, -1, -1):  # the digest itself must shrink: oldest rounds go first
+            ok = fits(est, window, want) or room(est) >= floor  # (2)
+            if not ok:  # (3)
+                for kept in range(upto - 1, -1, -1):
                     req = build(upto, kept)
                     est = self._est.tokens(req)
-                    if fits(est, self._window, self.settings.max_tokens):
+                    if room(est) >= floor:
+                        ok = True
                         break
-            if not fits(est, self._window, self.settings.max_tokens):
-                return None, {"window": self._window, "est_prompt_tokens": est, "max_tokens": self.settings.max_tokens}
+            if not ok:  # (4)
+                in_round = sum(1 for r in rounds[1:n] if r >= upto)
+                for drop in range(2, max(0, in_round - 1), 2):
+                    req = build(upto, 0 if upto else None, drop)
+                    est = self._est.tokens(req)
+                    if room(est) >= floor:
+                        ok = True
+                        info_more["dropped_messages"] = drop
+                        break
+            if not ok:
+                return None, {"window": window, "est_prompt_tokens": est, "max_tokens": want}
+            if not fits(est, window, want):
+                info_more["reply_tokens"] = min(want or room(est), room(est))
         trimmed = list(range(self._upto, upto)) if upto > self._upto else []
         if commit and trimmed:
             self._upto = upto
             self.counters["context_trims"] += 1
-        info = self._context_info(est, trimmed if commit else None, kept) or {}
+        info = {**(self._context_info(est, trimmed if commit else None, kept) or {}), **info_more}
         if not commit:
             info = {**info, "digested_upto": upto}
         return req, info
 
-    def _learn_window(self, res: CallResult, req: list[dict[str, str]]) -> None:
+    def _learn_window(self, res: CallResult, req: list[dict[str, str]], reply: int | None = None) -> None:
         """After a context-length 400: take the window the error states (else a guess), and
         make the estimate of this request large enough that it no longer 'fits'."""
         est = self._est.tokens(req)
@@ -382,8 +414,9 @@ class LLMPersona:
         if res.context_window:  # the other seats of the run on this endpoint and model need not hit it too
             cache, key = self._windows()
             cache[("error",) + key] = window
-        if fits(est, window, self.settings.max_tokens):  # we thought it fitted: the tokenizer counts more
-            need = window - (self.settings.max_tokens or 0) - 16
+        reply = reply if reply is not None else self.settings.max_tokens
+        if fits(est, window, reply):  # we thought it fitted: the tokenizer counts more
+            need = window - (reply or 0) - 16
             self._est.ratio = round(self._est.ratio * (need + 1) / max(1, est) * 1.05 + 0.01, 4)
 
     def _overflow(self, text: str, info: dict[str, Any], res: CallResult | None = None) -> Reply:
@@ -412,7 +445,8 @@ class LLMPersona:
             i = getattr(self, attr)
             form = self._forms[min(i, len(self._forms) - 1)]
             res = await complete(client, req, self.settings, model=self.model_name, rng=self._rng,
-                                 response_format=response_format(form, schema, name))
+                                 response_format=response_format(form, schema, name),
+                                 max_tokens=info.get("reply_tokens") if info else None)
             self._count(res)
             if (res.failure == "http_error" and res.status in (400, 415, 422) and form != "off"
                     and i < len(self._forms) - 1):
@@ -421,7 +455,7 @@ class LLMPersona:
                 continue
             if res.failure == "context_length" and ctx_tries < 3 and self.settings.history != "full":
                 ctx_tries += 1
-                self._learn_window(res, req)
+                self._learn_window(res, req, (info or {}).get("reply_tokens"))
                 req, info = self._request(extra_msgs, commit=commit)
                 if req is None:
                     return res, info, form

@@ -242,3 +242,24 @@ def test_failures_are_classed_by_whose_fault_and_shown_on_the_end_screen():
     assert "3 infrastructure" in line and "1 configuration" in line and "2 agent" in line
     assert "1,200 prompt (1,000 cached), 40 completion over 1 calls" in line
     assert failure_line({"events": [ev("turn_end")]}) is None  # a scripted game: nothing to say
+
+
+async def test_a_talkative_table_and_a_sloppy_model_still_fit(make_settings):
+    """One LLM seat among IMAP bots (long cost messages) on a sloppy model (long replies):
+    a single round can crowd a 4,096-token context, so the reply budget shrinks and, last,
+    the oldest turns of the round are left out — still no context_overflow."""
+    from personas.registry import make_personas
+
+    overflows = shrunk = games = 0
+    async with MockLLMServer(policy="sloppy", context_limit=LIMIT, context_style="llamacpp") as mock:
+        settings = make_settings(mock, structured="off")
+        for i in range(5):
+            task = canonical(i)
+            seats = list(make_personas("imap", task.num_agents))
+            seats[1] = make_llm_persona("llm:tiny", settings)
+            res = await run_game(task, seats, GameConfig(deterministic=True))
+            games += 1
+            overflows += kinds(res)["context_overflow"]
+            shrunk += sum(1 for x in call_extras(res) if "reply_tokens" in (x.get("context") or {}))
+    assert games == 5 and overflows == 0
+    assert shrunk > 0  # the reply budget really had to give way
