@@ -2,8 +2,10 @@
 
 Run:  .venv/bin/python benchmarks/llm_tokens.py [--tasks canonical:0-9] [--limits 4096,8192]
 
-Every seat of every game is an LLM seat on the loopback mock (cooperative policy, no
-latency), so the numbers count what the prompts cost, not what a model does with them.
+Two tables: every seat an LLM seat, and one LLM seat (seat 1) among IMAP bots — the
+table of the issue that asked for the budget.  The LLM seats play on the loopback mock
+(cooperative policy, no latency), so the numbers count what the prompts cost, not what a
+model does with them.  The prefix-cache share counts LLM seats' requests only.
 Modes (``LLMSettings.history``):
 
 * ``full``    — the append-only thread: every earlier round word for word (no window);
@@ -37,6 +39,7 @@ from engine.taskref import hydrate_labels, resolve_tasks  # noqa: E402
 from engine.usage import failure_counts, token_usage  # noqa: E402
 from personas.llm.factory import LLMSettings, make_llm_persona  # noqa: E402
 from personas.llm.mock_server import MockLLMServer  # noqa: E402
+from personas.registry import make_personas  # noqa: E402
 
 
 class Recorder(MockLLMServer):
@@ -71,14 +74,18 @@ def prefix_share(sent: list[tuple[int, str]]) -> float:
     return reused / total if total else 0.0
 
 
-async def run_mode(tasks, history: str, limit: int | None) -> dict:
+async def run_mode(tasks, history: str, limit: int | None, table: str) -> dict:
     out = {"prompt": 0, "completion": 0, "requests": 0, "max_prompt": 0, "overflows": 0, "scheduled": 0,
            "meetings": 0, "share_num": 0.0, "share_den": 0, "seconds": 0.0}
     t0 = time.perf_counter()
     for task in tasks:
         async with Recorder(context_limit=limit, advertise_context=limit is not None) as mock:
             settings = LLMSettings(base_url=mock.base_url, history=history, retries=0)
-            seats = [make_llm_persona("llm:bench", settings) for _ in range(task.num_agents)]
+            if table == "all":
+                seats = [make_llm_persona("llm:bench", settings) for _ in range(task.num_agents)]
+            else:  # the issue's table: one LLM seat (seat 1) among IMAP bots
+                seats = list(make_personas("imap", task.num_agents))
+                seats[1] = make_llm_persona("llm:bench", settings)
             res = await run_game(task, seats, GameConfig(deterministic=True))
             await settings.pool.aclose()
             ev = res.trace["events"]
@@ -108,12 +115,18 @@ async def main() -> None:
     limits = [int(x) for x in args.limits.split(",") if x.strip()]
     modes = [("full", "full", None), ("digest", "digest", None)]
     modes += [(f"auto@{n}", "auto", n) for n in limits] + [(f"full@{n}", "full", n) for n in limits]
-    print(f"{n} games ({args.tasks}), every seat an LLM seat on the loopback mock\n")
+    for table, title in (("all", "every seat an LLM seat"), ("one", "imap,llm,imap,imap,imap (one LLM seat)")):
+        print(f"\n{n} games ({args.tasks}), {title}, on the loopback mock")
+        await table_rows(tasks, modes, table)
+
+
+async def table_rows(tasks, modes, table: str) -> None:
+    n = len(tasks)
     print(f"{'mode':<11} {'prompt tok/game':>15} {'vs full':>8} {'tok/request':>11} {'max request':>11} "
           f"{'prefix cache':>12} {'overflows':>9} {'scheduled':>9} {'s':>6}")
     base = None
     for name, history, limit in modes:
-        r = await run_mode(tasks, history, limit)
+        r = await run_mode(tasks, history, limit, table)
         per_game = r["prompt"] / n
         base = base or per_game
         share = r["share_num"] / r["share_den"] if r["share_den"] else 0.0
