@@ -16,7 +16,7 @@ from typing import Any
 
 from textual.message import Message
 
-MESSAGE_EVENTS = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
+from engine.events import MESSAGE_EVENTS
 #: Events whose bare fact (who, when) is public; their contents are not.
 _PUBLIC_FACTS = ("turn_start", "turn_end", "decide_start", "decide_end", "batch_applied",
                  "batch_rejected", "batch_rolled_back", "seat_timeout", "parse_error", "agent_registered",

@@ -90,3 +90,5 @@ class EventLog:
 
 MESSAGE_EVENT_TYPES = {"dm": "dm_sent", "participant_groupchat": "participant_groupchat_sent",
                        "all_groupchat": "all_groupchat_sent"}
+#: The event types that carry a message (one per channel), declared once; import it.
+MESSAGE_EVENTS: tuple[str, ...] = tuple(MESSAGE_EVENT_TYPES.values())

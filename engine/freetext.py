@@ -96,6 +96,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from .events import MESSAGE_EVENTS
+
 __all__ = [
     "CATEGORIES",
     "LEAK_THRESHOLD",
@@ -354,8 +356,6 @@ def slot_statements(content: str, *, sender: int, recipients: Iterable[int], num
 
 #: Share of a label's content words that a message must contain to leak it (SPEC §9).
 LEAK_THRESHOLD = 0.6
-
-MESSAGE_EVENTS = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
 
 _STOP = frozenset("""
 a about above after again against all also am an and any are aren't as at be because been before being

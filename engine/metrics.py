@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .events import MESSAGE_EVENTS
 from .model import Errand, Task
 from .state import GameState, scheduled_meetings
-
-MESSAGE_EVENTS = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
 
 
 def oracle_cached(task: Task, meeting_ids: tuple[int, ...] | None = None):

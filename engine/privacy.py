@@ -37,47 +37,23 @@ well under a millisecond.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Iterable
 
 from .freetext import LEAK_THRESHOLD, semantic_leaks, slot_statements
+from .protocol import D, MESSAGE_EVENTS, typed_message
 from .model import Errand, MeetingCopy, Task
 from .reflection import reflection_vps
 
 P0 = 0.5
 MAX_WEIGHT = 32.0
-DSM_LEVELS = 12  # satisfaction levels 0..11 (D = 12)
+DSM_LEVELS = D  # satisfaction levels 0..11 (D = 12)
 SD_PROPOSE = (0.85, 0.70)  # evidence, strength for SD propose / propose_reschedule
-MESSAGE_EVENTS = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
-TEXT_KINDS = frozenset({"text", "chat", "free_text", "note", "fallback"})
-_AUTHOR_KEYS = (("imap", "imap"), ("sd", "sdmap"), ("dsm", "dsm"))
 
 
 # ---------------------------------------------------------------------------------------
 # Reading typed messages (ours in payload, the authors' JSON in content)
 # ---------------------------------------------------------------------------------------
-def typed_message(data: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
-    """``(protocol, kind, fields)`` of a message event's typed form, or None for free text."""
-    p = data.get("payload")
-    if isinstance(p, dict):
-        proto, kind = p.get("protocol"), p.get("kind")
-        if proto in ("imap", "sdmap", "dsm") and isinstance(kind, str) and kind not in TEXT_KINDS:
-            return proto, kind, p
-    c = data.get("content")
-    if isinstance(c, str) and c[:1] == "{":
-        try:
-            d = json.loads(c)
-        except ValueError:
-            return None
-        if isinstance(d, dict):
-            for key, proto in _AUTHOR_KEYS:
-                kind = d.get(key)
-                if isinstance(kind, str):
-                    return proto, kind, d
-    return None
-
-
 def _int(v: Any) -> int | None:
     tv = type(v)
     if tv is int:

@@ -24,19 +24,19 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input
 
+from engine import protocol
 from engine.actions import Message as ActionMessage
+from engine.events import MESSAGE_EVENTS
 from engine.model import item_from_json
 from engine.seats import Reply
+from personas import quick
 
 from ..widgets.keybar import KeyBar
-from ..widgets import quick
 from ..widgets.calendar import CalendarView
 from ..widgets.chat import ChatPanel
 from ..widgets.meeting import MeetingCard
 from ..widgets.phase import PhaseBanner
 from ..widgets.seats import SeatsBar
-
-MESSAGE_EVENTS = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
 
 
 def short_kind(model: str | None, kind: str | None) -> str:
@@ -213,7 +213,7 @@ class GameScreen(Screen):
         if t == "game_start":
             kinds = [short_kind(m, k) for m, k in zip(ev.get("agent_models") or [], ev.get("agent_types") or [])]
             seats.setup(kinds, self.seat)
-            self.protocols = {a: quick.protocol_of(m) for a, m in enumerate(ev.get("agent_models") or [])}
+            self.protocols = {a: protocol.protocol_of(m) for a, m in enumerate(ev.get("agent_models") or [])}
             self.num_slots = ev.get("num_slots") or self.num_slots
             return
         if t == "round_start":
@@ -304,20 +304,20 @@ class GameScreen(Screen):
 
     def _message(self, ev: dict[str, Any]) -> None:
         self.chat.add_message(ev)
-        slots = quick.mentioned_slots(ev, self.num_slots or 10**6)
+        slots = protocol.mentioned_slots(ev, self.num_slots or 10**6)
         frm = ev.get("from_agent")
         if frm != self.seat:
             if self.last_writer != frm:
                 self.last_writer = frm
                 self._update_target()
-            kind = quick.payload_kind(ev.get("payload"))
-            if quick.is_request_for_costs(ev):
+            kind = protocol.payload_kind(ev.get("payload"))
+            if protocol.is_request_for_costs(ev):
                 self.cost_request = (frm, slots)
                 self.chat.note(Text(f"Agent {frm} asks for your costs: c answers for those slots "
                                     "(only what you choose to share leaves your calendar).", style="italic"))
                 if kind == "proposals" and slots:  # a DSM offer: c scores them all, a / d answer one
                     self.proposal, self.proposal_kind = (frm, slots), kind
-            elif slots and quick.is_proposal(ev):
+            elif slots and protocol.is_proposal(ev):
                 self.proposal, self.proposal_kind = (frm, slots), kind
                 if len(slots) == 1:
                     self.calendar.cursor = slots[0]
@@ -325,7 +325,7 @@ class GameScreen(Screen):
                                         "that slot is preselected.", style="italic"))
             elif slots and not self.proposal and len(slots) <= 3:
                 self.proposal, self.proposal_kind = (frm, slots), kind
-            costs = quick.costs_in_payload(ev.get("payload"))
+            costs = protocol.costs_in_payload(ev.get("payload"))
             if costs is not None:
                 self.reported[frm] = costs
                 self._suggest_from_costs()
@@ -537,7 +537,7 @@ class GameScreen(Screen):
             slots = self.calendar.selected_slots()
             blocked = [s for s in slots if 0 <= s < len(costs) and costs[s] is None]
             if blocked:
-                self.notify(f"You can't hold {quick._slots_words(blocked)}: it is taken on your calendar by "
+                self.notify(f"You can't hold {protocol.slots_phrase(blocked)}: it is taken on your calendar by "
                             "something that cannot move. Pick a free slot or an errand you can move.",
                             severity="warning")
                 return

@@ -19,6 +19,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import ContentSwitcher, Input, RichLog, Static
 
+from engine.protocol import payload_kind
+
 MAX_LINES = 5000
 CHANNEL_THREAD = {"participant_groupchat": "participant", "all_groupchat": "all"}
 
@@ -53,11 +55,9 @@ def message_text(event: dict, seat: int) -> Text:
         t.append(" → " + ("you" if to == seat else f"Agent {to}"), style="dim")
     t.append(": ")
     t.append(str(event.get("content") or ""))
-    payload = event.get("payload")
-    if isinstance(payload, dict):
-        kind = payload.get("kind") or payload.get("type")
-        if kind and kind not in ("text", "chat", "free_text", "note", "fallback"):
-            t.append(f"  ⟨{kind}⟩", style="dim")
+    kind = payload_kind(event.get("payload"))
+    if kind:
+        t.append(f"  ⟨{kind}⟩", style="dim")
     return t
 
 

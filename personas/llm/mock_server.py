@@ -50,6 +50,11 @@ Faults can also be injected one by one (``server.inject("429")``) for precise te
 ``429``, ``500``, ``context_length``, ``hang`` (answer after ``seconds``), ``prose``,
 ``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``.
 
+Slot lists are written and read with ``engine/protocol.py`` (the one owner of the message
+protocol); the mock's own sentences ("I can do slots 0, 1 (free) and …") are its own.  This
+module is test and offline equipment only: nothing in it is shared with the real client
+(``client.py``), which never imports it.
+
 Per-request statistics (``server.stats()``): counts by status and fault, requests per
 seat, and *prefix reuse* — the share of each request's prompt that repeats the previous
 request of the same conversation, which is what a provider's prompt cache can reuse.
@@ -76,6 +81,7 @@ from typing import Any
 from engine.actions import EnvelopeError, parse_envelope
 from engine.freetext import slot_statements
 from engine.model import Errand
+from engine.protocol import plain_slots, slots_in_text
 from engine.render import parse_calendar_render
 
 from .prompts import HEADER_RE
@@ -108,8 +114,7 @@ def _ints(text: str) -> list[int]:
     return [] if text.strip() == "none" else [int(x) for x in re.findall(r"\d+", text)]
 
 
-def _fmt(xs) -> str:
-    return ", ".join(str(x) for x in xs) if xs else "none"
+_fmt = plain_slots  # "0, 1, 5" / "none": the mock's own lists, read back by _OFFER_RE / _REPLY_RE
 
 
 # --------------------------------------------------------------------------------------
@@ -259,11 +264,8 @@ def _offered_slots(sender: int, content: str, num_agents_hint: int, num_slots: i
                           num_slots=num_slots)
     slots = [s.slot for s in stm if s.target == sender and s.evidence >= 0.7]
     if not slots:  # e.g. a scripted peer asking "your cost for slots 0–15": every slot it names
-        slots = _mentioned_slots(content, num_slots)
+        slots = slots_in_text(content, num_slots)
     return list(dict.fromkeys(slots)) or None
-
-
-_MENTION_RE = re.compile(r"\bslots?\s+((?:\d{1,3}(?:\s*(?:[-–—]|to|through)\s*\d{1,3})?(?:\s*(?:,|and|or)\s*)?)+)", re.I)
 
 
 _LABELLED_RE = re.compile(r"\b(free|open|available|movable|possible)[^:;.]{0,30}:\s*([\d ,–—\-]+)", re.I)
@@ -289,15 +291,6 @@ def _reply_lists(sender: int, content: str, num_agents: int, num_slots: int) -> 
         return free, mov
     got = _offered_slots(sender, content, num_agents, num_slots)
     return ([], got) if got is not None else None
-
-
-def _mentioned_slots(content: str, num_slots: int) -> list[int]:
-    out: list[int] = []
-    for m in _MENTION_RE.finditer(content):
-        for a, b in re.findall(r"(\d{1,3})(?:\s*(?:[-–—]|to|through)\s*(\d{1,3}))?", m.group(1)):
-            lo, hi = int(a), int(b) if b else int(a)
-            out.extend(s for s in range(lo, hi + 1) if 0 <= s < num_slots)
-    return out
 
 
 def cooperative(th: _Thread) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from engine.observe import (
     TurnObservation,
     VoluntaryObservation,
 )
+from engine.protocol import D, TOP, band_cost, satisfaction, slot_words, slot_words_or
 from engine.seats import Reply
 
 from .protocol import ProtocolPersona, Reading, as_int
@@ -74,8 +75,7 @@ __all__ = [
 ]
 
 PROTOCOL = "dsm"
-D = 12  # satisfaction levels 0..D-1
-TOP = D - 1
+# D, TOP, satisfaction and band_cost: the score scale of the payloads, owned by engine.protocol.
 
 
 # --------------------------------------------------------------------------------------
@@ -123,28 +123,6 @@ PRESETS: dict[str, DSMConfig] = {
 # --------------------------------------------------------------------------------------
 # Scores, costs, rewards
 # --------------------------------------------------------------------------------------
-def satisfaction(cost: int | None) -> int:
-    """Satisfaction level of a plan whose displacement cost (shown units) is ``cost``.
-
-    ``None`` (cannot be done) → 0; no displacement → 11; otherwise the level drops by one
-    each time the cost doubles: ``11 - ceil(log2(1 + cost))``, never below 1.  So cost 1 →
-    10, 2–3 → 9, 4–7 → 8, 10 → 7, 100 → 4, ≥ 512 → 1 (never increasing with cost).
-    """
-    if cost is None:
-        return 0
-    if cost <= 0:
-        return TOP
-    return max(1, TOP - int(cost).bit_length())
-
-
-def band_cost(s: int) -> int:
-    """The largest displacement cost a non-zero score stands for: ``2**(D-1-s) - 1``
-    (11 → 0, 10 → 1, 9 → 3, 8 → 7, 7 → 15, 4 → 127).  The initiator adds these up to
-    compare plans in cost terms (a sum of log-scale levels would favour one agent paying
-    100 over four agents paying 10 each)."""
-    return (1 << (TOP - s)) - 1 if s > 0 else 0
-
-
 def scoring_cost(s: int) -> int:
     """``C(s) = D - s - 1`` for a non-zero score; a zero score costs nothing."""
     return D - s - 1 if s > 0 else 0
@@ -791,18 +769,10 @@ def _plans_from_payload(p: dict, num_slots: int) -> list[Plan]:
     return plans
 
 
-def slot_words(slots: list[int]) -> str:
-    """``[3]`` → "slot 3"; ``[3, 5, 9]`` → "slots 3, 5 and 9"."""
-    xs = [str(s) for s in slots]
-    if len(xs) == 1:
-        return f"slot {xs[0]}"
-    return f"slots {', '.join(xs[:-1])} and {xs[-1]}"
-
-
 def offer_text(sender: int, plans: list[Plan], meeting_id: int, participant: bool) -> str:
     """The English of a ``proposals`` DM.
 
-    Worded for the shared free-text reader too (``protocol.read_text``): the plain slots
+    Worded for the shared free-text reader too (``engine.protocol.read_text``): the plain slots
     sit in one "which of slots … work for you" question, so another protocol's bot or an
     LLM reads them as asked; the score scale is spelled out in words, so no stray number
     reads as a slot.
@@ -831,8 +801,3 @@ def offer_text(sender: int, plans: list[Plan], meeting_id: int, participant: boo
         head = (f"Agent {sender} would like to hold meeting M{meeting_id} at " + " or ".join(extra)
                 + (", which moves a meeting you take part in." if not participant else "."))
     return f"{head} Please score each option ({scale})."
-
-
-def slot_words_or(slots: list[int]) -> str:
-    xs = [str(s) for s in slots]
-    return f"slot {xs[0]}" if len(xs) == 1 else f"slot {', '.join(xs[:-1])} or {xs[-1]}"

@@ -3,7 +3,8 @@ reader, polite fallbacks.
 
 Typed messages
     Every message a protocol bot sends is a DM whose ``payload`` is
-    ``{"protocol": "imap" | "sdmap" | "dsm", "kind": "...", "meeting_id": k, ...}`` and
+    ``{"protocol": "imap" | "sdmap" | "dsm", "kind": "...", "meeting_id": k, ...}`` (built
+    and read by ``engine/protocol.py``, the one owner of the message protocol) and
     whose ``content`` says the same thing in plain English ("Agent 0 asks your costs for
     meeting M2 at slots 0–15."), so a human or an LLM at the table can follow.  Bots read
     the payload of their own protocol.  The VPS estimator (``engine.privacy``) scores the
@@ -12,8 +13,8 @@ Typed messages
 
 Free text
     Everything else a bot receives — a human's or an LLM's English, or the payload of a
-    *different* protocol — is read from ``content`` by :func:`read_text`, a small
-    deterministic reader of slot statements ("can't do 5, how about 7?", "free at 3–5",
+    *different* protocol — is read from ``content`` by :func:`engine.protocol.read_text`,
+    a small deterministic reader of slot statements ("can't do 5, how about 7?", "free at 3–5",
     "slot 9 costs 10", "yes").  Bots answer questions about slots sensibly and never wait
     for an answer that may not come: every peer gets one sweep to reply, then the bot goes
     on with what it knows ("silence is consent" for proposals).  So mixed tables (IMAP with
@@ -27,9 +28,8 @@ DECISION fallback
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from engine.actions import Message
 from engine.observe import (
@@ -41,245 +41,15 @@ from engine.observe import (
     TurnObservation,
     VoluntaryObservation,
 )
+from engine.protocol import PROTOCOLS, TEXT_KINDS, Reading, as_int, fmt_slots, payload, read_text, typed_payload
 from engine.seats import Reply
 
 from personas.base import cheapest_slots, clear_and_schedule, insertion_cost, insertion_costs
 
-PROTOCOLS = ("imap", "sdmap", "dsm")
-TEXT_KINDS = frozenset({"text", "chat", "free_text", "note", "fallback"})
+__all__ = ["PROTOCOLS", "TEXT_KINDS", "MAX_TEXT_REPLIES", "Reading", "read_text", "fmt_slots", "typed_payload",
+           "as_int", "RoundState", "ProtocolPersona"]
+
 MAX_TEXT_REPLIES = 2  # per peer per round: fallback answers never loop between bots
-
-
-# ---------------------------------------------------------------------------------------
-# English rendering of slot lists
-# ---------------------------------------------------------------------------------------
-def fmt_slots(slots: Iterable[int]) -> str:
-    """``[0, 1, 2, 3, 5, 7, 8]`` → ``"0–3, 5, 7–8"`` (en dash ranges; the reader parses them)."""
-    xs = sorted(set(slots))
-    if not xs:
-        return "none"
-    parts: list[str] = []
-    start = prev = xs[0]
-    for x in xs[1:] + [None]:  # type: ignore[list-item]
-        if x is not None and x == prev + 1:
-            prev = x
-            continue
-        parts.append(str(start) if start == prev else (f"{start}, {prev}" if prev == start + 1 else f"{start}–{prev}"))
-        if x is not None:
-            start = prev = x
-    return ", ".join(parts)
-
-
-# ---------------------------------------------------------------------------------------
-# The free-text reader
-# ---------------------------------------------------------------------------------------
-@dataclass
-class Reading:
-    """What a message says about slots, as far as a simple deterministic reader can tell."""
-
-    works: set[int] = field(default_factory=set)  # "free at 7", "7 works", "I can do 3-5"
-    fails: set[int] = field(default_factory=set)  # "can't do 5", "5 is busy"
-    proposed: list[int] = field(default_factory=list)  # "how about 9?", "let's meet at 9" (in order)
-    decided: int | None = None  # "confirmed: slot 7", "decision: 7" (the last one)
-    asked: list[int] = field(default_factory=list)  # "are you free at 3?", "asks your costs at 0-15"
-    mentioned: list[int] = field(default_factory=list)  # numbers with no cue at all ("Slot 9.")
-    costs: dict[int, int] = field(default_factory=dict)  # "slot 3 costs 10"
-    yes: bool = False  # agreement words with no slot number ("ok", "sounds good")
-    no: bool = False  # refusal words with no slot number ("no", "that doesn't work")
-    question: bool = False  # the message asks something
-
-    @property
-    def slots(self) -> set[int]:
-        return self.works | self.fails | set(self.proposed) | set(self.asked) | set(self.mentioned) | set(self.costs)
-
-    @property
-    def informative(self) -> bool:
-        return bool(self.slots) or self.yes or self.no
-
-
-_CUES: list[tuple[str, list[str]]] = [
-    # Order matters: longer / negated phrases first ("not free" before "free").
-    ("neg", ["can't", "cant", "cannot", "can not", "couldn't", "could not", "won't work", "will not work",
-             "doesn't work", "doesnt work", "does not work", "don't work", "do not work", "not work",
-             "no good", "not good", "not ok", "not okay", "not free", "not open", "not available",
-             "unavailable", "not possible", "impossible", "not feasible", "infeasible", "isn't possible",
-             "is not possible", "busy", "booked", "occupied", "blocked", "taken", "conflicts", "conflict",
-             "clash", "unable", "no way", "bumped", "fails", "failed", "doesn't", "doesnt", "does not",
-             "won't", "isn't", "not for me", "not"]),
-    ("decide", ["decision", "decided", "confirmed", "confirm", "let's go with", "lets go with", "go with",
-                "final", "settled", "lock in", "locked", "we meet at", "meeting is at", "book it",
-                "scheduled at", "schedule it at", "schedule at", "agreed slot"]),
-    ("ask", ["are you free", "are you available", "is your", "do you have", "what about your", "which slots",
-             "what slots", "when are you", "your availability", "your costs", "your cost", "asks", "ask",
-             "can you do", "could you do", "does it work", "would it work", "would that work", "works for you",
-             "work for you", "not sure"]),
-    ("prop", ["how about", "what about", "proposes", "propose", "proposal", "suggests", "suggest",
-              "let's", "lets", "let us", "shall we", "could we", "can we", "should we", "meet at", "try",
-              "prefer", "instead", "alternatively", "maybe", "option", "moving"]),
-    ("pos", ["free", "open", "available", "works", "work for me", "workable", "can do", "could do", "can make",
-             "fine", "ok", "okay", "good for me", "sounds good", "good for", "suits", "possible", "feasible", "pending", "movable",
-             "accept", "accepted", "agree", "agreed", "yes", "yep", "yeah", "yup", "sure", "perfect"]),
-]
-_YES = re.compile(r"\b(yes|yep|yup|yeah|sure|ok|okay|agreed|agree|sounds good|works for me|fine|deal|confirmed|perfect|great)\b")
-_NO = re.compile(r"\b(no|nope|can't|cannot|doesn't work|does not work|not possible|impossible|unfortunately|fails|failed)\b")
-_NOT_SLOT_BEFORE = re.compile(
-    r"(?:\bagents?|\bmeetings?|\berrands?|\brounds?|\bturns?|\bparticipants?|\bids?|\blevels?|\bscores?"
-    r"|\bseats?|\battempts?|\bx|#|\$)\s*$"
-)
-_COST_BEFORE = re.compile(r"(?:\bcosts?|\bcost\s+of|\bprice|\bpenalty)\s*(?:=|:|\bis\b|\bof\b)?\s*$")
-
-_cue_alts = []
-for _cat, _words in _CUES:
-    for _w in _words:
-        _cue_alts.append((len(_w), _cat, _w))
-# Longest phrases first, so "not free" wins over "free" and "doesn't work" over "work".
-_cue_alts.sort(key=lambda t: -t[0])
-_CUE_CAT = {w: c for _, c, w in _cue_alts}
-_TOKEN = re.compile(
-    r"(?P<range>(?<![\w#.])(\d{1,3})\s*(?:-|–|—|\bto\b|\bthrough\b|\bthru\b|\buntil\b)\s*(\d{1,3})(?![\w.]))"
-    r"|(?P<num>(?<![\w#.])\d{1,3}(?![\w.]|\.\d))"
-    r"|(?P<cue>\b(?:" + "|".join(re.escape(w) for _, _, w in _cue_alts) + r")\b)"
-)
-_CLAUSE = re.compile(r"[.!?;\n]+(?=\s|$)|[;\n]|\bbut\b|\bhowever\b|\balthough\b|\bthough\b|\bwhereas\b|\botherwise\b")
-_NUMS_ONLY = re.compile(r"^\s*(?:(?:and|or|&|slots?|,)\s*)*[\d\s,–—\-]*(?:and|or|to|through)?[\d\s,–—\-]*$")
-
-
-def _segments(clause: str) -> list[str]:
-    """Split a clause at commas, except when what follows is just more numbers ("0, 2, 5")."""
-    parts = clause.split(",")
-    out: list[str] = []
-    for p in parts:
-        if out and _NUMS_ONLY.match(p) and re.search(r"\d", p):
-            out[-1] += "," + p
-        else:
-            out.append(p)
-    return out
-
-
-def read_text(text: str, num_slots: int) -> Reading:
-    """Read slot statements from free text (deterministic; slot numbers in ``[0, num_slots)``).
-
-    Each number takes the cue (can't / free / how about / confirmed / are you free …) that
-    precedes it in its comma segment, else the first cue after it; segments inherit the
-    previous segment's cue when they have none.  Numbers after ``agent``/``meeting``/``#`` or
-    glued to letters (``M2``) are not slots; a number right after ``cost`` is a cost value.
-    """
-    r = Reading()
-    if not text:
-        return r
-    low = text.replace("’", "'").replace("‘", "'").lower()
-    r.question = "?" in low
-    any_num = False
-    for clause in _CLAUSE.split(low):
-        if not clause or not clause.strip():
-            continue
-        prev_cat: str | None = None
-        pending_cost: int | None = None
-        for seg in _segments(clause):
-            items: list[tuple[str, Any]] = []  # ("cue", cat) | ("slots", [..]) | ("cost", v)
-            for m in _TOKEN.finditer(seg):
-                before = seg[: m.start()]
-                if m.group("cue"):
-                    items.append(("cue", _CUE_CAT[m.group("cue")]))
-                    continue
-                if _NOT_SLOT_BEFORE.search(before):
-                    continue
-                if _COST_BEFORE.search(before):
-                    v = int(m.group(3) if m.group("range") else m.group("num"))
-                    items.append(("cost", v))
-                    continue
-                if m.group("range"):
-                    a, b = int(m.group(2)), int(m.group(3))
-                    if a > b or b - a > 64:
-                        continue
-                    ss = [s for s in range(a, b + 1) if 0 <= s < num_slots]
-                else:
-                    v = int(m.group("num"))
-                    ss = [v] if 0 <= v < num_slots else []
-                if ss:
-                    items.append(("slots", ss))
-            cur = None
-            for i, (k, v) in enumerate(items):
-                if k == "cue":
-                    cur = v
-                    continue
-                if k == "cost":
-                    # "slot 3 costs 10": attach to the last slot in this segment, else to what follows.
-                    last = next((items[j][1] for j in range(i - 1, -1, -1) if items[j][0] == "slots"), None)
-                    if last is not None:
-                        for s in last:
-                            r.costs.setdefault(s, v)
-                    else:
-                        pending_cost = v
-                    continue
-                cat = cur
-                if cat is None:
-                    cat = next((items[j][1] for j in range(i + 1, len(items)) if items[j][0] == "cue"), None)
-                if cat is None:
-                    cat = prev_cat
-                any_num = True
-                for s in v:
-                    if pending_cost is not None:
-                        r.costs.setdefault(s, pending_cost)
-                    _file(r, cat, s)
-            cues = [v for k, v in items if k == "cue"]
-            if cues:
-                prev_cat = cues[-1]
-    if not any_num:
-        if _NO.search(low):
-            r.no = True
-        elif _YES.search(low):
-            r.yes = True
-    for s in r.costs:
-        if s not in r.fails:
-            r.works.add(s)
-    return r
-
-
-def _file(r: Reading, cat: str | None, s: int) -> None:
-    if cat == "neg":
-        r.fails.add(s)
-        r.works.discard(s)
-    elif cat == "pos":
-        if s not in r.fails:
-            r.works.add(s)
-    elif cat == "decide":
-        r.decided = s
-        r.proposed.append(s)
-    elif cat == "prop":
-        r.proposed.append(s)
-    elif cat == "ask":
-        r.asked.append(s)
-    else:
-        r.mentioned.append(s)
-
-
-# ---------------------------------------------------------------------------------------
-# Typed payload helpers
-# ---------------------------------------------------------------------------------------
-def typed_payload(msg: Delivered, protocol: str | None = None) -> dict[str, Any] | None:
-    """The message's typed payload (of ``protocol`` if given), or None for free text."""
-    p = msg.payload
-    if not isinstance(p, dict) or p.get("protocol") not in PROTOCOLS:
-        return None
-    kind = p.get("kind")
-    if not isinstance(kind, str) or kind in TEXT_KINDS:
-        return None
-    if protocol is not None and p["protocol"] != protocol:
-        return None
-    return p
-
-
-def as_int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -412,12 +182,11 @@ class ProtocolPersona:
         return sorted(p for p in self.rs.meeting.participants if p != self.seat)
 
     def msg(self, to: int, kind: str, content: str, **fields: Any) -> Message:
-        payload = {"protocol": self.protocol, "kind": kind, "meeting_id": fields.pop("meeting_id", self.meeting.id)}
-        payload.update(fields)
-        return Message("dm", content, to, payload)
+        mid = fields.pop("meeting_id", self.meeting.id)
+        return Message("dm", content, to, payload(self.protocol, kind, mid, **fields))
 
     def text(self, to: int, content: str) -> Message:
-        return Message("dm", content, to, {"protocol": self.protocol, "kind": "text", "meeting_id": self.meeting.id})
+        return Message("dm", content, to, payload(self.protocol, "text", self.meeting.id))
 
     def cost(self, slot: int) -> int | None:
         """My insertion cost at ``slot`` now, respecting this round's reserved slots."""

@@ -52,12 +52,13 @@ from typing import Any
 from engine.actions import Message, Reschedule
 from engine.model import Errand, MeetingCopy
 from engine.observe import DecisionObservation, Delivered, SeatView, TurnObservation, VoluntaryObservation
+from engine.protocol import IMPOSSIBLE, PENDING
 
 from personas.base import lowest_free, slot_of_meeting
 
 from .protocol import ProtocolPersona, Reading, as_int
 
-PENDING, IMPOSSIBLE = "PENDING", "IMPOSSIBLE"
+# PENDING, IMPOSSIBLE: the reply statuses, from engine.protocol
 REPAIR_MODES = ("next_round", "same_round")
 
 
@@ -75,6 +76,8 @@ class SDMAPPersona(ProtocolPersona):
         self.bumps: dict[int, dict[str, Any]] = {}  # next_round: old id -> {from, by, requested}
         self.repairs: dict[int, dict[str, Any]] = {}  # I am the bumped meeting's initiator
         self.moves: dict[int, int] = {}  # old id -> agreed repair slot for my copy
+        self.max_turns = 0
+        self._speaking = False  # inside speak(): a reply I send now reaches the initiator in time
 
     # -- difficulty rule --------------------------------------------------------------------
     def difficulty(self, participants) -> float:
@@ -101,7 +104,7 @@ class SDMAPPersona(ProtocolPersona):
                 del self.bumps[old]
         self.repairs.clear()
         self.rs.extra.update(state="idle", tried=set(), active=None, replies={}, propose_turn=-1,
-                             priority=[], pending=None, held={})
+                             priority=[], pending=None, pending_turn=None, held={})
         self.rs.reserved.update(self.moves.values())
 
     # -- local availability ----------------------------------------------------------------------
@@ -138,6 +141,7 @@ class SDMAPPersona(ProtocolPersona):
             slot = as_int(p.get("slot"))
             ok = slot is not None and self.local_status(slot) is not None
             st["pending"] = slot if ok else None
+            st["pending_turn"] = self.turn if (ok and self._speaking) else None
             status = PENDING if ok else IMPOSSIBLE
             text = (f"Slot {slot} works for me for meeting M{cur} (PENDING)." if ok
                     else f"Slot {slot} is impossible for me for meeting M{cur}.")
@@ -200,12 +204,56 @@ class SDMAPPersona(ProtocolPersona):
                 if s not in st["tried"] and s not in st["priority"] and s not in reading.fails:
                     st["priority"].append(s)
             return []
+        if not self.is_initiator and msg.sender == min(self.meeting.participants) \
+                and (self.rs.agreed is None or self.rs.extra.get("by_words")):
+            self._initiator_words(reading)
         return super().on_text(msg, reading)
+
+    def _initiator_words(self, reading: Reading) -> None:
+        """The initiator answered my PENDING in words, not with a typed ``confirm`` (a human
+        or an LLM): "ok" / "yes" / "confirmed" / "slot 7 works" confirms the slot I hold;
+        "no" drops it.  A slot it *announces* ("decision: slot 9") is the base's business
+        (the latest slot a peer decided comes first in DECISION), so it also undoes a
+        confirmation I took from words before."""
+        st = self.rs.extra
+        pending = st["pending"]
+        if reading.decided is not None and reading.decided != pending:
+            if st.get("by_words"):
+                st["by_words"] = False
+                self.rs.agreed = None
+            return
+        if pending is None:
+            return
+        if reading.decided == pending or pending in reading.works or (reading.yes and not reading.slots):
+            self.rs.agreed = pending
+            self.rs.failed = False
+            st["state"] = "confirmed"
+            st["by_words"] = True
+        elif pending in reading.fails or (reading.no and not reading.slots):
+            st["pending"] = st["pending_turn"] = None
+
+    def candidates(self, obs: DecisionObservation) -> list[int]:
+        """A responder still holding a PENDING slot, with no ``confirm`` and no ``fail``
+        although the initiator had a turn after my reply, takes the silence as consent (the
+        initiator's own rule for silent responders): the pending slot comes first.  Between
+        SD-MAP seats this never happens — an SD-MAP initiator always answers the next turn."""
+        out = super().candidates(obs)
+        st = self.rs.extra
+        pending, turn = st.get("pending"), st.get("pending_turn")
+        if (self.rs.agreed is None and not self.rs.failed and not self.is_initiator and pending is not None
+                and turn is not None and turn + 1 < self.max_turns and self.local_status(pending) is not None):
+            out = [pending] + [s for s in out if s != pending]
+        return out
 
     # -- CHEAP_TALK ----------------------------------------------------------------------------------
     async def speak(self, obs: TurnObservation):
         self.turn = obs.turn
-        return await super().speak(obs)
+        self.max_turns = obs.max_turns
+        self._speaking = True
+        try:
+            return await super().speak(obs)
+        finally:
+            self._speaking = False
 
     def on_turn(self, obs: TurnObservation) -> list[Message]:
         out: list[Message] = []
