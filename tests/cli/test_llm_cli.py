@@ -109,3 +109,15 @@ def test_judge_options_need_a_judge(tmp_path, capsys):
     rc = main(["run", "--tasks", "canonical:0", "--agents", "imap", "--db", str(tmp_path / "x.db"),
                "--judge-base-url", "http://127.0.0.1:9/v1"])
     assert rc == 2 and "need --judge MODEL" in capsys.readouterr().err
+
+
+def test_an_interrupted_run_prints_the_command_that_continues_it(monkeypatch):
+    import argparse
+
+    from calbench_tui import cli
+
+    monkeypatch.setattr("sys.argv", ["calbench", "run", "--tasks", "canonical:0-9", "--agents", "llm:x",
+                                     "--db", "my runs.db"])
+    hint = cli._resume_hint(argparse.Namespace(command="run"))
+    assert hint.endswith("Continue with: calbench run --tasks canonical:0-9 --agents llm:x --db 'my runs.db' --resume")
+    assert cli._resume_hint(argparse.Namespace(command="report")) == ""

@@ -263,3 +263,56 @@ async def test_a_talkative_table_and_a_sloppy_model_still_fit(make_settings):
             shrunk += sum(1 for x in call_extras(res) if "reply_tokens" in (x.get("context") or {}))
     assert games == 5 and overflows == 0
     assert shrunk > 0  # the reply budget really had to give way
+
+
+@pytest.mark.parametrize("message, body, window", [
+    ("This model's maximum context length is 8192 tokens. However, you requested 9742 tokens (8718 in the "
+     "messages, 1024 in the completion). Please reduce the length of the messages or completion.", None, 8192),
+    ("the request exceeds the available context size, try increasing it", {"error": {"code": 400, "n_ctx": 8192,
+                                                                                    "n_prompt_tokens": 8718}}, 8192),
+    ("Input is too long: context size (4096 tokens) exceeded", None, 4096),
+    ("prompt is too long", None, None),
+])
+def test_the_window_is_read_from_what_servers_say(message, body, window):
+    from personas.llm.context import window_from_error
+
+    assert window_from_error(message, body) == window
+
+
+def test_the_window_is_read_from_models_metadata():
+    from personas.llm.context import window_from_models
+
+    vllm = {"data": [{"id": "Qwen/Qwen2.5-7B-Instruct", "max_model_len": 32768}, {"id": "other", "max_model_len": 4096}]}
+    assert window_from_models(vllm, "Qwen/Qwen2.5-7B-Instruct") == 32768
+    assert window_from_models(vllm, "unlisted") is None  # two windows: no guess
+    assert window_from_models({"data": [{"id": "m.gguf", "meta": {"n_ctx": 8192}}]}, "local") == 8192
+    assert window_from_models({"data": [{"id": "gpt-4o-mini"}]}, "gpt-4o-mini") is None
+    assert window_from_models(None, "x") is None
+
+
+def test_a_round_digest_says_what_the_seat_did_and_heard():
+    from personas.llm.context import digest_block, message_rounds
+
+    msgs = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "=== Round 1 of 5 · CHEAP_TALK · Meeting M3 · You are Agent 2 ===\n"
+                                    "A new meeting needs a slot: Meeting M3, participants [0, 2] (speaking order "
+                                    "[2, 0]), duration 1 slot(s).\nNew messages:\n"
+                                    "[1] From Agent 0 (direct message, Meeting M3): I can do 4 or 9."},
+        {"role": "assistant", "content": json.dumps({"thinking": "", "actions": [
+            {"type": "dm", "to": 0, "content": "Let's meet at slot 9."}]})},
+        {"role": "user", "content": "=== Round 1 of 5 · DECISION · Meeting M3 · You are Agent 2 ===\nCommit"},
+        {"role": "assistant", "content": json.dumps({"thinking": "", "actions": [
+            {"type": "reschedule", "item_id": 5, "from_slot": 9, "to_slot": 1, "justification": ""},
+            {"type": "schedule", "meeting_id": 3, "slot": 9}]})},
+        {"role": "user", "content": "=== Round 2 of 5 · CHEAP_TALK · Meeting M4 · You are Agent 2 ===\nhi"},
+    ]
+    rounds = message_rounds(msgs)
+    assert rounds == [-1, 0, 0, 0, 0, 1]
+    block = digest_block(msgs, rounds, 1)
+    assert "- Round 1, Meeting M3 (participants [0, 2]): you took part. You sent 1 message(s) and received 1." \
+        in block
+    assert 'from Agent 0: "I can do 4 or 9."' in block and 'Your last message: "Let\'s meet at slot 9."' in block
+    assert "Your DECISION batch: moved item 5 from slot 9 to 1, then scheduled the meeting at slot 9." in block
+    assert "You are Agent" not in block and "=== Round" not in block  # nothing a header reader would take
+    assert digest_block(msgs, rounds, 0) == "" and digest_block(msgs, rounds, 1, keep=0) == ""
