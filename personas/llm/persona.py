@@ -308,7 +308,7 @@ class LLMPersona:
 
     def _windows(self) -> tuple[dict, tuple]:
         """The run's shared cache of context windows per (endpoint, model), and this seat's key."""
-        cache = self.settings.pool.__dict__.setdefault("model_windows", {})
+        cache = self.settings.pool.model_windows
         return cache, (self.settings.resolved_base_url(), self.model_name)
 
     async def _probe_window(self, client: Any) -> None:

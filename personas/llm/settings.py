@@ -45,6 +45,9 @@ class RunPool:
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests = 0
+        # Context windows per (endpoint, model): from /v1/models, or ("error", endpoint, model)
+        # learned from a 400 by one seat, so the run's other seats need not hit it too.
+        self.model_windows: dict[tuple, int | None] = {}
 
     @property
     def semaphore(self) -> asyncio.Semaphore:
