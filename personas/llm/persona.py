@@ -441,6 +441,10 @@ class LLMPersona:
             return None, info, self.structured_used
         ctx_tries = 0
         attr = "_form_i" if commit else "_rform_i"
+        shared = self.settings.pool.formats
+        fkey = (self.settings.resolved_base_url(), self.model_name, attr, self._forms)
+        if shared.get(fkey, 0) > getattr(self, attr):  # another seat of the run found a form refused
+            setattr(self, attr, shared[fkey])
         while True:
             i = getattr(self, attr)
             form = self._forms[min(i, len(self._forms) - 1)]
@@ -451,6 +455,7 @@ class LLMPersona:
             if (res.failure == "http_error" and res.status in (400, 415, 422) and form != "off"
                     and i < len(self._forms) - 1):
                 setattr(self, attr, i + 1)  # the endpoint refused this response_format: try the next form
+                shared[fkey] = max(shared.get(fkey, 0), i + 1)
                 self.counters["format_fallbacks"] += 1
                 continue
             if res.failure == "context_length" and ctx_tries < 3 and self.settings.history != "full":

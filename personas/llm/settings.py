@@ -48,6 +48,8 @@ class RunPool:
         # Context windows per (endpoint, model): from /v1/models, or ("error", endpoint, model)
         # learned from a 400 by one seat, so the run's other seats need not hit it too.
         self.model_windows: dict[tuple, int | None] = {}
+        # The structured-output form an endpoint settled on per (endpoint, model, kind of call).
+        self.formats: dict[tuple, int] = {}
 
     @property
     def semaphore(self) -> asyncio.Semaphore:
