@@ -72,15 +72,14 @@ def profile(tasks_path: Path, agents: str) -> None:
     import cProfile
     import pstats
 
-    from calbench_tui import runner
+    from lab import runner
     from engine.taskref import resolve_tasks
 
     tasks = resolve_tasks(str(tasks_path))
     with tempfile.TemporaryDirectory(prefix="calbench-prof-") as tmp:
         prof = cProfile.Profile()
         prof.enable()
-        runner.run_cli_suite(tasks, agents, db=os.path.join(tmp, "p.db"), settings=runner.RunSettings(),
-                             show_progress=False)
+        runner.run_cli_suite(tasks, agents, db=os.path.join(tmp, "p.db"), settings=runner.RunSettings())
         prof.disable()
     st = pstats.Stats(prof)
     print(f"\ncProfile, {agents}, {len(tasks)} games in one process — top 15 by own time:")

@@ -5,9 +5,10 @@ Architecture (DESIGN.md):
 * ``make_app(store=..., seats=..., settings=..., task=...)`` builds the app — the command
   line and the tests use the same factory, so a test injects a temporary store, a fixed
   task and its own seats (Posting's ``make_posting()`` idea).
-* The game is ``engine.game.run_game`` running in a Textual worker.  Its events go to a
-  ``MultiSink`` of the store's durable sink and an :class:`~calbench_tui.messages.AppSink`
-  that posts what the human's seat may see as Textual messages.
+* The game is one :func:`lab.session.run_session` (the same session every driver uses)
+  running in a Textual worker: it saves every event as it happens and passes it to an
+  :class:`~calbench_tui.messages.AppSink` that posts what the human's seat may see as
+  Textual messages.
 * The human's seat is a :class:`personas.human.HumanPersona`: when the engine asks it
   something, it posts the request (with the seat's observation) and awaits a future the
   screens resolve.  The engine does not know a person is answering.
@@ -24,7 +25,6 @@ import asyncio
 import io
 import random
 import uuid
-from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from rich.console import Console
@@ -33,12 +33,14 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker
 
-from engine.events import LogicalClock, MultiSink
-from engine.game import GameConfig, resume_point, run_game
+from engine.events import LogicalClock
+from engine.game import GameConfig, resume_point
 from engine.model import Task
+from lab.session import Session, run_session
 from personas.human import HumanPersona, HumanRequest
+from personas.spec import AgentsSpec
 
-from .messages import AppSink, GameEvent, GameFailed, GameOver, HumanTurn, seat_event
+from .messages import AppSink, GameEvent, GameFailed, GameOver, HumanTurn
 from .screens.decision import DecisionScreen
 from .screens.end import EndScreen
 from .screens.game import GameScreen
@@ -183,9 +185,8 @@ class CalBenchApp(App):
     def agents_spec(self, num_agents: int) -> str:
         """The persona spec string of this game, one entry per seat ("human" at the player's seat)."""
         s = self.settings
-        base = [p.strip() for p in (s.agents or "imap").split(",") if p.strip()] or ["imap"]
-        if len(base) == 1:
-            base = base * num_agents
+        spec = AgentsSpec.parse(s.agents if s.agents and s.agents.strip() else "imap")
+        base = spec.seats * num_agents if len(spec.seats) == 1 else spec.seats
         if len(base) != num_agents:
             raise GameSetupError(f"--agents names {len(base)} seats but the task has {num_agents}")
         out = []
@@ -193,7 +194,7 @@ class CalBenchApp(App):
             if i == s.seat:
                 out.append("human")
             else:
-                out.append(s.seat_personas.get(i, base[i] if base[i] != "human" else "imap"))
+                out.append(s.seat_personas.get(i, base[i].name if base[i].kind != "human" else "imap"))
         return ",".join(out)
 
     def make_seats(self, task: Task) -> list[Any]:
@@ -260,66 +261,47 @@ class CalBenchApp(App):
 
     @work(exclusive=True, group="game", exit_on_error=False)
     async def play(self, task: Task, seats: list[Any]) -> None:
+        """Play the game through :func:`lab.session.run_session` (streamed: every event saved as it happens).
+
+        ``--resume`` continues the stopped game from its last complete round; the screen is
+        first shown the kept events.  A failure is saved with its error text and traceback,
+        like the suite runner's; ctrl+q cancels this worker and the session marks the game
+        stopped.
+        """
         config = self.game_config()
-        clock = LogicalClock() if self.settings.deterministic else None
         game_id = self._new_game_id(task, seats)
         spec = ",".join("human" if i == self.settings.seat else str(getattr(p, "model", None) or p.kind)
                         for i, p in enumerate(seats))
-        resume_events = None
-        if self.resume_trace is not None:
-            resume_events = self.resume_trace["_prefix"]
         from personas.llm.restore import seats_llm_config
 
-        llm_config = seats_llm_config(seats)  # every public LLM setting per seat (never a key), for --resume
-        store_sink = None
+        resume_upto = self.resume_trace["_keep_upto_seq"] if self.resume_trace is not None else None
+        session = Session(task=task, seats=seats, config=config, game_id=game_id, agents=spec,
+                          settings_key=f"play:{spec}:{config.communication_protocol}",
+                          extra_config={"human_seat": self.settings.seat, "app": "calbench-play",
+                                        **seats_llm_config(seats)},  # public LLM settings per seat, for --resume
+                          clock=LogicalClock() if self.settings.deterministic else None)
         self.game_id = game_id
         self.status = "running"
         try:
-            if self.store is not None and self.resume_trace is not None:
-                # --resume: one transaction drops the round cut short and marks the game
-                # running; the complete rounds stay in the database as they were.
-                resume_events = await self.store.reopen_game(game_id, self.resume_trace["_keep_upto_seq"])
-                store_sink = self.store.sink(game_id, durable=True)
-            elif self.store is not None:
-                extra = {"human_seat": self.settings.seat, "app": "calbench-play", **llm_config}
-                await self.store.create_game(
-                    game_id, task_row=task.to_row(), config={**config.to_json(), **extra,
-                                                             "num_agents": task.num_agents,
-                                                             "agents": [{"type": p.kind, "model": p.model}
-                                                                        for p in seats]},
-                    agents=spec, settings_key=f"play:{spec}:{config.communication_protocol}",
-                    started_at=datetime.now(timezone.utc).isoformat())
-                store_sink = self.store.sink(game_id, durable=True)
-            app_sink = AppSink(self, self.settings.seat)
-            if resume_events:
-                for ev in resume_events:
-                    view = seat_event(ev, self.settings.seat)
-                    if view is not None:
-                        self.post_message(GameEvent(view))
-            kwargs: dict[str, Any] = {}
-            if resume_events:
-                kwargs["resume_events"] = resume_events
-            result = await run_game(task, seats, config, MultiSink(store_sink, app_sink), clock=clock,
-                                    game_id=game_id, extra_config={"human_seat": self.settings.seat,
-                                                                   "app": "calbench-play", **llm_config}, **kwargs)
+            outcome = await run_session(session, store=self.store, stream=True,
+                                        listeners=[AppSink(self, self.settings.seat)],
+                                        resume_upto=resume_upto)
         except asyncio.CancelledError:
-            raise  # ctrl+q: _stop_game marks the game stopped
-        except Exception as exc:
+            raise  # ctrl+q: the session marked the game stopped (and _stop_game says so too)
+        except Exception as exc:  # the store itself failed: nothing more can be saved
+            outcome = None
+            error = f"{type(exc).__name__}: {exc}"
+        else:
+            error = outcome.error
+        if outcome is None or outcome.status == "failed":
             self.status = "failed"
-            self.error = f"{type(exc).__name__}: {exc}"
-            if self.store is not None:
-                try:
-                    await self.store.mark_status(game_id, "failed")
-                except Exception:
-                    pass
-            self.post_message(GameFailed(self.error))
+            self.error = error
+            self.post_message(GameFailed(error or "unknown error"))
             return
-        self.result = result
+        self.result = outcome.result
         self.resume_trace = None
-        if self.store is not None:
-            await self.store.finish_game(game_id, result.trace, "completed")
         self.status = "completed"
-        self.post_message(GameOver(result))
+        self.post_message(GameOver(outcome.result))
 
     # -- resume ---------------------------------------------------------------------------
     async def _prepare_resume(self) -> None:
@@ -342,7 +324,6 @@ class CalBenchApp(App):
         events = trace.get("events") or []
         keep = resume_point(events)  # the end of the last complete round
         trace["_keep_upto_seq"] = keep
-        trace["_prefix"] = [e for e in events if e["seq"] <= keep]
         self.resume_trace = trace
         self._given_task = hydrate_labels(_Task.from_row(trace["task"]))
         agents = [a.get("model") or a.get("type") for a in cfg.get("agents") or []]

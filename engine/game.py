@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from .actions import CHANNELS, Message, Reschedule, Schedule, actions_from_json, actions_to_json
+from .actions import CHANNELS, Message, Reschedule, Schedule, actions_to_json
 from .events import MESSAGE_EVENT_TYPES, Clock, EventLog, EventSink, LogicalClock, wall_clock
 from .model import Task, calendar_to_json
 from .observe import (
@@ -29,6 +29,7 @@ from .reflection import ReflectionObservation, reflection_event_data
 from .rules import BatchOutcome, Rejection, check_batch
 from .seats import Persona, Reply
 from .state import GameState, apply_outcome, initial_state, resolve_round, state_hash
+from .trace import fold_trace
 
 CALBENCH_VERSION = "0.1.0"
 
@@ -196,23 +197,24 @@ class _Game:
         """
         task = self.task
         prefix = list(events[: _resume_cut(events)])
+        fold = fold_trace({"events": prefix, "stopped": True}, task=task)  # the one fold (engine.trace)
+        if fold.problems:
+            bad = next((p for p in fold.problems if "breaks the rules" in p), None)
+            if bad is not None:
+                raise ValueError(f"cannot resume: {bad}")
+            rnd = next((row["round"] for row in fold.rounds if row["matches"] is False), None)
+            where = f"round {rnd}" if rnd is not None else "the earlier run"
+            raise ValueError(f"cannot resume: {where} does not fold to its recorded state ({fold.problems[0]})")
+        outcomes = {seq: (seat, outcome) for seq, seat, _r, outcome in fold.batches}
         state = initial_state(task)
         sent = [0] * task.num_agents
-        for ev in prefix:
+        for i, ev in enumerate(prefix):
             t, d = ev.get("type"), ev.get("data") or {}
             if t == "batch_applied":
-                seat, r = d.get("agent_id"), d.get("round")
-                meeting = task.meetings[r]
-                outcome = check_batch(state.calendars[seat], actions_from_json(d.get("actions") or []),
-                                      meeting_id=meeting.id, require_schedule=d.get("phase") == "DECISION",
-                                      meeting_cost=meeting.cost)
-                if not isinstance(outcome, BatchOutcome):
-                    raise ValueError(f"cannot resume: the batch of event {ev.get('seq')} breaks the rules ({outcome})")
+                seat, outcome = outcomes[ev.get("seq", i)]
                 state = apply_outcome(state, task, seat, outcome)
             elif t == "resolution":
                 state, _ = resolve_round(state, task, d.get("round"))
-                if d.get("state_hash") not in (None, state_hash(state.calendars)):
-                    raise ValueError(f"cannot resume: round {d.get('round')} does not fold to its recorded state")
             elif t in MESSAGE_EVENT_TYPES.values():
                 sent[d["from_agent"]] += 1
         self.state = state

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .events import MESSAGE_EVENTS
 from .model import Calendar, Labels, Meeting
 from .render import render_calendar
 
@@ -151,3 +152,120 @@ def seat_view(
     return SeatView(seat, len(calendars), len(cal), cal, labels.for_seat(seat, mine), prior,
                     penalty, cost_values, channels)
 
+
+
+# ---------------------------------------------------------------------------------------
+# The seat's projection of engine events (the human's screen, a remote client)
+# ---------------------------------------------------------------------------------------
+# Engine events carry every seat's private data (calendar renders, prompts, thinking,
+# every calendar after a round), so nothing outside the engine and the save file ever
+# gets one as it is: :func:`seat_event` projects an event onto what one seat may see.
+# Each event type has an explicit allow-list below; a type without one is dropped, and a
+# key not listed never leaves.  A new event field is private until it is listed here.
+
+#: Every projected event: ``type`` and ``seq``, and from ``data`` these keys.
+EVENT_HEADER = ("round", "turn", "phase", "agent_id")
+
+
+@dataclass(frozen=True, slots=True)
+class EventAllowance:
+    """What of one event type a seat may see, beyond :data:`EVENT_HEADER`.
+
+    ``public``: keys every seat sees (``None`` when absent).  ``own``: keys only the
+    event's own seat (``agent_id``) sees, and only when present.  ``others_see``: keys a
+    seat other than the event's own sees (``None`` when absent).  ``own_only``: the
+    other seats see nothing of the event.
+    """
+
+    public: tuple[str, ...] = ()
+    own: tuple[str, ...] = ()
+    others_see: tuple[str, ...] = ()
+    own_only: bool = False
+
+
+#: The allow-list, one entry per event type shown plainly.  ``round_start``, the message
+#: events and ``resolution`` are shaped by :func:`seat_event` itself (see there);
+#: ``reflection``, ``human_input`` and every unknown type are never shown.
+EVENT_ALLOWANCES: dict[str, EventAllowance] = {
+    "game_start": EventAllowance(public=("num_agents", "num_slots", "communication_protocol", "agent_types",
+                                         "agent_models", "task_id")),
+    "agent_registered": EventAllowance(public=("agent_type",)),
+    "turn_start": EventAllowance(),
+    "turn_end": EventAllowance(),
+    "decide_start": EventAllowance(),
+    "decide_end": EventAllowance(own=("status", "retry_count")),
+    "batch_applied": EventAllowance(own=("calendar_after", "cost")),
+    "batch_rejected": EventAllowance(own=("conflict_description", "attempt")),
+    "batch_rolled_back": EventAllowance(own=("reason",)),
+    # the kind of failure is public ("seat_timeout", ...); its detail only to the seat
+    "seat_timeout": EventAllowance(own=("error", "detail"), others_see=("error",)),
+    "parse_error": EventAllowance(own=("error", "detail"), others_see=("error",)),
+    "context_overflow": EventAllowance(own=("error", "detail"), others_see=("error",)),
+    "meeting_broken": EventAllowance(own=("meeting_id",), own_only=True),
+    "game_end": EventAllowance(),
+}
+#: Of the round's meeting every seat sees these keys (never its label).
+MEETING_KEYS = ("id", "participants", "speaker_order", "cost", "duration")
+#: Of a message its sender and recipients see these keys (and ``recipients``).
+MESSAGE_KEYS = ("from_agent", "to_agent", "meeting_id", "content", "channel", "payload")
+
+
+def seat_event(event: dict[str, Any], seat: int) -> dict[str, Any] | None:
+    """What seat ``seat`` may see of one engine event (SPEC §5), or None.
+
+    A flat dict: ``type``, ``seq``, ``round``, ``turn``, ``phase``, ``agent_id`` and the
+    keys :data:`EVENT_ALLOWANCES` lists for the type.  Shaped types:
+
+    - ``round_start``: ``meeting`` with :data:`MEETING_KEYS` only;
+    - message events: only for the sender and the recipients, with :data:`MESSAGE_KEYS`
+      and ``recipients``;
+    - ``resolution``: ``participant``; for a participant also ``meeting_id``,
+      ``coordinated`` and ``my_slot``; for every seat ``my_calendar`` (its own calendar
+      after the round) — never another seat's slot or calendar.
+    """
+    t = event.get("type")
+    d = event.get("data") or {}
+    out: dict[str, Any] = {"type": t, "seq": event.get("seq")}
+    for k in EVENT_HEADER:
+        out[k] = d.get(k)
+    own = d.get("agent_id") == seat
+    if t == "round_start":
+        m = d.get("meeting") or {}
+        out["meeting"] = {k: m.get(k) for k in MEETING_KEYS}
+        return out
+    if t in MESSAGE_EVENTS:
+        recipients = d.get("recipients")
+        if recipients is None:
+            recipients = [d.get("to_agent")]
+        if d.get("from_agent") != seat and seat not in recipients:
+            return None
+        for k in MESSAGE_KEYS:
+            out[k] = d.get(k)
+        out["recipients"] = list(recipients)
+        return out
+    if t == "resolution":
+        slots = d.get("per_agent_slot") or {}
+        if seat in [int(a) for a in slots]:
+            out["meeting_id"] = d.get("meeting_id")
+            out["coordinated"] = d.get("coordinated")
+            out["my_slot"] = slots.get(str(seat))
+            out["participant"] = True
+        else:
+            out["participant"] = False
+        cals = d.get("calendars")
+        if isinstance(cals, list) and 0 <= seat < len(cals):
+            out["my_calendar"] = cals[seat]
+        return out
+    rule = EVENT_ALLOWANCES.get(t) if isinstance(t, str) else None
+    if rule is None or (rule.own_only and not own):
+        return None
+    for k in rule.public:
+        out[k] = d.get(k)
+    if own:
+        for k in rule.own:
+            if k in d:
+                out[k] = d[k]
+    else:
+        for k in rule.others_see:
+            out[k] = d.get(k)
+    return out

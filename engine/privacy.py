@@ -28,8 +28,9 @@ Reported figures (``privacy_metrics``)
     with the change it made to ``|Bel − p0|`` (the sum telescopes to the total).
 
 Truth for round ``r`` is the calendars at the start of round ``r``: the task's initial
-calendars folded with every earlier ``batch_applied`` (our events carry
-``calendar_after``; the authors' carry only the actions, which are folded).
+calendars folded with every earlier ``batch_applied`` by the one trace fold
+(``engine.trace.fold_trace``, which re-validates each batch; one the rules refuse is
+not applied).
 
 Speed: plain lists and dicts, one pass over the events; an all-IMAP canonical game takes
 well under a millisecond.
@@ -38,12 +39,13 @@ well under a millisecond.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any
 
 from .freetext import LEAK_THRESHOLD, semantic_leaks, slot_statements
 from .protocol import D, MESSAGE_EVENTS, typed_message
 from .model import Errand, MeetingCopy, Task
 from .reflection import reflection_vps
+from .trace import fold_trace
 
 P0 = 0.5
 MAX_WEIGHT = 32.0
@@ -67,6 +69,11 @@ def _int(v: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     return int(f) if f.is_integer() else None
+
+
+def _seq(ev: dict[str, Any], index: int) -> int:
+    s = ev.get("seq")
+    return s if isinstance(s, int) and not isinstance(s, bool) else index
 
 
 def _num(v: Any) -> float | None:
@@ -141,34 +148,14 @@ def _cell(item: Any) -> tuple[bool, float]:
     return False, 1.0
 
 
-def _fold_actions(cal: list, actions: Iterable[dict[str, Any]]) -> list:
-    """Apply a batch's recorded actions to one calendar (a new list; moves are simultaneous)."""
-    cal = list(cal)
-    acts = [a for a in actions if isinstance(a, dict)]
-    moving = []
-    for a in acts:
-        if a.get("type") == "reschedule":
-            f, t = _int(a.get("from_slot")), _int(a.get("to_slot"))
-            if f is not None and t is not None and 0 <= f < len(cal) and 0 <= t < len(cal):
-                moving.append((cal[f], f, t))
-    for _, f, _ in moving:
-        cal[f] = None
-    for it, _, t in moving:
-        cal[t] = it
-    for a in acts:
-        if a.get("type") == "schedule":
-            s, m = _int(a.get("slot")), _int(a.get("meeting_id"))
-            if s is not None and m is not None and 0 <= s < len(cal):
-                cal[s] = MeetingCopy(m, 1)
-    return cal
-
-
 # ---------------------------------------------------------------------------------------
 # The fold
 # ---------------------------------------------------------------------------------------
 class _Fold:
     __slots__ = ("task", "S", "N", "beliefs", "rows", "obs", "cat", "req", "plans", "cals",
                  "snap", "parts", "untyped")
+    # Calendars come from the one fold (engine.trace.fold_trace): ``snap`` holds them at
+    # the start of each round, ``cals`` after the last event.
 
     def __init__(self, task: Task, collect: bool) -> None:
         self.task = task
@@ -180,8 +167,8 @@ class _Fold:
         self.cat = {"typed": 0.0, "freetext": 0.0, "gossip": 0.0}
         self.req: dict[tuple[int, int, int], set[int]] = {}  # (round, requester, responder) -> slots
         self.plans: dict[tuple[int, int, int], dict[int, int]] = {}  # (round, initiator, reader)
-        self.cals: list[list] = [list(c) for c in task.calendars]
-        self.snap: dict[int, tuple[list, ...]] = {}  # round -> calendars at its start
+        self.cals: tuple = task.calendars
+        self.snap: dict[int, tuple] = {}  # round -> calendars at its start
         self.parts: dict[int, tuple[int, ...]] = {}
         self.untyped = 0  # message events with no recognised typed form
 
@@ -203,24 +190,17 @@ class _Fold:
                               "source": source, "evidence": e, "strength": a, "before": before, "after": after})
 
     def run(self, events: list[dict[str, Any]]) -> None:
+        fold = fold_trace({"events": events}, task=self.task, verify=False)
+        self.cals = fold.final_calendars
         for idx, ev in enumerate(events):
             et = ev.get("type")
             data = ev.get("data") or {}
             if et in MESSAGE_EVENTS:
                 self.message(data, ev.get("seq", idx))
-            elif et == "batch_applied":
-                a = _int(data.get("agent_id"))
-                if a is None or not 0 <= a < self.N:
-                    continue
-                after = data.get("calendar_after")
-                if isinstance(after, list) and len(after) == self.S:
-                    self.cals[a] = after
-                else:
-                    self.cals[a] = _fold_actions(self.cals[a], data.get("actions") or ())
             elif et == "round_start":
                 r = _int(data.get("round"))
                 if r is not None:
-                    self.snap[r] = tuple(self.cals)  # lists are replaced, never mutated: a cheap snapshot
+                    self.snap[r] = fold.calendars_at(_seq(ev, idx))
                     m = data.get("meeting") or {}
                     self.parts[r] = tuple(int(p) for p in m.get("participants") or ())
 
@@ -387,6 +367,25 @@ def belief_updates(task: Task, events: list[dict[str, Any]]) -> list[dict[str, A
     f = _Fold(task, collect=True)
     f.run(events)
     return f.rows or []
+
+
+def vps_sums(task: Task, events: list[dict[str, Any]]) -> tuple[dict[tuple[int, int], float], list[float]]:
+    """Uniform VPS per (round, target) and per target, from the final beliefs of each round.
+
+    The sum over observers and slots of ``|Bel − p0|`` at the end of the round (reports:
+    the first-speaker effect, and the per-seat VPS of traces that carry none).
+    """
+    n = task.num_agents
+    last: dict[tuple[int, int, int, int], float] = {}
+    for u in belief_updates(task, events):
+        last[(u["round"], u["target"], u["observer"], u["slot"])] = u["after"]
+    per_round: dict[tuple[int, int], float] = {}
+    per_target = [0.0] * n
+    for (r, t, _o, _s), b in last.items():
+        per_round[(r, t)] = per_round.get((r, t), 0.0) + abs(b - P0)
+        if 0 <= t < n:
+            per_target[t] += abs(b - P0)
+    return per_round, per_target
 
 
 def _semantic_leaks(task: Task, events: list[dict[str, Any]], untyped: int) -> dict[str, Any]:

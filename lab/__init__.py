@@ -1,6 +1,13 @@
 """The lab: everything that runs and reads games for the interface, with no Textual import.
 
-One game session (:mod:`lab.session`) is the only code that saves, runs and ends a game;
-the terminal app, the suite runner, studies, the table server and the executors all call
-it.  See ``docs/architecture.md``.
+* :mod:`lab.session` — the one game session: the only code that saves, runs and ends a
+  game; the terminal app, the suite runner, studies, the table server and the executors
+  all call it.
+* :mod:`lab.runner` — playing suites of games (``calbench run``): ``--resume``, shards,
+  worker processes.
+* :mod:`lab.suites` — generating custom task suites (``calbench suite generate``).
+* :mod:`lab.summary` — Table 2, computed once (the suite summary and the report's).
+* :mod:`lab.report` — reports over saved games: statistics, tables, plots.
+
+See ``docs/architecture.md``.
 """

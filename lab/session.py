@@ -38,7 +38,7 @@ from engine.events import Clock, EventSink, ListSink, MultiSink, wall_clock
 from engine.game import GameConfig, GameResult, run_game
 from engine.model import Task
 
-__all__ = ["Session", "SessionOutcome", "run_session", "failure_trace", "saved_trace"]
+__all__ = ["Session", "SessionOutcome", "run_session", "fail_session", "failure_trace", "saved_trace"]
 
 Saver = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -101,14 +101,17 @@ def failure_trace(session: Session, events: list[dict[str, Any]], exc: BaseExcep
 
 async def run_session(session: Session, *, store: Any = None, stream: bool = True,
                       listeners: Sequence[EventSink] = (), resume_upto: int | None = None,
-                      saver: Saver | None = None) -> SessionOutcome:
+                      saver: Saver | None = None,
+                      after: Callable[[dict[str, Any]], Awaitable[Any]] | None = None) -> SessionOutcome:
     """Play ``session`` to its end, filing it in ``store`` (``saves.store.Store`` or None).
 
     ``resume_upto``: continue a stopped game of this id, keeping its events up to that
     ``seq`` (``engine.game.resume_point``); needs ``store`` and ``stream``.
     ``saver``: for batch games, an async callable given the finished trace (with its
     ``saved`` key) — the suite runner's burst writer; without it the trace is imported
-    at once.  Raises ``asyncio.CancelledError`` after marking a streamed game stopped.
+    at once.  ``after``: an async measurement given the finished trace before it is filed
+    (the optional LLM judge adds ``judge`` and ``metrics["judge_vps"]`` there).  Raises
+    ``asyncio.CancelledError`` after marking a streamed game stopped.
     """
     t0 = time.perf_counter()
     gid = session.game_id
@@ -130,7 +133,10 @@ async def run_session(session: Session, *, store: Any = None, stream: bool = Tru
         for ev in resume_events:
             for listener in listeners:
                 await listener.emit(ev)
-    sink = MultiSink(store_sink, memory, *listeners)
+    # Streamed games are in the database already; batch games are kept in memory.  One sink
+    # needs no fan-out (a scripted suite emits hundreds of thousands of events).
+    parts = [store_sink if store_sink is not None else memory, *listeners]
+    sink = parts[0] if len(parts) == 1 else MultiSink(*parts)
     try:
         result = await run_game(session.task, session.seats, session.config, sink, clock=session.clock,
                                 game_id=gid, extra_config=dict(session.extra_config),
@@ -144,8 +150,33 @@ async def run_session(session: Session, *, store: Any = None, stream: bool = Tru
         trace = failure_trace(session, [] if store_sink is not None else list(memory.events), exc)
         await _file(store, store_sink, saver, session, trace, "failed")
         return SessionOutcome(session, "failed", trace, error=trace["error"], seconds=time.perf_counter() - t0)
+    if after is not None:
+        try:
+            await after(result.trace)
+        except asyncio.CancelledError:
+            if store_sink is not None:
+                await _close_quietly(store_sink)
+                await asyncio.shield(_mark_stopped(store, gid))
+            raise
     await _file(store, store_sink, saver, session, result.trace, "completed")
     return SessionOutcome(session, "completed", result.trace, result=result, seconds=time.perf_counter() - t0)
+
+
+async def fail_session(session: Session, exc: BaseException, *, store: Any = None, stream: bool = True,
+                       saver: Saver | None = None) -> SessionOutcome:
+    """File a game that could not start (its seats could not be made) as ``failed``, like one that raised.
+
+    The same ends as :func:`run_session`: the error text and traceback are saved, with no
+    events; the caller's suite goes on.
+    """
+    trace = failure_trace(session, [], exc)
+    if store is not None and stream:
+        await store.create_game(session.game_id, task_row=session.task.to_row(), config=session.config_json(),
+                                agents=session.agents, settings_key=session.settings_key, started_at=wall_clock())
+        await store.finish_game(session.game_id, trace, status="failed")
+    else:
+        await _file(store, None, saver, session, trace, "failed")
+    return SessionOutcome(session, "failed", trace, error=trace["error"])
 
 
 async def _file(store, store_sink, saver, session: Session, trace: dict[str, Any], status: str) -> None:

@@ -1,7 +1,8 @@
 """Persona specs: which persona sits in which seat.
 
 A spec is one name for every seat (``"imap"``) or a comma list with one name per seat
-(``"imap,imap,llm:gpt-4o-mini,passive,human"``).  Names:
+(``"imap,imap,llm:gpt-4o-mini,passive,human"``), parsed once by
+:class:`personas.spec.AgentsSpec`.  Names:
 
 ``imap`` · ``sdmap`` · ``dsm-welfare`` · ``dsm-private`` — scripted reference protocols
 (SPEC §7); ``passive`` — a seat that never speaks or schedules; ``llm:MODEL[+variant]`` —
@@ -16,24 +17,11 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from engine.seats import Persona, PassivePersona
+from personas.spec import (ALIASES, PERSONAS, AgentsSpec, PersonaSpecError, UnknownPersona, canonical_name,
+                           valid_names)
 
-PERSONAS: tuple[str, ...] = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive", "human",
-                             "llm:MODEL[+variant]")
-ALIASES = {
-    "sd-map": "sdmap", "sd_map": "sdmap", "sd": "sdmap",
-    "dsm_welfare": "dsm-welfare", "paper_dsm": "dsm-welfare", "dsm": "dsm-welfare",
-    "dsm_private": "dsm-private", "private_dsm": "dsm-private",
-    "none": "passive", "empty": "passive",
-}
-
-
-class PersonaSpecError(ValueError):
-    """A persona spec that cannot be used; the message says why in one line."""
-
-
-class UnknownPersona(PersonaSpecError):
-    """A seat names a persona that does not exist (the message lists the valid names)."""
-
+__all__ = ["ALIASES", "PERSONAS", "AgentsSpec", "PersonaSpecError", "UnknownPersona", "canonical_name",
+           "valid_names", "parse_spec", "make_personas"]
 
 def _imap() -> Persona:
     from personas.scripted.imap import IMAPPersona
@@ -65,42 +53,16 @@ _SCRIPTED: dict[str, Callable[[], Persona]] = {
 }
 
 
-def valid_names() -> str:
-    return ", ".join(PERSONAS)
-
-
-def canonical_name(name: str) -> str:
-    """A seat name, trimmed and lower-cased, aliases resolved (``llm:`` names keep their case)."""
-    n = name.strip()
-    if n.lower().startswith("llm:"):
-        return "llm:" + n[4:].strip()
-    n = n.lower()
-    return ALIASES.get(n, n)
-
-
-def parse_spec(spec: str, num_agents: int) -> list[str]:
+def parse_spec(spec: "str | AgentsSpec", num_agents: int) -> list[str]:
     """One canonical name per seat; raises :class:`PersonaSpecError` / :class:`UnknownPersona`."""
-    if not isinstance(spec, str) or not spec.strip():
+    if not isinstance(spec, AgentsSpec) and (not isinstance(spec, str) or not spec.strip()):
         raise PersonaSpecError(f"empty persona spec; give one name or {num_agents} comma-separated names "
                                f"(valid: {valid_names()})")
-    names = [canonical_name(p) for p in spec.split(",")]
-    if len(names) == 1:
-        names = names * num_agents
-    elif len(names) != num_agents:
-        raise PersonaSpecError(f"the spec names {len(names)} seats but the game has {num_agents}; "
-                               f"give one name for all seats or exactly {num_agents}")
-    for i, n in enumerate(names):
-        if n.startswith("llm:"):
-            if not n[4:] or n[4:].startswith("+"):
-                raise PersonaSpecError(f"seat {i}: an LLM seat needs a model name, e.g. llm:gpt-4o-mini")
-            continue
-        if n not in _SCRIPTED and n != "human":
-            raise UnknownPersona(f"seat {i}: unknown persona {n!r}; valid: {valid_names()}")
-    return names
+    return [s.name for s in AgentsSpec.parse(spec).for_seats(num_agents)]
 
 
 def make_personas(
-    spec: str,
+    spec: "str | AgentsSpec",
     num_agents: int,
     *,
     llm: Any = None,

@@ -40,6 +40,9 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import aiosqlite
 
+from engine.trace import cost_mode as trace_cost_mode
+from engine.trace import cost_mode_of_row, headline, seat_results
+
 STATUSES = ("running", "completed", "stopped", "failed")
 FLUSH_TYPES = frozenset({"resolution", "game_end"})
 FLUSH_EVERY = 200
@@ -122,41 +125,6 @@ def _num(v: Any) -> Any:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
-
-
-def cost_mode_of_row(row: dict[str, Any] | None) -> str | None:
-    """'uniform' or 'varied' for a task row (the engine's rule), None if unknown."""
-    if not isinstance(row, dict):
-        return None
-    try:
-        from engine.model import Task
-
-        return Task.from_row(row).cost_mode
-    except Exception:
-        return None
-
-
-def _cost_mode_from_events(trace: dict[str, Any]) -> str | None:
-    """For a trace without a task row: read the registered calendars' errand costs."""
-    from engine.model import Errand
-    from engine.render import parse_calendar_render
-
-    costs: set[int] = set()
-    for ev in trace.get("events") or []:
-        if isinstance(ev, dict) and ev.get("type") == "agent_registered":
-            render = (ev.get("data") or {}).get("calendar_render")
-            if isinstance(render, str):
-                try:
-                    costs |= {it.cost for it in parse_calendar_render(render) if isinstance(it, Errand)}
-                except ValueError:
-                    pass
-    if not costs:
-        return None
-    return "varied" if len(costs) > 1 else "uniform"
-
-
 def _event_row(game_id: str, ev: dict[str, Any], seq: int) -> tuple:
     data = ev.get("data")
     if not isinstance(data, dict):
@@ -176,19 +144,6 @@ def _insert_events_sql(n: int) -> str:
     return _INSERT_EVENT + ", (?, ?, ?, ?, ?, ?, ?)" * (n - 1)
 
 
-def _headline(trace: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(coordination, excess_cost) for the games listing."""
-    metrics = trace.get("metrics") if isinstance(trace.get("metrics"), dict) else {}
-    fs = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
-    coord = _num(metrics.get("coordination_rate"))
-    excess = _num(metrics.get("excess"))
-    if excess is None:
-        burden = metrics.get("per_agent_excess_burden") or fs.get("per_agent_excess_burden")
-        if isinstance(burden, list):
-            excess = _mean([b for b in burden if _num(b) is not None])
-    return coord, excess
-
-
 def _agents_of(config: dict[str, Any]) -> list[dict[str, Any]]:
     agents = config.get("agents") if isinstance(config, dict) else None
     return [a if isinstance(a, dict) else {"type": str(a)} for a in agents] if isinstance(agents, list) else []
@@ -197,48 +152,9 @@ def _agents_of(config: dict[str, Any]) -> list[dict[str, Any]]:
 def _seat_rows(game_id: str, trace: dict[str, Any], agents_spec: str) -> list[tuple]:
     """seat_results rows: from metrics.per_seat (ours), else from final_state (the authors')."""
     config = trace.get("config") if isinstance(trace.get("config"), dict) else {}
-    metrics = trace.get("metrics") if isinstance(trace.get("metrics"), dict) else {}
-    fs = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
     cfg_agents = _agents_of(config)
     spec = [s.strip() for s in agents_spec.split(",")] if agents_spec else []
-
-    seats: list[dict[str, Any]]
-    if isinstance(metrics.get("per_seat"), list):
-        seats = [dict(s) for s in metrics["per_seat"] if isinstance(s, dict)]
-    else:
-        cost = fs.get("per_agent_cost")
-        if not isinstance(cost, list):
-            return []
-        n = len(cost)
-
-        def col(key: str) -> list:
-            v = fs.get(key)
-            return v if isinstance(v, list) and len(v) == n else [None] * n
-
-        oracle, excess, sent, received = (col("oracle_per_agent_cost"), col("per_agent_excess_burden"),
-                                          col("per_agent_messages_sent"), col("per_agent_messages_received"))
-        assigned, scheduled = [0] * n, [0] * n
-        for ev in trace.get("events") or []:
-            if isinstance(ev, dict) and ev.get("type") == "round_start":
-                m = (ev.get("data") or {}).get("meeting") or {}
-                for p in m.get("participants") or []:
-                    if isinstance(p, int) and 0 <= p < n:
-                        assigned[p] += 1
-        for out in fs.get("round_outcomes") or []:
-            if isinstance(out, dict) and out.get("coordinated"):
-                for p in (out.get("per_agent_slot") or {}):
-                    if str(p).isdigit() and int(p) < n:
-                        scheduled[int(p)] += 1
-        seats = []
-        for a in range(n):
-            signed = cost[a] - oracle[a] if _num(cost[a]) is not None and _num(oracle[a]) is not None else None
-            seats.append({
-                "agent_id": a, "meetings_assigned": assigned[a], "meetings_scheduled": scheduled[a],
-                "success": scheduled[a] / assigned[a] if assigned[a] else None,
-                "cost_shown": cost[a], "oracle_cost_shown": oracle[a], "excess_shown": excess[a],
-                "signed_excess_shown": signed, "messages_sent": sent[a], "messages_received": received[a],
-                "messages_per_meeting": (sent[a] / max(scheduled[a], 1)) if _num(sent[a]) is not None else None,
-            })
+    seats = seat_results(trace)
     rows = []
     for i, s in enumerate(seats):
         a = s.get("agent_id", i)
@@ -294,7 +210,7 @@ async def _backfill_v2(db: aiosqlite.Connection) -> None:
     for gid, task_row, config, agents, final_state, metrics in games:
         row = _loads(task_row)
         trace = {"config": _loads(config) or {}, "final_state": _loads(final_state), "metrics": _loads(metrics)}
-        coord, excess = _headline(trace)
+        coord, excess = headline(trace)
         await db.execute("UPDATE games SET cost_mode = ?, coordination = ?, excess_cost = ?, "
                          "source = ? WHERE game_id = ?",
                          (cost_mode_of_row(row), coord, excess, "calbench" if row is not None else "authors", gid))
@@ -572,7 +488,7 @@ class Store:
         agents, has_task, cost_mode, top = found[0]
         missing = [_event_row(game_id, ev, ev.get("seq", i)) for i, ev in enumerate(trace.get("events") or [])
                    if isinstance(ev, dict) and (top is None or ev.get("seq", i) > top)]
-        coord, excess = _headline(trace)
+        coord, excess = headline(trace)
         extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
         task = trace.get("task") if isinstance(trace.get("task"), dict) else None
         seats = _seat_rows(game_id, trace, agents)
@@ -623,8 +539,8 @@ class Store:
         if not isinstance(settings_key, str):
             settings_key = f"{source}:{config.get('experiment_name') or agents}"
         task_id = (task or {}).get("task_id") or config.get("task_id")
-        cost_mode = cost_mode_of_row(task) or (None if task else _cost_mode_from_events(trace))
-        coord, excess = _headline(trace)
+        cost_mode = trace_cost_mode(trace)
+        coord, excess = headline(trace)
         extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
         await db.execute(
             "INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "

@@ -163,7 +163,12 @@ def resume_command(game_id: str, db: str | None = None) -> str:
 
 
 def _spec_uses_llm(spec: str) -> bool:
-    return any(n.strip().lower() == "llm" or n.strip().lower().startswith("llm:") for n in spec.split(","))
+    from personas.spec import AgentsSpec, PersonaSpecError
+
+    try:
+        return AgentsSpec.parse(spec).uses_llm
+    except PersonaSpecError:  # an empty spec: the app says so
+        return False
 
 
 def _check_llm_key(llm) -> None:

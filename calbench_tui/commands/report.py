@@ -6,7 +6,7 @@ completion-conditioned regret and the first-speaker effect, split by cost settin
 ``--leaderboard`` adds OpenSkill ratings (SPEC §11); ``--plot FILE.png`` writes the
 privacy–cost plane to FILE.png, fairness to FILE-fairness.png and messages against
 excess to FILE-messages.png; ``--tui`` shows it all on the app's report screen.
-The numbers are defined in docs/reports.md and computed by ``calbench_tui.reporting``.
+The numbers are defined in docs/reports.md and computed by :mod:`lab.report` and printed by ``calbench_tui/report_view.py``.
 """
 
 from __future__ import annotations
@@ -134,7 +134,9 @@ def handle_report(args) -> int:
     ids = task_ids(args.tasks)
     rows, traces = load(path, ids)
 
-    from .. import reporting
+    import lab.report as reporting
+
+    from .. import report_view
 
     report = reporting.build_report(rows, traces, group_by=args.group_by, with_leaderboard=args.leaderboard)
     from lab.llm_costs import llm_report
@@ -180,7 +182,7 @@ def handle_report(args) -> int:
         console = Console(width=max(console.width, 150))
     scope = f" (tasks {args.tasks})" if args.tasks else ""
     console.print(f"[bold]CalBench report[/] — {path}{scope}", highlight=False)
-    for part in reporting.report_renderables(report):
+    for part in report_view.report_renderables(report):
         console.print(part)
         console.print()
     if report.get("llm"):

@@ -20,6 +20,8 @@ import os
 import sys
 from typing import Any
 
+from personas.spec import AgentsSpec, PersonaSpecError
+
 from . import UserError, add_db_option, db_path
 
 CHANNEL_ALIASES = {
@@ -112,15 +114,14 @@ def parse_shard(raw: str | None) -> tuple[int, int] | None:
     return i, n
 
 
-def build_llm_settings(args, spec: str):
+def build_llm_settings(args, spec: AgentsSpec | str):
     """(LLMSettings, {seat: LLMSettings} from --personas or None) for a spec with LLM seats, else (None, None).
 
     The options are the shared ones of ``commands/llm.py`` (``add_llm_arguments``).
     """
-    from .. import runner
     from .llm import given_llm_options, settings_from_args
 
-    if not runner.spec_uses_llm(spec):
+    if not AgentsSpec.parse(spec).uses_llm:
         if given_llm_options(args) or args.personas:
             print("calbench: note: LLM options are ignored: no seat of --agents is an LLM", file=sys.stderr)
         return None, None
@@ -158,11 +159,11 @@ def build_judge_settings(args, llm):
     return judge
 
 
-def _check_spec(spec: str, num_agents: int, settings, task_id: str) -> None:
+def _check_spec(spec: AgentsSpec, num_agents: int, settings, task_id: str) -> None:
     """Fail early, with the list of valid names, on an unknown persona or a wrong seat count."""
-    from personas.registry import PersonaSpecError, UnknownPersona
+    from personas.registry import UnknownPersona
 
-    from .. import runner
+    from lab import runner
 
     try:
         runner.make_seats_for(spec, num_agents, settings)
@@ -178,9 +179,10 @@ def handle(args) -> int:
     from engine.model import TaskError
     from engine.taskref import TaskRefError, resolve_tasks
 
+    from lab import runner
     from saves.store import StoreError
 
-    from .. import runner
+    from ..progress import progress_bar
 
     if args.max_turns < 1:
         raise UserError("--max-turns must be at least 1")
@@ -190,9 +192,12 @@ def handle(args) -> int:
         raise UserError("--concurrency must be at least 1")
     channels = parse_channels(args.channel)
     sh = parse_shard(args.shard)
-    spec = args.agents.strip()
-    if not spec:
+    if not args.agents.strip():
         raise UserError("--agents needs a persona name, e.g. imap")
+    try:
+        spec = AgentsSpec.parse(args.agents.strip())  # parsed once; everything below uses it
+    except PersonaSpecError as exc:
+        raise UserError(str(exc)) from None
     try:
         tasks = resolve_tasks(args.tasks)
     except (TaskRefError, TaskError) as exc:
@@ -208,7 +213,7 @@ def handle(args) -> int:
     if sh:
         tasks = runner.shard(tasks, *sh)
     path = db_path(args.db)
-    scripted = not runner.spec_uses_llm(spec)
+    scripted = not spec.uses_llm
     cpus = os.cpu_count() or 1
     if args.concurrency:
         k = args.concurrency
@@ -222,7 +227,7 @@ def handle(args) -> int:
     try:
         games = runner.run_cli_suite(tasks, spec, db=path, settings=settings,
                                      concurrency=1 if scripted else k, processes=processes,
-                                     resume=args.resume, show_progress=True)
+                                     resume=args.resume, progress_bar=progress_bar)
     except runner.RunError as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:

@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any
 
+from personas.spec import compact_label as compact_agents
+
 from . import UserError, add_db_option, db_path, with_store
 
 
@@ -83,19 +85,6 @@ def _fmt(v: Any, pct: bool = False) -> str:
     if isinstance(v, float):
         return f"{v:.2f}"
     return str(v)
-
-
-def compact_agents(spec: str | None) -> str:
-    """'imap,imap,imap,dsm-welfare,imap' -> 'imap×3,dsm-welfare,imap' (runs collapsed; used by the app too)."""
-    if not spec:
-        return "—"
-    out: list[list] = []
-    for name in spec.split(","):
-        if out and out[-1][0] == name:
-            out[-1][1] += 1
-        else:
-            out.append([name, 1])
-    return ",".join(n if k == 1 else f"{n}×{k}" for n, k in out)
 
 
 # -- games -----------------------------------------------------------------------------------

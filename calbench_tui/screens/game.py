@@ -2,7 +2,7 @@
 
 Its state comes from two places only: the human seat's observations (handed over by
 ``personas.human.HumanPersona`` requests) and engine events projected by
-:func:`calbench_tui.messages.seat_event`.  Left: the meeting card and the seat's own
+:func:`engine.observe.seat_event`.  Left: the meeting card and the seat's own
 calendar; right: the conversation threads and the composer; top: the phase banner and
 the seats bar.
 

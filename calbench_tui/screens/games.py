@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from ..commands.saves import compact_agents
+from personas.spec import compact_label as compact_agents
 
 
 def _pct(v: Any) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 
 from rich.text import Text
 from textual import on
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
@@ -112,7 +112,7 @@ class ReplayModel:
         from engine.privacy import belief_updates
         from engine.replay import fold_trace
 
-        from ..reporting import task_for_trace
+        from engine.trace import task_for_trace
 
         self.trace = trace
         self.events: list[dict[str, Any]] = [e for e in trace.get("events") or [] if isinstance(e, dict)]
@@ -794,37 +794,3 @@ class ReplayScreen(Screen):
         if i is not None and i != self.pos:
             self.pos = i
             self.show()
-
-
-class ReplayApp(App):
-    """``calbench replay``: one replay screen, or the saved-games list (``store_path``)."""
-
-    TITLE = "CalBench replay"
-    ENABLE_COMMAND_PALETTE = False
-    BINDINGS = [Binding("ctrl+q", "quit", "Quit", id="quit", priority=True)]
-
-    def __init__(self, trace: dict[str, Any] | None = None, *, seat: int | None = None,
-                 store: Any = None, store_path: str | None = None) -> None:
-        super().__init__()
-        self.trace = trace
-        self.seat = seat
-        self.store = store
-        self.store_path = store_path
-        self._own_store = False
-
-    async def on_mount(self) -> None:
-        if self.trace is not None:
-            self.push_screen(ReplayScreen(self.trace, seat=self.seat), callback=lambda _: self.exit())
-            return
-        if self.store is None and self.store_path:
-            from saves.store import Store
-
-            self.store = await Store.open(self.store_path)
-            self._own_store = True
-        from .games import SavedGamesScreen
-
-        self.push_screen(SavedGamesScreen(self.store), callback=lambda _: self.exit())
-
-    async def on_unmount(self) -> None:
-        if self._own_store and self.store is not None:
-            await self.store.close()

@@ -1,10 +1,10 @@
 """The report screen: the tables of ``calbench report`` and its charts, drawn in the terminal.
 
-``ReportScreen(report=...)`` shows a report built by :func:`calbench_tui.reporting.build_report`;
+``ReportScreen(report=...)`` shows a report built by :func:`lab.report.build_report`;
 ``ReportScreen(store=...)`` builds one from the save database's completed games (in a
 worker; the folding and the oracle run in a thread).  The charts are the ones
 ``--plot`` writes as images — the privacy–cost plane, fairness by group, messages
-against excess — drawn with characters (``reporting.text_charts``).  ``g`` cycles the
+against excess — drawn with characters (``report_view.text_charts``).  ``g`` cycles the
 grouping (persona → model → cost setting), ``f5`` rebuilds, ``escape``/``q`` closes.
 """
 
@@ -22,7 +22,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from .. import reporting
+import lab.report as reporting
+
+from .. import report_view
 
 
 async def load_report(store: Any, *, group_by: str = "persona", task_ids: Any = None,
@@ -96,9 +98,9 @@ class ReportScreen(Screen):
         self.query_one("#report-status", Static).update(Text(
             f"Report over {rep['games']} completed game(s), {rep['seats']} seats · grouped by "
             f"{rep['group_by'].replace('_', ' ')} (g to change)", style="bold"))
-        parts = reporting.report_renderables(rep)
+        parts = report_view.report_renderables(rep)
         self.query_one("#report-tables", Static).update(Group(*parts))
-        charts = reporting.text_charts(rep, width=max(30, min(90, self.size.width - 20)))
+        charts = report_view.text_charts(rep, width=max(30, min(90, self.size.width - 20)))
         self.query_one("#report-charts", Static).update(Group(Text("Charts (as --plot writes them)", style="bold underline"),
                                                               *charts))
 

@@ -17,6 +17,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
+from personas.spec import AgentsSpec, PersonaSpecError
+
 from ..widgets.keybar import KeyBar
 from ..settings import CHANNEL_ORDER, Settings
 
@@ -103,7 +105,10 @@ class SetupScreen(Screen):
         yield KeyBar()
 
     def _default_persona(self) -> str:
-        spec = (self.settings.agents or "").split(",")[0].strip()
+        try:
+            spec = AgentsSpec.parse(self.settings.agents or "").seats[0].name
+        except PersonaSpecError:
+            spec = ""
         return spec if spec in self.choices else ("imap" if "imap" in self.choices else self.choices[0])
 
     def on_mount(self) -> None:

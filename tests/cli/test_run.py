@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from calbench_tui import runner
+from lab import runner
 from calbench_tui.cli import main
 from engine.seats import PassivePersona
 from engine.taskref import resolve_tasks

@@ -1,13 +1,16 @@
 """SPEC §5: a seat's observations hold only what it may see.
 
 Property: change everything private about the *other* seats (their calendars, costs,
-labels) and seat i's observations stay exactly the same.
+labels) and seat i's observations stay exactly the same — and so does seat i's projected
+event stream (``engine.observe.seat_event``: what the human's screen, and a remote
+client, get of the engine's events), byte for byte.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import random
 
 from hypothesis import given, settings
@@ -17,8 +20,9 @@ from engine.actions import Message, Schedule
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
 from engine.model import Errand, Label, Labels, Task
-from engine.observe import meeting_view, seat_view
+from engine.observe import meeting_view, seat_event, seat_view
 from engine.seats import Reply
+from personas.registry import make_personas
 
 
 def scramble_others(task: Task, seat: int, seed: int) -> Task:
@@ -119,3 +123,55 @@ def test_seat_view_holds_only_own_labels_and_calendar(seed, seat):
     for m in task.meetings:
         mv = meeting_view(m, seat, task.labels)
         assert (mv.label is None) == (seat not in m.participants)
+
+
+class Chatty:
+    """A scripted seat whose public behaviour never depends on its private world, but whose
+    private records do: it says the same things and submits the same (refused) batches
+    whatever its calendar, yet writes its calendar render — errand costs and labels — into
+    its text, thinking and failure details, which the engine records in the trace."""
+
+    kind, model = "scripted", "chatty"
+
+    async def register(self, briefing):
+        return None
+
+    async def speak(self, obs):
+        secret = obs.view.render()
+        if obs.turn == 1:
+            return Reply(error="parse_error", error_detail=secret, text=secret)
+        msgs = (Message("dm", "I propose slot 3", (obs.view.seat + 1) % obs.view.num_agents),) if obs.turn == 0 else ()
+        return Reply(actions=msgs, text=secret, thinking=secret)
+
+    async def volunteer(self, obs):
+        return Reply(text=obs.view.render())
+
+    async def decide(self, obs):
+        return Reply(actions=(), text=obs.view.render(), thinking=obs.view.render())
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), seat=st.integers(0, 4), other=st.integers(0, 10_000),
+       protocol=st.sampled_from(["imap", "sdmap", "dsm-welfare", "dsm-private"]),
+       channel=st.sampled_from([("dm",), ("dm", "participant_groupchat", "all_groupchat")]))
+def test_projected_event_stream_does_not_depend_on_other_seats_private_state(seed, seat, other, protocol, channel):
+    """Seat ``seat`` is a real scripted persona, the others are :class:`Chatty`: the raw
+    traces differ (every calendar, render, prompt and metric of the other seats), seat
+    ``seat``'s projection of them does not."""
+    task = generate_scenario(seed, num_agents=5, num_slots=8, num_meetings=3, density=0.5, blocked=1)
+    twin = scramble_others(task, seat, other)
+
+    def run(t):
+        seats = [make_personas(protocol, 5)[seat] if a == seat else Chatty() for a in range(5)]
+        res = asyncio.run(run_game(t, seats, GameConfig(max_turns_per_round=3, decision_retries=1,
+                                                        deterministic=True, channels=channel)))
+        events = res.trace["events"]
+        projected = [v for v in (seat_event(e, seat) for e in events) if v is not None]
+        return json.dumps(events, sort_keys=True), json.dumps(projected, sort_keys=True).encode()
+
+    raw_a, seen_a = run(task)
+    raw_b, seen_b = run(twin)
+    assert raw_a != raw_b  # the scramble reached the trace, so the gate had something to hide
+    assert seen_a == seen_b
+    kinds = {e["type"] for e in json.loads(seen_a)}
+    assert {"game_start", "round_start", "resolution", "parse_error", "batch_rejected", "game_end"} <= kinds

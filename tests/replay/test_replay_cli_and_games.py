@@ -118,7 +118,7 @@ async def test_saved_games_list_opens_replay_and_report(db):
 
 
 async def test_replay_without_a_game_opens_the_saved_games_list(db):
-    from calbench_tui.screens.replay import ReplayApp
+    from calbench_tui.replay_app import ReplayApp
 
     app = ReplayApp(store_path=str(db))
     async with app.run_test(size=SIZE) as pilot:

@@ -20,7 +20,8 @@ from textual.app import App
 
 from calbench_tui.app import screen_text
 from calbench_tui.screens.end import EndScreen
-from calbench_tui.screens.replay import ReplayApp, ReplayScreen
+from calbench_tui.replay_app import ReplayApp
+from calbench_tui.screens.replay import ReplayScreen
 from calbench_tui.widgets.calendar import CalendarView
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario

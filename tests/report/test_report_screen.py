@@ -6,7 +6,7 @@ import json
 
 from textual.app import App
 
-from calbench_tui import reporting as R
+from calbench_tui import report_view as R
 from calbench_tui.app import screen_text
 from calbench_tui.screens.report import ReportScreen
 from saves.store import Store

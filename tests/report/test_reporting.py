@@ -1,4 +1,4 @@
-"""Report numbers against hand-computed values (calbench_tui.reporting), on small databases.
+"""Report numbers against hand-computed values (lab.report), on small databases.
 
 The three synthetic games below carry per-seat metrics chosen by hand; every expected
 number in the tests is worked out in the comments from those values.  Real games (our
@@ -17,7 +17,7 @@ import random
 import pytest
 from doubles import PlanPersona
 
-from calbench_tui import reporting as R
+import lab.report as R
 from engine.events import ListSink
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario

@@ -157,3 +157,39 @@ async def test_saved_games_are_reachable_from_the_setup_screen(tmp_path):
             assert isinstance(app.screen, SetupScreen)
     finally:
         await store.close()
+
+
+async def test_a_failing_game_is_saved_failed_with_its_error_and_traceback(tmp_path):
+    """The app plays through lab.session: a persona that raises is recorded like in a suite."""
+    from engine.taskref import resolve_tasks
+    from personas.registry import make_personas
+    from saves.store import Store
+
+    class Broken:
+        kind = "scripted"
+        model = None
+
+        async def register(self, seat):
+            raise RuntimeError("seat 0 broke")
+
+    task = resolve_tasks("canonical:3")[0]
+
+    def seats(task, human):
+        out = make_personas("imap", task.num_agents)
+        out[0] = Broken()
+        return out
+
+    store = await Store.open(tmp_path / "games.db")
+    try:
+        app = make_app(settings=Settings(seat=2, deterministic=True), store=store, task=task, seats=seats)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.status == "failed", what="the game to fail")
+            assert "RuntimeError: seat 0 broke" in (app.error or "")
+            gid = app.game_id
+        games = {g["game_id"]: g for g in await store.list_games()}
+        trace = await store.load_trace(gid)
+    finally:
+        await store.close()
+    assert games[gid]["status"] == "failed"
+    assert "RuntimeError: seat 0 broke" in trace.get("error", "")
+    assert "Traceback" in trace.get("error_traceback", "") and "seat 0 broke" in trace["error_traceback"]

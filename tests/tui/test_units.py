@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from calbench_tui.messages import seat_event
+from engine.observe import seat_event
 from calbench_tui.settings import SettingsError, load_keymap, parse_channels
 from calbench_tui.widgets.batch import BatchPlan
 from engine.actions import Reschedule, Schedule

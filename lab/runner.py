@@ -1,6 +1,7 @@
-"""The headless suite runner: many games, saved to the store, summarised (``calbench run``).
+"""The suite runner: many games, saved to the store, summarised (``calbench run``).
 
-No Textual here; the CLI (``commands/run.py``) and the app both use this module.
+No Textual here; the CLI (``commands/run.py``) uses this module and draws the progress
+bar it is given (``progress_bar``).  Every game is played by :func:`lab.session.run_session`.
 
 * Each task is one game with the personas of ``agents_spec`` (one name for every seat,
   or a comma list with one per seat; see ``personas.registry``).
@@ -18,10 +19,8 @@ No Textual here; the CLI (``commands/run.py``) and the app both use this module.
 * The oracle is solved once per task and shared by the full and scheduled-only lookups
   (:func:`prime_oracle`).
 
-Summaries (:func:`summarise`) follow the paper's Table 2, grouped by persona spec and
-cost setting: coordination (mean share of meetings scheduled), excess (levels, mean over
-seats), messages per meeting (pooled: Σ messages / Σ scheduled participant-meetings),
-fairness (mean over seats) and VPS (mean per game).
+Summaries (:func:`lab.summary.summarise`, re-exported here) follow the paper's Table 2,
+grouped by persona spec and cost setting; see :mod:`lab.summary`.
 """
 
 from __future__ import annotations
@@ -29,19 +28,21 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import sys
 import time
-import traceback
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
-from engine.events import ListSink, wall_clock
-from engine.game import GameConfig, run_game
+from engine.game import GameConfig
 from engine.model import Task
+from lab.session import Session, fail_session, run_session
+from lab.summary import GameSummary, failure_counts, summarise
+from personas.spec import AgentsSpec, PersonaSpecError
 
-__all__ = ["RunSettings", "GameSummary", "RunError", "run_suite", "run_cli_suite", "summarise", "shard",
-           "settings_key", "make_seats", "make_seats_for", "prime_oracle", "spec_uses_llm"]
+
+__all__ = ["RunSettings", "GameSummary", "RunError", "run_suite", "run_cli_suite", "summarise", "failure_counts", "shard",
+           "settings_key", "make_seats", "make_seats_for", "prime_oracle", "spec_label"]
 
 # Settings added after runs were first saved, left out of the run's key at their default
 # so that `calbench run --resume` still finds the games of an earlier version.
@@ -85,7 +86,7 @@ class RunSettings:
         }
         if self.judge is not None:
             d["judge"] = _llm_fields(self.judge)
-        if spec_uses_llm(agents_spec):
+        if _uses_llm(agents_spec):
             if self.llm is not None:
                 d["llm"] = _llm_fields(self.llm)
             if self.personas:
@@ -131,27 +132,13 @@ def seat_llm_config(seats: Sequence[Any]) -> dict[str, Any]:
     return {"llm": out} if any(x is not None for x in out) else {}
 
 
-def spec_names(agents_spec: str) -> list[str]:
-    return [p.strip() for p in agents_spec.split(",") if p.strip()]
-
-
-def spec_streams(agents_spec: str) -> bool:
-    """Whether games of this spec are slow enough that events should be saved as they happen."""
-    return spec_uses_llm(agents_spec) or any(n.lower() == "human" for n in spec_names(agents_spec))
-
-
-def spec_uses_llm(agents_spec: str) -> bool:
-    """Whether any seat of the spec is an LLM (so LLM settings matter)."""
-    return any(n.lower() == "llm" or n.lower().startswith("llm:") for n in spec_names(agents_spec))
-
-
 # ---------------------------------------------------------------------------------------
 # Seats
 # ---------------------------------------------------------------------------------------
 SeatFactory = Callable[[Task], Sequence[Any]]
 
 
-def make_seats(agents_spec: str | SeatFactory, task: Task, settings: RunSettings) -> list[Any]:
+def make_seats(agents_spec: str | AgentsSpec | SeatFactory, task: Task, settings: RunSettings) -> list[Any]:
     """The personas for one game (fresh objects every game: personas keep state).
 
     With a personas file, each LLM seat gets its own settings; a bare ``llm`` seat takes
@@ -162,39 +149,41 @@ def make_seats(agents_spec: str | SeatFactory, task: Task, settings: RunSettings
     return make_seats_for(agents_spec, task.num_agents, settings)
 
 
-def make_seats_for(agents_spec: str, n: int, settings: RunSettings) -> list[Any]:
-    """Personas for ``n`` seats from a spec string (raises the registry's errors)."""
+def make_seats_for(agents_spec: str | AgentsSpec, n: int, settings: RunSettings) -> list[Any]:
+    """Personas for ``n`` seats from a spec (raises the registry's one-line errors).
+
+    A bare ``llm`` seat is allowed here: it takes its model from the personas file (or
+    the run's LLM settings).
+    """
     from personas.registry import make_personas
 
-    names = spec_names(agents_spec)
-    bare = [name.lower() == "llm" for name in names]
-    if not settings.personas and not any(bare):
-        return make_personas(agents_spec, n, llm=settings.llm)
-    if len(names) == 1:
-        names, bare = names * n, bare * n
-    # Validate the seat count and names once, with a stand-in for bare "llm" seats.
-    from personas.registry import parse_spec
-
-    parse_spec(",".join("llm:_" if b else name for name, b in zip(names, bare)), n)
+    spec = AgentsSpec.parse(agents_spec)
+    if not settings.personas and not spec.has_bare_llm:
+        return make_personas(spec, n, llm=settings.llm)
     out = []
-    for seat, (name, is_bare) in enumerate(zip(names, bare)):
+    for seat, s in enumerate(spec.for_seats(n, allow_bare_llm=True)):
         seat_llm = (settings.personas or {}).get(seat, settings.llm)
-        if is_bare:
+        if s.bare_llm:
             from personas.llm.factory import make_llm_persona
 
             out.append(make_llm_persona("llm", seat_llm))
         else:
-            out.append(make_personas(name, 1, llm=seat_llm)[0])
+            out.append(make_personas(s.name, 1, llm=seat_llm)[0])
     return out
 
 
-def spec_label(agents_spec: str | SeatFactory) -> str:
+def spec_label(agents_spec: str | AgentsSpec | SeatFactory) -> str:
+    """The label games are filed under: the spec's canonical text, or a seat factory's ``spec`` / name."""
     if callable(agents_spec):
         return str(getattr(agents_spec, "spec", getattr(agents_spec, "__name__", "custom")))
-    from personas.registry import canonical_name
+    return AgentsSpec.parse(agents_spec).label
 
-    # "IMAP, imap" and "imap,imap" are the same table: same label, same --resume key.
-    return ",".join(canonical_name(p) for p in agents_spec.split(","))
+
+def _uses_llm(label: str) -> bool:
+    try:
+        return AgentsSpec.parse(label).uses_llm
+    except PersonaSpecError:
+        return False
 
 
 def prime_oracle(task: Task) -> None:
@@ -212,188 +201,18 @@ def prime_oracle(task: Task) -> None:
     task.cache.setdefault(("oracle", ids_in_order), full)
 
 
-# ---------------------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------------------
-@dataclass
-class GameSummary:
-    """One game as the suite table sees it (``--json`` prints :meth:`to_json`)."""
 
-    game_id: str
-    task_id: str
-    cost_mode: str
-    agents: str
-    status: str  # completed | failed | stopped | skipped
-    coordination: float | None = None
-    meetings_scheduled: int | None = None
-    meetings_total: int | None = None
-    excess_cost: float | None = None
-    messages_per_meeting: float | None = None
-    fairness: float | None = None
-    vps: float | None = None
-    error: str | None = None
-    # For pooled summaries (not printed per game).
-    seats: int = 0
-    excess_sum: float = 0.0
-    fairness_sum: float = 0.0
-    messages: int = 0
-    scheduled_participant_meetings: int = 0
-    seconds: float = 0.0
-    # Failures by whose fault (see :func:`failure_counts`); None: not known (a game read back
-    # for --resume from the per-seat results, which keep no events).
-    infra_failures: int | None = 0
-    agent_failures: int | None = 0
-    config_failures: int | None = 0  # context overflows (engine.usage.failure_counts)
-    tokens: dict[str, int] | None = None  # LLM tokens of the game (engine.usage.token_usage)
+def _judge(task: Task, judge: Any):
+    """The optional LLM judge (paper I.2) as a session's ``after`` measurement, or None."""
+    if judge is None:
+        return None
 
-    JSON_KEYS = ("game_id", "task_id", "cost_mode", "agents", "status", "coordination",
-                 "meetings_scheduled", "meetings_total", "excess_cost", "messages_per_meeting",
-                 "fairness", "vps", "infra_failures", "config_failures", "agent_failures", "tokens")
+    async def run(trace: dict[str, Any]) -> None:
+        from personas.llm.judge import judge_trace
 
-    def to_json(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.JSON_KEYS}
-        if self.error:
-            d["error"] = self.error
-        return d
+        await judge_trace(trace, task, judge)
 
-    @classmethod
-    def from_trace(cls, trace: dict[str, Any], *, agents: str, status: str = "completed",
-                   game_id: str | None = None) -> "GameSummary":
-        m = trace.get("metrics") or {}
-        cfg = trace.get("config") or {}
-        task_row = trace.get("task") or {}
-        per_seat = m.get("per_seat") or []
-        cost_mode = m.get("cost_mode") or (task_row.get("calbench") or {}).get("cost_mode") or "?"
-        infra, agent = failure_counts(trace.get("events") or [])
-        from engine.usage import failure_counts as _classes, token_usage
-
-        config = _classes(trace.get("events") or [])["configuration"]
-        tok = token_usage(trace.get("events") or [], (trace.get("judge") or {}).get("records") or [])
-        tokens = tok["total"] if tok["total"]["calls"] else None
-        return cls(
-            game_id=game_id or trace.get("game_id"),
-            task_id=str(cfg.get("task_id", task_row.get("task_id"))),
-            cost_mode=cost_mode,
-            agents=agents,
-            status=status,
-            coordination=m.get("coordination_rate"),
-            meetings_scheduled=m.get("meetings_scheduled"),
-            meetings_total=m.get("meetings_total"),
-            excess_cost=m.get("excess"),
-            messages_per_meeting=m.get("messages_per_meeting"),
-            fairness=m.get("fairness"),
-            vps=m.get("vps"),
-            seats=len(per_seat),
-            excess_sum=sum(s.get("excess", 0) for s in per_seat),
-            fairness_sum=sum(s.get("fairness", 0) for s in per_seat),
-            messages=int(m.get("total_cheap_talk_messages", 0)),
-            scheduled_participant_meetings=sum(s.get("meetings_scheduled", 0) for s in per_seat),
-            infra_failures=infra, agent_failures=agent, config_failures=config, tokens=tokens,
-        )
-
-    @classmethod
-    def from_seat_rows(cls, rows: list[dict[str, Any]], task: Task) -> "GameSummary":
-        """From ``store.game_results`` rows (one per seat) of one saved game."""
-        g = rows[0]
-        seats = [r.get("seat") or {} for r in rows]
-        n = len(seats)
-        sent = sum(s.get("messages_sent") or 0 for s in seats)
-        spm = sum(s.get("meetings_scheduled") or 0 for s in seats)
-        excess = sum(s.get("excess") or 0 for s in seats)
-        fairness = sum(s.get("fairness") or 0 for s in seats)
-        total = len(task.meetings)
-        coord = g.get("coordination")
-        return cls(
-            game_id=g["game_id"], task_id=str(g["task_id"]), cost_mode=g.get("cost_mode") or task.cost_mode,
-            agents=g.get("agents") or "", status=g.get("status") or "completed", coordination=coord,
-            meetings_scheduled=round(coord * total) if coord is not None else None, meetings_total=total,
-            excess_cost=excess / n if n else None, messages_per_meeting=sent / spm if spm else float(sent),
-            fairness=fairness / n if n else None, vps=sum(s.get("vps") or 0 for s in seats),
-            seats=n, excess_sum=excess, fairness_sum=fairness, messages=sent, scheduled_participant_meetings=spm,
-            infra_failures=None, agent_failures=None, config_failures=None,  # the per-seat results keep no events
-        )
-
-
-def failure_counts(events: Iterable[dict[str, Any]]) -> tuple[int, int]:
-    """``(infrastructure failures, agent failures)`` of a game, counted from its events.
-
-    * infrastructure: ``seat_timeout`` events — a seat that could not answer at all: the
-      engine records them for ``Reply.error`` ``"seat_timeout"`` and ``"infra_error"`` (an
-      LLM endpoint down or failing past its retries, a context-length error, a missing
-      key met during a call) and for a persona call that timed out;
-    * agent: ``parse_error`` events — the agent answered but got it wrong: unreadable
-      output (``parse_error``), a persona exception (``seat_error``), a message that could
-      not be delivered (``undeliverable``) and actions sent in the wrong phase
-      (``ignored_actions``).  All are the agent's mistakes, so all count.
-    """
-    infra = agent = 0
-    for e in events:
-        t = e.get("type")
-        if t == "seat_timeout":
-            infra += 1
-        elif t == "parse_error":
-            agent += 1
-    return infra, agent
-
-
-def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
-    """Table 2 rows, one per (persona spec, cost mode), over completed games.
-
-    ``coordination`` is the mean share of meetings scheduled (0–1; the table shows %),
-    ``excess`` and ``fairness`` are means over seats (levels), ``messages_per_meeting``
-    is pooled (Σ messages / Σ scheduled participant-meetings) and ``vps`` is the mean
-    game VPS.  ``failed`` counts games that could not be played.  ``infra_failures`` and
-    ``agent_failures`` sum the games' :func:`failure_counts` (played and failed games;
-    games read back for ``--resume`` add nothing), and ``games_with_infra_failures``
-    counts the games with at least one infrastructure failure.
-    """
-    groups: dict[tuple[str, str], list[GameSummary]] = {}
-    failed: dict[tuple[str, str], int] = {}
-    fails: dict[tuple[str, str], list[int]] = {}
-    for g in games:
-        k = (g.agents, g.cost_mode)
-        f = fails.setdefault(k, [0, 0, 0, 0])
-        f[0] += g.infra_failures or 0
-        f[1] += g.agent_failures or 0
-        f[2] += 1 if g.infra_failures else 0
-        f[3] += g.config_failures or 0
-        if g.status == "completed":
-            groups.setdefault(k, [])
-            groups[k].append(g)
-        elif g.status == "failed":
-            failed[k] = failed.get(k, 0) + 1
-            groups.setdefault(k, [])
-    out = []
-    for (persona, mode), gs in sorted(groups.items(), key=lambda kv: (_mode_rank(kv[0][1]), kv[0][0])):
-        n = len(gs)
-        seats = sum(g.seats for g in gs)
-        spm = sum(g.scheduled_participant_meetings for g in gs)
-        msgs = sum(g.messages for g in gs)
-        out.append({
-            "persona": persona,
-            "cost_mode": mode,
-            "games": n,
-            "failed": failed.get((persona, mode), 0),
-            "coordination": _mean([g.coordination for g in gs]),
-            "excess": (sum(g.excess_sum for g in gs) / seats) if seats else None,
-            "messages_per_meeting": (msgs / spm) if spm else (float(msgs) if n else None),
-            "fairness": (sum(g.fairness_sum for g in gs) / seats) if seats else None,
-            "vps": _mean([g.vps for g in gs]),
-            "infra_failures": fails.get((persona, mode), [0, 0, 0, 0])[0],
-            "config_failures": fails.get((persona, mode), [0, 0, 0, 0])[3],
-            "agent_failures": fails.get((persona, mode), [0, 0, 0, 0])[1],
-            "games_with_infra_failures": fails.get((persona, mode), [0, 0, 0, 0])[2],
-        })
-    return out
-
-
-def _mode_rank(mode: str) -> tuple[int, str]:
-    return ({"uniform": 0, "varied": 1}.get(mode, 2), mode)
-
-
-def _mean(xs: list[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return sum(vals) / len(vals) if vals else None
+    return run
 
 
 def shard(tasks: Sequence[Task], index: int, count: int) -> list[Task]:
@@ -436,7 +255,7 @@ class RunError(Exception):
 
 async def run_suite(
     tasks: Sequence[Task],
-    agents_spec: str | SeatFactory,
+    agents_spec: str | AgentsSpec | SeatFactory,
     *,
     store,
     concurrency: int = 1,
@@ -484,15 +303,6 @@ async def _refuse_saved_ids(store, key: str, ids: list[str]) -> None:
                        "add --resume to skip them, or use another --db")
 
 
-def _task_row_for_store(task: Task) -> dict[str, Any]:
-    """The row as saved at game start: the original keys plus hydrated labels (no deep copy)."""
-    if not (task.labels.errands or task.labels.meetings):
-        return task.row
-    cb = dict(task.row.get("calbench") or {})
-    cb["labels"] = task.labels.to_json()
-    return {**task.row, "calbench": cb}
-
-
 class _BatchSaver:
     """Saves finished scripted games whole, ``size`` games per flush (one transaction each).
 
@@ -530,8 +340,10 @@ class _BatchSaver:
                 await self.store.import_trace(trace)
 
 
-async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | SeatFactory, *, store,
+async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | AgentsSpec | SeatFactory, *, store,
                     concurrency: int, settings: RunSettings, progress: Progress | None) -> list[GameSummary]:
+    if not callable(agents_spec):
+        agents_spec = AgentsSpec.parse(agents_spec)  # once for the whole suite
     label = spec_label(agents_spec)
     key = settings_key(label, settings)
     config = settings.game_config()
@@ -540,52 +352,26 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | SeatFa
     next_index = iter(range(len(tasks)))
     stream = settings.stream_events
     if stream is None:  # LLM and human seats: save events as they happen; scripted: in bursts
-        stream = isinstance(agents_spec, str) and spec_streams(agents_spec)
+        stream = isinstance(agents_spec, AgentsSpec) and agents_spec.streams
     saver = None if stream else _BatchSaver(store)
-
-    def saved(trace: dict[str, Any], status: str) -> dict[str, Any]:
-        return {**trace, "saved": {"agents": label, "settings_key": key, "status": status, "source": "calbench"}}
 
     async def play(i: int) -> GameSummary:
         task, gid = tasks[i], ids[i]
         t0 = time.perf_counter()
-        cfg_json = {**config.to_json(), **extra, "task_id": task.task_id}
-        if stream:
-            await store.create_game(gid, task_row=_task_row_for_store(task), config=cfg_json, agents=label,
-                                    settings_key=key, started_at=wall_clock())
-        sink = store.sink(gid, durable=True) if stream else ListSink()
         try:
             seats = make_seats(agents_spec, task, settings)
             prime_oracle(task)
-            game_extra = {**extra, **seat_llm_config(seats)}
-            result = await run_game(task, seats, config, sink, game_id=gid, extra_config=game_extra)
-            if settings.judge is not None:  # paper I.2: measurement after the game, stored beside the VPS
-                from personas.llm.judge import judge_trace
-
-                await judge_trace(result.trace, task, settings.judge)
-            if stream:
-                await sink.aclose()
-                await store.finish_game(gid, result.trace)
-            else:
-                await saver.add(saved(result.trace, "completed"))
-            s = GameSummary.from_trace(result.trace, agents=label, game_id=gid)
-        except asyncio.CancelledError:
-            if stream:
-                await _close_quietly(sink)
-                await store.mark_status(gid, "stopped")
-            raise
-        except Exception as exc:  # a broken persona or an engine bug: record it, go on
-            err = f"{type(exc).__name__}: {exc}"
-            trace = {"game_id": gid, "config": cfg_json, "events": [] if stream else list(sink.events),
-                     "final_state": None, "metrics": None, "ended_at": wall_clock(), "stopped": False,
-                     "task": _task_row_for_store(task), "error": err,
-                     "error_traceback": traceback.format_exc(limit=10)}
-            if stream:
-                await _close_quietly(sink)  # the events so far are in the database already
-                await store.finish_game(gid, trace, status="failed")
-            else:
-                await saver.add(saved(trace, "failed"))
-            s = GameSummary(gid, task.task_id, task.cost_mode, label, "failed", error=err,
+        except Exception as exc:  # a persona that cannot be made: saved failed like any other
+            session = Session(task, [], config, gid, label, key, extra)
+            out = await fail_session(session, exc, store=store, stream=stream, saver=saver.add if saver else None)
+        else:
+            session = Session(task, seats, config, gid, label, key, {**extra, **seat_llm_config(seats)})
+            out = await run_session(session, store=store, stream=stream, saver=saver.add if saver else None,
+                                    after=_judge(task, settings.judge))
+        if out.status == "completed":
+            s = GameSummary.from_trace(out.trace, agents=label, game_id=gid)
+        else:  # a broken persona or an engine bug: recorded with its traceback; the suite goes on
+            s = GameSummary(gid, task.task_id, task.cost_mode, label, "failed", error=out.error,
                             meetings_total=len(task.meetings))
         s.seconds = time.perf_counter() - t0
         return s
@@ -616,67 +402,22 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | SeatFa
     return [r for r in results if r is not None]
 
 
-async def _close_quietly(sink) -> None:
-    try:
-        await sink.aclose()
-    except Exception:
-        pass
-
-
 # ---------------------------------------------------------------------------------------
 # The command-line driver: open the store, show progress, optionally use processes
 # ---------------------------------------------------------------------------------------
-class _ProgressBar:
-    """A rich progress bar on stderr: games done, rate, ETA (quiet when stderr is no terminal)."""
-
-    def __init__(self, total: int, label: str, enabled: bool = True) -> None:
-        self.total = total
-        self.label = label
-        self.failed = 0
-        self.done = 0
-        self._p = None
-        if not enabled or total == 0 or not sys.stderr.isatty():
-            return
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
-        from rich.text import Text
-
-        class Rate(ProgressColumn):
-            def render(self, task):  # noqa: D401 - rich API
-                el = task.elapsed or 0.0
-                return Text(f"{task.completed / el:6.1f} games/s" if el > 0 and task.completed else "   – games/s",
-                            style="progress.data.speed")
-
-        console = Console(stderr=True)
-        if not console.is_terminal:
-            return
-        self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), Rate(),
-                           TextColumn("ETA"), TimeRemainingColumn(), TimeElapsedColumn(), console=console,
-                           transient=False, refresh_per_second=8)
-        self._task = self._p.add_task(label, total=total)
-
-    def __enter__(self) -> "_ProgressBar":
-        if self._p is not None:
-            self._p.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._p is not None:
-            self._p.stop()
-
-    def advance(self, s: GameSummary) -> None:
-        self.done += 1
-        if s.status == "failed":
-            self.failed += 1
-        if self._p is not None:
-            desc = self.label + (f" [red]{self.failed} failed[/red]" if self.failed else "")
-            self._p.update(self._task, advance=1, description=desc)
+#: ``progress_bar(total, label)`` is a context manager giving ``advance(summary)``, called
+#: once per finished game; the interface draws it (``calbench_tui/progress.py``).
+ProgressBar = Callable[[int, str], ContextManager[Callable[[GameSummary], Any]]]
 
 
-def run_cli_suite(tasks: Sequence[Task], agents_spec: str, *, db: str, settings: RunSettings,
+@contextmanager
+def _no_bar(total: int, label: str) -> Iterator[Callable[[GameSummary], Any]]:
+    yield lambda s: None
+
+
+def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: str, settings: RunSettings,
                   concurrency: int = 1, resume: bool = False, processes: int = 1,
-                  show_progress: bool = True) -> list[GameSummary]:
+                  progress_bar: ProgressBar | None = None) -> list[GameSummary]:
     """What ``calbench run`` does: play the suite into the database at ``db``.
 
     Returns the games played now plus, with ``resume``, the games of these tasks already
@@ -691,12 +432,12 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str, *, db: str, settings:
     if procs > 1 and "fork" not in _mp_methods():
         procs = 1
     if procs == 1:
-        with _ProgressBar(len(todo), spec_label(agents_spec), enabled=show_progress) as bar:
+        with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
             played = asyncio.run(_play_with_store(todo, ids, agents_spec, db=db, settings=settings,
-                                                  concurrency=concurrency, progress=bar.advance))
+                                                  concurrency=concurrency, progress=advance))
     else:
         played = _play_in_processes(todo, ids, agents_spec, db=db, settings=settings, concurrency=concurrency,
-                                    processes=procs, show_progress=show_progress)
+                                    processes=procs, progress_bar=progress_bar)
     return previous + played
 
 
@@ -712,7 +453,7 @@ async def _open_store(db: str):
     return await Store.open(db)
 
 
-async def _prepare(tasks: list[Task], agents_spec: str, *, db: str, settings: RunSettings, resume: bool):
+async def _prepare(tasks: list[Task], agents_spec: str | AgentsSpec, *, db: str, settings: RunSettings, resume: bool):
     """Resume bookkeeping before any game starts: (tasks to play, their ids, previous games)."""
     key = settings_key(spec_label(agents_spec), settings)
     ids = _game_ids(key, tasks, settings.deterministic)
@@ -754,7 +495,7 @@ def _child_main(tasks, ids, agents_spec, db, settings, concurrency, queue) -> No
 
 
 def _play_in_processes(tasks, ids, agents_spec, *, db, settings, concurrency, processes,
-                       show_progress) -> list[GameSummary]:
+                       progress_bar: ProgressBar | None) -> list[GameSummary]:
     import multiprocessing as mp
     import queue as queue_mod
 
@@ -773,7 +514,7 @@ def _play_in_processes(tasks, ids, agents_spec, *, db, settings, concurrency, pr
     errors: list[str] = []
     open_children = processes
     try:
-        with _ProgressBar(len(tasks), spec_label(agents_spec), enabled=show_progress) as bar:
+        with (progress_bar or _no_bar)(len(tasks), spec_label(agents_spec)) as advance:
             gone = False
             while open_children:
                 try:
@@ -789,7 +530,7 @@ def _play_in_processes(tasks, ids, agents_spec, *, db, settings, concurrency, pr
                     errors.append(item[1])
                 else:
                     results[item.game_id] = item
-                    bar.advance(item)
+                    advance(item)
     except KeyboardInterrupt:
         for pr in procs:  # the children got the same Ctrl-C; let them mark their games stopped
             pr.join(timeout=10)
