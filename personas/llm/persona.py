@@ -363,6 +363,8 @@ class LLMPersona:
         info_more: dict[str, Any] = {}
         kept = None
         window = self._window
+        if window is not None and mode == "full" and not fits(est, window, want):
+            return None, {"window": window, "est_prompt_tokens": est, "max_tokens": want}
         if window is not None and mode != "full":
             floor = min(MIN_REPLY_TOKENS, want or MIN_REPLY_TOKENS)
 
@@ -422,10 +424,15 @@ class LLMPersona:
     def _overflow(self, text: str, info: dict[str, Any], res: CallResult | None = None) -> Reply:
         self.counters["config_failures"] += 1
         self.counters["context_overflow"] += 1
-        detail = (f"context_overflow: the system prompt and this round need about {info.get('est_prompt_tokens')} "
-                  f"tokens plus {self.settings.max_tokens} for the reply, more than the context window of "
-                  f"{info.get('window')} tokens; use a model with a longer context, raise context_window or "
-                  f"lower max_tokens")
+        window = info.get("window") or (res.context_window if res is not None else None)
+        if self.settings.history == "full":
+            what = "the whole conversation (history = full: nothing is digested) needs"
+        else:
+            what = "the system prompt and this round need"
+        detail = (f"context_overflow: {what} about {info.get('est_prompt_tokens')} tokens plus "
+                  f"{self.settings.max_tokens} for the reply, more than the context window of "
+                  f"{f'{window} tokens' if window else 'the model'}; use a model with a longer context, raise "
+                  f"context_window or lower max_tokens")
         return Reply(prompt=text, error="context_overflow", error_detail=detail, latency_ms=0.0 if res is None
                      else res.latency_ms, extra=self._extra(res, "context_overflow", context=info))
 
@@ -465,6 +472,11 @@ class LLMPersona:
                 if req is None:
                     return res, info, form
                 continue
+            if res.failure == "context_length":  # not fitted again (history = full, or tried enough)
+                if self.settings.history == "full":  # the thread only grows: later calls fail without a request
+                    self._learn_window(res, req, (info or {}).get("reply_tokens"))
+                info = {**(info or {}), "est_prompt_tokens": self._est.tokens(req),
+                        "window": (info or {}).get("window") or self._window or res.context_window}
             if res.ok and res.usage:
                 self._est.observe(req, res.usage.get("prompt_tokens"))
                 info = {**info, "ratio": self._est.ratio} if info else info
