@@ -160,8 +160,10 @@ def failure_counts(events: Iterable[dict[str, Any]]) -> tuple[int, int]:
 
     * infrastructure: ``seat_timeout`` events — a seat that could not answer at all: the
       engine records them for ``Reply.error`` ``"seat_timeout"`` and ``"infra_error"`` (an
-      LLM endpoint down or failing past its retries, a context-length error, a missing
-      key met during a call) and for a persona call that timed out;
+      LLM endpoint unreachable, rate limited or failing past its retries, a missing key
+      met during a call) and for a persona call that timed out.  Context overflows
+      (``context_overflow`` events) are configuration failures, counted apart
+      (``engine.usage.failure_counts``);
     * agent: ``parse_error`` events — the agent answered but got it wrong: unreadable
       output (``parse_error``), a persona exception (``seat_error``), a message that could
       not be delivered (``undeliverable``) and actions sent in the wrong phase
