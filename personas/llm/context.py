@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from engine.actions import EnvelopeError, Message, Reschedule, Schedule, parse_envelope
