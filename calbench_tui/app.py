@@ -125,6 +125,7 @@ class CalBenchApp(App):
         self.resume_trace: dict[str, Any] | None = None
         self._resume_llm: dict[int, Any] = {}  # seat -> LLMSettings restored from the saved game
         self._resume_nosy: tuple[int, ...] = ()
+        self.lobby_screen = None  # the waiting screen of a table served elsewhere
         if settings.keymap:
             self._keymap = self._normalize_keymap(settings.keymap)
 
@@ -135,6 +136,9 @@ class CalBenchApp(App):
 
             self.store = await Store.open(self.store_path)
             self._own_store = True
+        if self.settings.join:
+            self._start_remote()
+            return
         if self.settings.resume:
             try:
                 await self._prepare_resume()
@@ -302,6 +306,60 @@ class CalBenchApp(App):
         self.resume_trace = None
         self.status = "completed"
         self.post_message(GameOver(outcome.result))
+
+    # -- a table served elsewhere (calbench-play --join) ---------------------------------------
+    def _start_remote(self, error: str | None = None) -> None:
+        from .screens.lobby import JoinScreen
+
+        if not self.settings.code:
+            def got(code: str | None) -> None:
+                if code:
+                    self.settings = self.settings.with_(code=code)
+                    self._start_remote()
+            self.push_screen(JoinScreen(self.settings.join, error), callback=got)
+            return
+        from .remote import RemoteGame
+
+        self.status = "running"
+        game = RemoteGame(self, self.settings.join, self.settings.code, rejoin_seconds=self.settings.rejoin_seconds)
+        self.run_worker(game.run(), group="game", exclusive=True, exit_on_error=False)
+
+    def remote_welcome(self, frame: dict[str, Any]) -> None:
+        """(Re)joined: a fresh game screen, rebuilt from the events the server replays next."""
+        from .screens.lobby import LobbyScreen
+
+        table = frame.get("table") or {}
+        self.game_id = frame.get("game_id")
+        self.settings = self.settings.with_(seat=frame["seat"], channels=tuple(table.get("channels") or ("dm",)))
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.decision_screen = None
+        self.game_screen = GameScreen(seat=frame["seat"], channels=self.settings.channels,
+                                      num_agents=table.get("num_agents", 5), num_rounds=table.get("num_rounds", 0))
+        self.push_screen(self.game_screen)
+        if frame.get("status") == "lobby":
+            self.lobby_screen = LobbyScreen(frame["seat"])
+            self.push_screen(self.lobby_screen)
+
+    def remote_lobby(self, frame: dict[str, Any]) -> None:
+        lobby = self.lobby_screen
+        if lobby is None:
+            return
+        if frame.get("status") != "lobby":
+            self.lobby_screen = None
+            if self.screen is lobby:
+                self.pop_screen()
+        else:
+            lobby.show(frame)
+
+    def remote_refused(self, message: str) -> None:
+        """The table refused the code or took the seat away: say so on the code screen."""
+        self.status = "stopped"
+        if "unknown join code" in message:
+            self.settings = self.settings.with_(code=None)
+            while len(self.screen_stack) > 1:
+                self.pop_screen()
+            self._start_remote(error="That code does not open a seat here. Check it and try again.")
 
     # -- resume ---------------------------------------------------------------------------
     async def _prepare_resume(self) -> None:

@@ -87,6 +87,9 @@ class Settings:
     export_dir: str | None = None  # where "export trace" writes (default: the current directory)
     cursor_blink: bool = True  # off in snapshot tests
     llm_available: bool = False  # an endpoint or key is configured: the setup screen offers llm seats
+    join: str | None = None  # a table served elsewhere (ws://HOST:PORT/table): play its seat remotely
+    code: str | None = None  # the join code of that seat (asked for on screen when missing)
+    rejoin_seconds: float = 120.0  # how long a dropped connection is retried
 
     def with_(self, **kw) -> "Settings":
         return replace(self, **kw)

@@ -42,12 +42,59 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-turns", type=int, default=15, metavar="N", help="CHEAP_TALK sweeps per round (default 15)")
     p.add_argument("--keys", metavar="PATH", help="key bindings file (default: calbench/keys.toml in your config dir)")
     p.add_argument("--help-screen", action="store_true", help="show the help screen at start")
+    p.add_argument("--join", metavar="URL",
+                   help="play a seat of a table served elsewhere ('calbench serve'): ws://HOST:PORT/table "
+                        "(http://HOST:PORT works too)")
+    p.add_argument("--code", metavar="CODE", help="the join code of your seat (asked for on screen if missing)")
     add_db_option(p)
     return p
 
 
+def join_url(raw: str) -> str:
+    """``ws://HOST:PORT/table`` from what a participant may paste (http links, a bare host:port)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    text = raw.strip()
+    if "://" not in text:
+        text = "ws://" + text
+    parts = urlsplit(text)
+    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
+    if scheme is None or not parts.hostname:
+        raise UserError(f"--join {raw!r} is not a table address; expected ws://HOST:PORT/table")
+    try:
+        parts.port
+    except ValueError:
+        raise UserError(f"--join {raw!r} has a bad port") from None
+    path = parts.path if parts.path not in ("", "/") else "/table"
+    return urlunsplit((scheme, parts.netloc, path, "", ""))
+
+
+def _handle_join(args: argparse.Namespace) -> int:
+    from calbench_tui.app import binding_ids, make_app
+    from calbench_tui.settings import Settings, SettingsError, load_keymap
+
+    url = join_url(args.join)
+    code = args.code.strip() if args.code else None
+    try:
+        keymap = load_keymap(args.keys, binding_ids())
+    except SettingsError as exc:
+        raise UserError(str(exc)) from None
+    app = make_app(settings=Settings(join=url, code=code, keymap=keymap, show_help=args.help_screen))
+    if not os.environ.get("TEXTUAL_DRIVER"):  # a browser session (textual-serve) has no tty, and needs none
+        require_terminal("calbench-play")
+    app.run()
+    if app.status in ("running", "stopped"):
+        print(f"You left the table. Rejoin with: calbench-play --join {url} --code {app.settings.code or 'CODE'}")
+    return 0
+
+
 def handle(args: argparse.Namespace) -> int:
     from calbench_tui.settings import Settings, SettingsError, first_run, load_keymap, parse_channels
+
+    if args.join:
+        return _handle_join(args)
+    if args.code:
+        raise UserError("--code goes with --join URL")
 
     if args.seat is not None and args.seat < 0:
         raise UserError(f"--seat must be 0 or more, not {args.seat}")

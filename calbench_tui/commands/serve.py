@@ -1,0 +1,187 @@
+"""``calbench serve``: a table whose human seats are played from other terminals or browsers.
+
+    calbench serve --agents human,imap,human,imap,imap --task canonical:3
+    calbench-play --join ws://127.0.0.1:8700/table --code CODE      # a participant's terminal
+    open http://127.0.0.1:8700/?code=CODE                            # or a browser
+
+The game runs here, through the same game session as every other game, and is saved as it
+goes.  Each human seat gets a random join code; the server prints one line per seat (with
+``--json``, the first stdout line is ``{"url", "web", "game_id", "seats": [{"seat", "code"}]}``).
+It binds 127.0.0.1 unless ``--host`` says otherwise; ctrl+c stops it with the game saved
+(a game in play is marked stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import uuid
+
+from . import UserError, add_db_option, db_path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="serve a table: human seats played from other terminals or browsers",
+        description="Run one game whose 'human' seats are played remotely: from another terminal with "
+                    "'calbench-play --join URL --code CODE', or from a browser at the web address. "
+                    "Only each seat's own view ever crosses the network.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  calbench serve --agents human,imap,human,imap,imap --task canonical:3\n"
+               "  calbench serve --agents human,human,imap,imap,imap --task seed:7 --host 0.0.0.0 --json\n",
+    )
+    p.add_argument("--agents", required=True, metavar="SPEC",
+                   help="one persona per seat; 'human' seats are served remotely (at least one), e.g. "
+                        "human,imap,human,imap,imap")
+    p.add_argument("--task", required=True, metavar="REF", help="one task: canonical:3, seed:7, FILE.jsonl:ID")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 opens it to the network)")
+    p.add_argument("--port", type=int, default=8700, help="port (default 8700; 0 picks a free one)")
+    p.add_argument("--channel", default="dm", metavar="dm|participant|all|...",
+                   help="message channels, combined with commas (default dm)")
+    p.add_argument("--max-turns", type=int, default=15, metavar="N", help="CHEAP_TALK sweeps per round (default 15)")
+    p.add_argument("--hold", type=float, default=120.0, metavar="SECONDS",
+                   help="how long a dropped participant's seat is held before the timeout rule applies (default 120)")
+    p.add_argument("--lobby-wait", type=float, default=600.0, metavar="SECONDS",
+                   help="how long to wait for every human seat to be taken (default 600)")
+    p.add_argument("--lobby-fill", default="imap", metavar="PERSONA|cancel",
+                   help="after the wait, give empty seats to this persona, or 'cancel' the table (default imap)")
+    p.add_argument("--linger", type=float, default=300.0, metavar="SECONDS",
+                   help="after the game, keep serving until every participant has left, at most this long "
+                        "(default 300), so they can read the end screen")
+    p.add_argument("--no-web", action="store_true", help="serve terminals only (no browser page)")
+    p.add_argument("--json", action="store_true", help="print the join information as one JSON line first")
+    add_db_option(p)
+    p.set_defaults(handler=handle)
+
+
+def _options(args: argparse.Namespace):
+    from calbench_tui.settings import SettingsError, parse_channels
+    from engine.model import TaskError
+    from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
+    from personas.spec import AgentsSpec, PersonaSpecError, SeatSpec
+
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be 0..65535, not {args.port}")
+    for name in ("hold", "lobby_wait", "linger"):
+        v = getattr(args, name)
+        if not 0 <= v <= 86400:
+            raise UserError(f"--{name.replace('_', '-')} must be 0..86400 seconds, not {v:g}")
+    if args.max_turns < 1:
+        raise UserError("--max-turns must be at least 1")
+    try:
+        channels = parse_channels(args.channel)
+    except SettingsError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        tasks = resolve_tasks(args.task)
+    except (TaskRefError, TaskError, OSError) as exc:
+        raise UserError(str(exc)) from None
+    if len(tasks) != 1:
+        raise UserError(f"--task {args.task!r} names {len(tasks)} tasks; serve one at a time (e.g. canonical:7)")
+    task = hydrate_labels(tasks[0])
+    try:
+        seats = AgentsSpec.parse(args.agents).for_seats(task.num_agents)
+    except PersonaSpecError as exc:
+        raise UserError(str(exc)) from None
+    if not any(s.kind == "human" for s in seats):
+        raise UserError("--agents has no 'human' seat to serve; e.g. human,imap,human,imap,imap")
+    if any(s.kind == "llm" for s in seats):
+        raise UserError("llm seats are not served yet; use scripted personas beside the human seats")
+    fill = None
+    if args.lobby_fill.strip().lower() != "cancel":
+        fill_seat = SeatSpec.parse(args.lobby_fill)
+        if fill_seat.kind != "scripted":
+            raise UserError("--lobby-fill takes a scripted persona (imap, sdmap, dsm-welfare, dsm-private, passive) "
+                            "or 'cancel'")
+        fill = fill_seat.name
+    return task, [s.name for s in seats], channels, fill
+
+
+def handle(args: argparse.Namespace) -> int:
+    task, names, channels, fill = _options(args)
+    from engine.game import GameConfig
+    from lab.server import TableServer
+    from lab.table import Table
+    from saves.store import Store, StoreError
+
+    config = GameConfig(max_turns_per_round=args.max_turns, channels=channels)
+    path = db_path(args.db)
+
+    async def main() -> int:
+        try:
+            store = await Store.open(path)
+        except StoreError as exc:
+            raise UserError(str(exc)) from None
+        table = Table(task, names, config, game_id=str(uuid.uuid4()), store=store, settings_key="serve",
+                      hold_seconds=args.hold, lobby_wait=args.lobby_wait, lobby_fill=fill,
+                      extra_config={"app": "calbench-serve"})
+        web = None
+        if not args.no_web:
+            try:
+                from calbench_tui.web import WebFront
+            except ImportError:
+                await store.close()
+                raise UserError("the browser page needs textual-serve (pip install textual-serve), "
+                                "or use --no-web") from None
+            web = WebFront(host=args.host, port=args.port)
+        server = TableServer([table], host=args.host, port=args.port,
+                             extra_routes=web.add_routes if web is not None else None)
+        try:
+            await server.start()
+        except OSError as exc:
+            await store.close()
+            raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        if web is not None:
+            web.table_url = server.url  # known only now when --port 0 picked a free port
+        _announce(args, server, table)
+        me = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, me.cancel)
+        try:
+            outcome = await table.run()
+            if outcome is None:
+                print("The table was cancelled: not every seat was taken in time (recorded).", file=sys.stderr)
+            else:
+                print(f"Game {table.game_id} {outcome.status}"
+                      + (f": {outcome.error}" if outcome.error else "") + ". It is saved.", file=sys.stderr)
+                await _linger(server, args.linger)
+            return 0 if outcome is not None and outcome.status == "completed" else 1
+        except asyncio.CancelledError:
+            print(f"Stopped. Game {table.game_id} is saved as {table.status if table.status != 'playing' else 'stopped'}.",
+                  file=sys.stderr)
+            return 130
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            await server.stop()
+            await store.close()
+
+    return asyncio.run(main())
+
+
+async def _linger(server, seconds: float) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while server.connections > 0 and loop.time() < end:
+        await asyncio.sleep(0.5)
+
+
+def _announce(args, server, table) -> None:
+    seats = table.codes()
+    if args.json:
+        print(json.dumps({"url": server.url, "web": None if args.no_web else server.web_url,
+                          "game_id": table.game_id, "seats": seats}), flush=True)
+        return
+    print(f"Serving game {table.game_id} on {server.url}" + ("" if args.no_web else f" and {server.web_url}"))
+    for s in seats:
+        line = f"  seat {s['seat']}: calbench-play --join {server.url} --code {s['code']}"
+        if not args.no_web:
+            line += f"   or   {server.web_url}?code={s['code']}"
+        print(line)
+    print("Waiting for every seat to be taken; ctrl+c stops the server (the game stays saved).", flush=True)

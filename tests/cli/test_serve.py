@@ -1,0 +1,135 @@
+"""``calbench serve`` as a user runs it: a real process, real websockets, a real browser."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.remote_bot import RemoteBot
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _serve(tmp_path, *extra):
+    db = tmp_path / "serve.db"
+    cmd = [sys.executable, "-c", "import sys; from calbench_tui.cli import main; sys.exit(main())", "serve",
+           "--agents", "human,imap,human,imap,imap", "--task", "canonical:3", "--port", "0", "--json",
+           "--db", str(db), "--linger", "0", *extra]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    line = proc.stdout.readline()
+    if not line:
+        proc.kill()
+        raise AssertionError(f"serve printed nothing: {proc.stderr.read()}")
+    return proc, json.loads(line), db
+
+
+def _status(db: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT game_id, status FROM games").fetchall()
+
+
+def test_serve_prints_the_join_line_and_a_served_game_is_saved(tmp_path):
+    proc, info, db = _serve(tmp_path, "--no-web")
+    try:
+        assert set(info) == {"url", "web", "game_id", "seats"} and info["url"].startswith("ws://127.0.0.1:")
+        assert [s["seat"] for s in info["seats"]] == [0, 2]
+        assert len({s["code"] for s in info["seats"]}) == 2 and all(len(s["code"]) >= 16 for s in info["seats"])
+
+        async def play():
+            return await asyncio.gather(*(RemoteBot(info["url"], s["code"]).run() for s in info["seats"]))
+
+        results = asyncio.run(asyncio.wait_for(play(), 60))
+        assert all(r["type"] == "game_over" and r["status"] == "completed" for r in results)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
+    assert _status(db) == [(info["game_id"], "completed")]
+
+
+def test_ctrl_c_stops_the_server_with_the_game_saved_as_stopped(tmp_path):
+    proc, info, db = _serve(tmp_path, "--no-web")
+    try:
+        async def start_playing():
+            bots = [RemoteBot(info["url"], s["code"], think=0.05) for s in info["seats"]]
+            tasks = [asyncio.ensure_future(b.run()) for b in bots]
+            while sum(b.answers for b in bots) < 3:
+                await asyncio.sleep(0.02)
+            proc.send_signal(signal.SIGINT)
+            await asyncio.wait(tasks, timeout=10)
+
+        asyncio.run(start_playing())
+        assert proc.wait(timeout=20) == 130
+        assert "saved" in proc.stderr.read()
+    finally:
+        proc.kill()
+    assert _status(db) == [(info["game_id"], "stopped")]
+
+
+def test_bad_serve_options_are_one_line(cli):
+    rc, out, err = cli("serve", "--agents", "imap", "--task", "canonical:3")
+    assert rc == 2 and "no 'human' seat" in err and "Traceback" not in err
+    rc, out, err = cli("serve", "--agents", "human,imap", "--task", "canonical:3")
+    assert rc == 2 and "names 2 seats" in err
+    rc, out, err = cli("serve", "--agents", "human", "--task", "canonical:3", "--lobby-fill", "wizard")
+    assert rc == 2 and "--lobby-fill" in err
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)")
+def test_a_participant_plays_from_a_real_browser(tmp_path):
+    playwright = pytest.importorskip("playwright.async_api")
+    proc, info, db = _serve(tmp_path, "--hold", "60")
+    browser_seat = info["seats"][1]
+    shot = tmp_path / "browser.png"
+    try:
+        async def main():
+            bot = RemoteBot(info["url"], info["seats"][0]["code"])
+            bot_task = asyncio.ensure_future(bot.run())
+            async with playwright.async_playwright() as p:
+                browser = await p.chromium.launch(
+                    executable_path=CHROMIUM,
+                    args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+                page = await browser.new_page(viewport={"width": 1200, "height": 800})
+                await page.goto(f"{info['web']}?code={browser_seat['code']}")
+                await page.wait_for_selector("canvas", timeout=30_000)
+                # the browser's seat speaks first in round 1: wait for its turn, then end turns by key
+                t0 = time.monotonic()
+                while not any(f["type"] == "event" and f["event"]["type"] == "turn_start"
+                              and f["event"].get("agent_id") == 2 for f in bot.frames):
+                    assert time.monotonic() - t0 < 40, "the browser's seat never got a turn"
+                    await asyncio.sleep(0.2)
+                await page.wait_for_timeout(1500)
+                await page.screenshot(path=str(shot))
+                await page.mouse.click(600, 400)  # focus the terminal, as a person would
+                await page.keyboard.press("e")
+                t0 = time.monotonic()
+                while not any(f["type"] == "event" and f["event"]["type"] == "turn_end"
+                              and f["event"].get("agent_id") == 2 for f in bot.frames):
+                    assert time.monotonic() - t0 < 20, "the key pressed in the browser never reached the game"
+                    await asyncio.sleep(0.2)
+                await browser.close()
+            bot_task.cancel()
+
+        asyncio.run(main())
+        assert shot.stat().st_size > 10_000  # a rendered screen, not a blank page
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        finally:
+            proc.kill()
+    assert _status(db)[0][1] == "stopped"

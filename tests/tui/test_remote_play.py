@@ -1,0 +1,81 @@
+"""The game screen fed over the wire: calbench-play --join against a real table server.
+
+A table on the loopback with two human seats: seat 0 is this app, played by key presses
+only (the same driver as the local games), seat 2 is a scripted client over the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from calbench_tui.app import make_app, screen_text
+from calbench_tui.screens.end import EndScreen
+from calbench_tui.screens.lobby import JoinScreen, LobbyScreen
+from calbench_tui.settings import Settings
+from engine.game import GameConfig
+from engine.taskref import hydrate_labels, resolve_tasks
+from lab.remote_bot import RemoteBot
+from lab.server import TableServer
+from lab.table import Table
+from saves.store import Store
+
+from .helpers import play_to_end, wait_for
+
+
+async def _table(tmp_path, **kw):
+    task = hydrate_labels(resolve_tasks("canonical:3")[0])
+    store = await Store.open(tmp_path / "remote.db")
+    table = Table(task, ["human", "imap", "human", "imap", "imap"], GameConfig(), game_id="remote-1", store=store,
+                  **kw)
+    server = TableServer([table], port=0)
+    await server.start()
+    return task, store, table, server
+
+
+async def test_a_whole_game_played_by_keys_over_the_wire(tmp_path):
+    task, store, table, server = await _table(tmp_path)
+    codes = {c["seat"]: c["code"] for c in table.codes()}
+    app = make_app(settings=Settings(join=server.url, code=codes[0]))
+    game = asyncio.ensure_future(table.run())
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, LobbyScreen), what="the lobby")
+            await wait_for(pilot, lambda: "Still waiting for: seats 2" in screen_text(app), what="the lobby status")
+            bot = asyncio.ensure_future(RemoteBot(server.url, codes[2]).run())
+            own = [l.text for (a, _), l in task.labels.errands.items() if a == 0]
+            others = [l.text for (a, _), l in task.labels.errands.items() if a != 0]
+            await wait_for(pilot, lambda: app.screen is app.game_screen
+                           and sum(t[:15] in screen_text(app) for t in own) >= 5, what="seat 0's own calendar")
+            first_screen = screen_text(app)
+            await play_to_end(pilot, app, timeout=90)
+            assert isinstance(app.screen, EndScreen)
+            outcome = await asyncio.wait_for(game, 10)
+            await bot
+        saved = await store.load_trace("remote-1")
+    finally:
+        await server.stop()
+        await store.close()
+    assert outcome.status == "completed"
+    assert saved["saved"]["status"] == "completed"
+    inputs = [e for e in saved["events"] if e["type"] == "human_input" and e["data"]["agent_id"] == 0]
+    assert inputs and all(e["data"].get("remote") for e in inputs)
+    # what seat 0's screen showed was its own calendar: its own labels, nobody else's
+    assert not [text for text in others if text[:15] in first_screen and text[:15] not in "".join(own)]
+
+
+async def test_the_code_is_asked_for_and_a_wrong_one_is_explained(tmp_path):
+    task, store, table, server = await _table(tmp_path)
+    app = make_app(settings=Settings(join=server.url))
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, JoinScreen), what="the code prompt")
+            await pilot.press(*"wrong-code", "enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, JoinScreen) and app.screen.error,
+                           what="the error on the code prompt")
+            assert "does not open a seat" in screen_text(app)
+            await pilot.press(*table.codes()[0]["code"], "enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, LobbyScreen), what="the lobby")
+            assert "You are Agent 0" in screen_text(app)
+    finally:
+        await server.stop()
+        await store.close()
