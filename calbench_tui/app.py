@@ -299,8 +299,10 @@ class CalBenchApp(App):
             error = outcome.error
         if outcome is None or outcome.status == "failed":
             self.status = "failed"
-            self.error = error
-            self.post_message(GameFailed(error or "unknown error"))
+            from engine.redact import redact
+
+            self.error = redact(error) if error else error
+            self.post_message(GameFailed(self.error or "unknown error"))
             return
         self.result = outcome.result
         self.resume_trace = None

@@ -65,7 +65,9 @@ def _run(handler, args) -> int:
         rc = handler(args)
         return int(rc or 0)
     except UserError as exc:
-        print(f"calbench: error: {exc}", file=sys.stderr)
+        from engine.redact import redact
+
+        print(f"calbench: error: {redact(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("calbench: interrupted" + _resume_hint(args), file=sys.stderr)

@@ -25,9 +25,10 @@ class ReplayApp(App):
     BINDINGS = [Binding("ctrl+q", "quit", "Quit", id="quit", priority=True)]
 
     def __init__(self, trace: dict[str, Any] | None = None, *, seat: int | None = None,
-                 store: Any = None, store_path: str | None = None) -> None:
+                 store: Any = None, store_path: str | None = None, reveal_all_seats: bool = False) -> None:
         super().__init__()
         self.trace = trace
+        self.reveal_all_seats = reveal_all_seats  # the saved-games list opens games a human still plays
         self.seat = seat
         self.store = store
         self.store_path = store_path
@@ -43,7 +44,8 @@ class ReplayApp(App):
             self.store = await Store.open(self.store_path)
             self._own_store = True
 
-        self.push_screen(SavedGamesScreen(self.store), callback=lambda _: self.exit())
+        self.push_screen(SavedGamesScreen(self.store, reveal_all_seats=self.reveal_all_seats),
+                         callback=lambda _: self.exit())
 
     async def on_unmount(self) -> None:
         if self._own_store and self.store is not None:

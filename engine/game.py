@@ -25,6 +25,7 @@ from .observe import (
     meeting_view,
     seat_view,
 )
+from .redact import redact
 from .reflection import ReflectionObservation, reflection_event_data
 from .rules import BatchOutcome, Rejection, check_batch
 from .seats import Persona, Reply
@@ -169,7 +170,7 @@ class _Game:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a persona's own failure never stops the game
-            reply = Reply(error="seat_error", error_detail=f"{type(exc).__name__}: {exc}")
+            reply = Reply(error="seat_error", error_detail=redact(f"{type(exc).__name__}: {exc}"))
         if reply.latency_ms is None and reply.error and not self.config.deterministic:
             reply.latency_ms = int((time.perf_counter() - t0) * 1000)
         if reply.error:
@@ -178,7 +179,8 @@ class _Game:
             if isinstance(reply.extra, dict) and reply.extra.get("failure_kind"):
                 more["failure"] = reply.extra["failure_kind"]  # e.g. unreachable, rate_limited, server_error
             ev = self.log.make(kind, round=round, turn=turn, phase=phase, agent_id=seat,
-                               error=reply.error, detail=reply.error_detail, text=reply.text, **more)
+                               error=reply.error, detail=redact(reply.error_detail) if reply.error_detail else None,
+                               text=reply.text, **more)
             if buffer is not None:
                 buffer.append(ev)
             else:
@@ -387,7 +389,7 @@ class _Game:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # measurement only: never stops the game
-                return {"error": "seat_error", "error_detail": f"{type(exc).__name__}: {exc}"}
+                return {"error": "seat_error", "error_detail": redact(f"{type(exc).__name__}: {exc}")}
 
         answers = await asyncio.gather(*(ask(seat, fn) for seat, fn in askers))
         for (seat, _), ans in zip(askers, answers):

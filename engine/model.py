@@ -62,6 +62,21 @@ Item = Union[Errand, MeetingCopy, None]
 Calendar = tuple[Item, ...]
 
 
+#: Largest cost an errand, a meeting or a cost level may have.  The paper's costs are 1,
+#: 10, 100 (the authors' harness uses up to 1000); anything near 2^63 would overflow the
+#: store and the oracle's weights, and a negative cost turns the oracle's minimum into nonsense.
+MAX_COST = 1_000_000
+
+
+def check_cost(value: int, where: str) -> int:
+    """``value`` if it is a cost in 0..MAX_COST, else a TaskError saying where and why."""
+    if not 0 <= value <= MAX_COST:
+        shown = str(value) if len(str(value)) <= 12 else f"a {len(str(abs(value)))}-digit number"
+        kind = "negative" if value < 0 else "too large"
+        raise TaskError(f"{where}: cost {shown} is {kind} (costs must be 0 to {MAX_COST:,})")
+    return value
+
+
 def item_from_json(raw: Any, where: str = "calendar") -> Item:
     if raw is None:
         return None
@@ -69,10 +84,13 @@ def item_from_json(raw: Any, where: str = "calendar") -> Item:
         raise TaskError(f"{where}: expected null or an object, got {type(raw).__name__}")
     try:
         if "meeting_id" in raw:
-            return MeetingCopy(int(raw["meeting_id"]), int(raw.get("cost", 1)))
+            return MeetingCopy(int(raw["meeting_id"]), check_cost(int(raw.get("cost", 1)), where))
         if "errand_id" in raw:
-            return Errand(int(raw["errand_id"]), int(raw.get("cost", 1)), bool(raw.get("blocked", False)))
-    except (TypeError, ValueError) as exc:
+            return Errand(int(raw["errand_id"]), check_cost(int(raw.get("cost", 1)), where),
+                          bool(raw.get("blocked", False)))
+    except TaskError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:
         raise TaskError(f"{where}: bad item {raw!r} ({exc})") from None
     raise TaskError(f"{where}: an item needs 'errand_id' or 'meeting_id', got {sorted(raw)}")
 
@@ -169,6 +187,16 @@ class Task:
     # -- loading ---------------------------------------------------------------------
     @classmethod
     def from_row(cls, row: Any) -> "Task":
+        """The task of a row; any malformed part is a :class:`TaskError` saying what."""
+        try:
+            return cls._from_row(row)
+        except TaskError:
+            raise
+        except (KeyError, TypeError, AttributeError, ValueError, OverflowError, IndexError) as exc:
+            raise TaskError(f"the task row is malformed ({type(exc).__name__}: {exc})") from None
+
+    @classmethod
+    def _from_row(cls, row: Any) -> "Task":
         if not isinstance(row, dict):
             raise TaskError(f"a task row must be a JSON object, got {type(row).__name__}")
         for key in ("calendars", "meetings"):
@@ -195,8 +223,11 @@ class Task:
             try:
                 parts = tuple(int(p) for p in m["participants"])
                 order = tuple(int(p) for p in m.get("speaker_order") or _balanced_speaker_order(parts))
-                meetings.append(Meeting(int(m["id"]), parts, order, int(m.get("cost", 1)), int(m.get("duration", 1))))
-            except (KeyError, TypeError, ValueError) as exc:
+                meetings.append(Meeting(int(m["id"]), parts, order, check_cost(int(m.get("cost", 1)), f"meeting {k}"),
+                                        int(m.get("duration", 1))))
+            except TaskError:
+                raise
+            except (KeyError, TypeError, ValueError, OverflowError) as exc:
                 raise TaskError(f"meeting {k}: needs integer 'id' and 'participants' ({exc})") from None
             if any(not 0 <= p < num_agents for p in parts):
                 raise TaskError(f"meeting {m['id']}: participant out of range 0..{num_agents - 1}")
@@ -209,6 +240,12 @@ class Task:
         if not cost_values:
             seen = {it.cost for cal in calendars for it in cal if isinstance(it, Errand)}
             cost_values = sorted(seen) or [1]
+        try:
+            cost_values = [check_cost(int(c), "params.cost_values") for c in cost_values]
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, TaskError):
+                raise
+            raise TaskError(f"params.cost_values must be a list of integers ({exc})") from None
         task_id = str(row.get("task_id", f"seed-{row.get('seed', '?')}"))
         return cls(
             row=row,

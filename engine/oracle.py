@@ -60,12 +60,15 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from engine.model import Calendar, Errand, MeetingCopy, Task
 
 __all__ = [
+    "OracleTimeout",
+    "set_time_limit",
     "FeasibleFraction",
     "OracleResult",
     "difficulty_from_fraction",
@@ -74,6 +77,23 @@ __all__ = [
     "greedy",
     "solve",
 ]
+
+class OracleTimeout(RuntimeError):
+    """The solver did not prove an optimum within the time limit (see :func:`set_time_limit`)."""
+
+
+#: Seconds CP-SAT may spend on one ``solve`` (None: no limit).  Commands that solve
+#: scenarios of the user's size set it (``calbench scenario --time-limit``); a solve that
+#: hits it raises :class:`OracleTimeout` instead of running for minutes.
+TIME_LIMIT: float | None = None
+
+
+def set_time_limit(seconds: float | None) -> float | None:
+    """Set :data:`TIME_LIMIT`; returns the previous value."""
+    global TIME_LIMIT
+    old, TIME_LIMIT = TIME_LIMIT, seconds
+    return old
+
 
 #: CP-SAT seed; with one worker the search is deterministic.
 CPSAT_SEED = 20260
@@ -436,12 +456,25 @@ def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = T
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = CPSAT_SEED
 
+    limit = TIME_LIMIT
+    deadline = None if limit is None else time.monotonic() + limit
+
     def run() -> bool:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OracleTimeout(f"the oracle did not finish within {limit:g} s")
+            solver.parameters.max_time_in_seconds = left
         status = solver.solve(model)
         if status == cp_model.OPTIMAL:
             return True
         if status == cp_model.INFEASIBLE:
             return False
+        if status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+            if deadline is not None and time.monotonic() >= deadline - 0.05:
+                raise OracleTimeout(f"the oracle did not finish within {limit:g} s")
+            # CP-SAT stops early, with a feasible or no solution, when it catches Ctrl-C
+            raise KeyboardInterrupt
         raise RuntimeError(f"CP-SAT ended with status {solver.status_name(status)}")
 
     max_expr = None

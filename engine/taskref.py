@@ -68,6 +68,8 @@ def load_task_file(path: str | Path) -> list[Task]:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TaskError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        except (RecursionError, ValueError) as exc:
+            raise TaskError(f"{p}: not a task file ({_why(exc)})") from None
         return _tasks_from_json_doc(doc, p)
     tasks = []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -77,8 +79,16 @@ def load_task_file(path: str | Path) -> list[Task]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TaskError(f"{p} line {lineno}: not valid JSON ({exc.msg})") from None
+        except (RecursionError, ValueError) as exc:
+            raise TaskError(f"{p} line {lineno}: not a task row ({_why(exc)})") from None
         tasks.append(_row_task(row, f"{p} line {lineno}"))
     return tasks
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "the JSON is nested far too deep"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _tasks_from_json_doc(doc: Any, p: Path) -> list[Task]:

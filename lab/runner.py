@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import time
 import uuid
 from contextlib import contextmanager
@@ -275,12 +276,15 @@ async def run_suite(
     key = settings_key(label, settings)
     tasks = list(tasks)
     ids = _game_ids(key, tasks, settings.deterministic)
+    units = _units(tasks)
+    await _check_other_runs(store, key, resume)
     if resume:
-        tasks, ids = await prepare_resume(store, key, tasks, ids)
+        keep, _ = await _resume_claims(store, key, tasks, ids)
+        tasks, ids, units = [tasks[i] for i in keep], [ids[i] for i in keep], [units[i] for i in keep]
     elif settings.deterministic:
         await _refuse_saved_ids(store, key, ids)
     return await _play_all(tasks, ids, agents_spec, store=store, concurrency=concurrency, settings=settings,
-                           progress=progress)
+                           progress=progress, lease=(units, resume, None))
 
 
 async def prepare_resume(store, key: str, tasks: list[Task], ids: list[str]) -> tuple[list[Task], list[str]]:
@@ -340,8 +344,32 @@ class _BatchSaver:
                 await self.store.import_trace(trace)
 
 
+def _units(tasks):
+    from lab.lease import units_of
+
+    return units_of(tasks)
+
+
+async def _check_other_runs(store, key: str, resume: bool) -> None:
+    from lab.lease import OtherRunActive, check_other_runs
+
+    try:
+        await check_other_runs(store, key, resume=resume, db=store.path)
+    except OtherRunActive as exc:
+        raise RunError(str(exc)) from None
+
+
+async def _resume_claims(store, key, tasks, ids):
+    from lab.lease import prepare_resume_claims
+
+    return await prepare_resume_claims(store, key, tasks, ids)
+
+
 async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | AgentsSpec | SeatFactory, *, store,
-                    concurrency: int, settings: RunSettings, progress: Progress | None) -> list[GameSummary]:
+                    concurrency: int, settings: RunSettings, progress: Progress | None,
+                    lease: tuple | None = None) -> list[GameSummary]:
+    """Play ``tasks``; with ``lease = (units, skip_done, run_pid)`` each task is claimed in the
+    store first (``lab.lease.Claimer``) and skipped when done or held by a live process."""
     if not callable(agents_spec):
         agents_spec = AgentsSpec.parse(agents_spec)  # once for the whole suite
     label = spec_label(agents_spec)
@@ -354,6 +382,12 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
     if stream is None:  # LLM and human seats: save events as they happen; scripted: in bursts
         stream = isinstance(agents_spec, AgentsSpec) and agents_spec.streams
     saver = None if stream else _BatchSaver(store)
+    claimer = None
+    if lease is not None:
+        from lab.lease import Claimer
+
+        units, skip_done, run_pid = lease
+        claimer = Claimer(store, key, tasks, ids, units, run_pid=run_pid, skip_done=skip_done)
 
     async def play(i: int) -> GameSummary:
         task, gid = tasks[i], ids[i]
@@ -378,6 +412,8 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
 
     async def worker() -> None:
         for i in next_index:
+            if claimer is not None and not claimer.plays(await claimer.take(i)):
+                continue  # completed already, or a live process plays it
             s = await play(i)
             results[i] = s
             if progress is not None:
@@ -399,6 +435,8 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
     finally:
         if saver is not None:
             await saver.flush()  # also on Ctrl-C: the finished games are kept
+        if claimer is not None:
+            await claimer.release()  # after the flush: a claim outlives its unsaved game
     return [r for r in results if r is not None]
 
 
@@ -417,8 +455,14 @@ def _no_bar(total: int, label: str) -> Iterator[Callable[[GameSummary], Any]]:
 
 def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: str, settings: RunSettings,
                   concurrency: int = 1, resume: bool = False, processes: int = 1,
-                  progress_bar: ProgressBar | None = None) -> list[GameSummary]:
+                  progress_bar: ProgressBar | None = None,
+                  notice: Callable[[str], Any] | None = None) -> list[GameSummary]:
     """What ``calbench run`` does: play the suite into the database at ``db``.
+
+    Every task is claimed in the store before it is played (``lab.lease``): a task a live
+    process holds is left to it, one completed already is skipped when resuming, and the
+    worker processes die with this one.  ``notice`` is given one line saying what
+    ``--resume`` found.
 
     Returns the games played now plus, with ``resume``, the games of these tasks already
     completed under the same settings (so the table covers the whole suite).
@@ -427,17 +471,21 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: s
     suites; an LLM suite waits on the network and uses ``concurrency`` instead).
     """
     tasks = list(tasks)
-    todo, ids, previous = asyncio.run(_prepare(tasks, agents_spec, db=db, settings=settings, resume=resume))
+    todo, ids, previous, units, report = asyncio.run(_prepare(tasks, agents_spec, db=db, settings=settings,
+                                                              resume=resume))
+    if report is not None and notice is not None:
+        notice(report.line())  # what --resume found (lab.lease.ResumeReport)
+    lease = (units, resume, os.getpid())
     procs = max(1, min(processes, len(todo)))
     if procs > 1 and "fork" not in _mp_methods():
         procs = 1
     if procs == 1:
         with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
             played = asyncio.run(_play_with_store(todo, ids, agents_spec, db=db, settings=settings,
-                                                  concurrency=concurrency, progress=advance))
+                                                  concurrency=concurrency, progress=advance, lease=lease))
     else:
         played = _play_in_processes(todo, ids, agents_spec, db=db, settings=settings, concurrency=concurrency,
-                                    processes=procs, progress_bar=progress_bar)
+                                    processes=procs, progress_bar=progress_bar, lease=lease)
     return previous + played
 
 
@@ -457,37 +505,48 @@ async def _prepare(tasks: list[Task], agents_spec: str | AgentsSpec, *, db: str,
     """Resume bookkeeping before any game starts: (tasks to play, their ids, previous games)."""
     key = settings_key(spec_label(agents_spec), settings)
     ids = _game_ids(key, tasks, settings.deterministic)
+    units = _units(tasks)
     store = await _open_store(db)
     try:
+        await _check_other_runs(store, key, resume)
         if resume:
-            todo, todo_ids = await prepare_resume(store, key, tasks, ids)
-            return todo, todo_ids, await _previous_games(store, key, tasks, todo)
+            keep, report = await _resume_claims(store, key, tasks, ids)
+            todo = [tasks[i] for i in keep]
+            return (todo, [ids[i] for i in keep], await _previous_games(store, key, tasks, todo),
+                    [units[i] for i in keep], report)
         if settings.deterministic:
             await _refuse_saved_ids(store, key, ids)
-        return tasks, ids, []
+        return tasks, ids, [], units, None
     finally:
         await store.close()
 
 
-async def _play_with_store(tasks, ids, agents_spec, *, db, settings, concurrency, progress):
+async def _play_with_store(tasks, ids, agents_spec, *, db, settings, concurrency, progress, lease=None):
     store = await _open_store(db)
     try:
         return await _play_all(tasks, ids, agents_spec, store=store, concurrency=concurrency,
-                               settings=settings, progress=progress)
+                               settings=settings, progress=progress, lease=lease)
     finally:
         await settings.aclose()
         await store.close()
 
 
-def _child_main(tasks, ids, agents_spec, db, settings, concurrency, queue) -> None:
-    """One forked worker: play its share, report each game on ``queue``, then ``None``."""
+def _child_main(tasks, ids, agents_spec, db, settings, concurrency, queue, lease=None, parent_pid=None) -> None:
+    """One forked worker: play its share, report each game on ``queue``, then ``None``.
+    It dies with its parent (``lab.lease.die_with_parent``): no orphan keeps writing."""
+    if parent_pid is not None:
+        from lab.lease import die_with_parent
+
+        die_with_parent(parent_pid)
     try:
         asyncio.run(_play_with_store(tasks, ids, agents_spec, db=db, settings=settings,
-                                     concurrency=concurrency, progress=queue.put))
+                                     concurrency=concurrency, progress=queue.put, lease=lease))
     except KeyboardInterrupt:
         pass  # running games were marked stopped on the way out
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        queue.put(("error", f"{type(exc).__name__}: {exc}"))
+        from engine.redact import redact
+
+        queue.put(("error", redact(f"{type(exc).__name__}: {exc}")))
     finally:
         queue.put(None)
         queue.close()
@@ -495,7 +554,7 @@ def _child_main(tasks, ids, agents_spec, db, settings, concurrency, queue) -> No
 
 
 def _play_in_processes(tasks, ids, agents_spec, *, db, settings, concurrency, processes,
-                       progress_bar: ProgressBar | None) -> list[GameSummary]:
+                       progress_bar: ProgressBar | None, lease=None) -> list[GameSummary]:
     import multiprocessing as mp
     import queue as queue_mod
 
@@ -505,9 +564,10 @@ def _play_in_processes(tasks, ids, agents_spec, *, db, settings, concurrency, pr
     procs = []
     for p in range(processes):
         idx = list(range(p, len(tasks), processes))
+        share = None if lease is None else ([lease[0][i] for i in idx], lease[1], lease[2])
         procs.append(ctx.Process(target=_child_main, daemon=True,
                                  args=([tasks[i] for i in idx], [ids[i] for i in idx], agents_spec, db,
-                                       settings, per_proc, q)))
+                                       settings, per_proc, q, share, os.getpid())))
     for pr in procs:  # fork before the progress bar starts its thread
         pr.start()
     results: dict[str, GameSummary] = {}

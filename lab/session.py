@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 from engine.events import Clock, EventSink, ListSink, MultiSink, wall_clock
 from engine.game import GameConfig, GameResult, run_game
 from engine.model import Task
+from engine.redact import redact
 
 __all__ = ["Session", "SessionOutcome", "run_session", "fail_session", "failure_trace", "saved_trace"]
 
@@ -95,8 +96,8 @@ def failure_trace(session: Session, events: list[dict[str, Any]], exc: BaseExcep
     """The partial trace of a game that raised: its events so far, the error and where it came from."""
     return {"game_id": session.game_id, "config": session.config_json(), "events": events,
             "final_state": None, "metrics": None, "ended_at": wall_clock(), "stopped": False,
-            "task": session.task.to_row(), "error": f"{type(exc).__name__}: {exc}",
-            "error_traceback": "".join(traceback.format_exception(exc, limit=10))}
+            "task": session.task.to_row(), "error": redact(f"{type(exc).__name__}: {exc}"),
+            "error_traceback": redact("".join(traceback.format_exception(exc, limit=10)))}
 
 
 async def run_session(session: Session, *, store: Any = None, stream: bool = True,

@@ -68,3 +68,27 @@ CREATE TABLE seat_results (
     data                TEXT,      -- JSON: the whole per-seat record
     PRIMARY KEY (game_id, agent_id)
 );
+
+-- migration 3: imported traces that do not verify, and leases on the tasks a run plays
+-- verification: NULL for games played here (the engine wrote them), 'verified' or
+-- 'unverified' for imported traces (fold, state hashes and metrics recomputed on import).
+-- Reports leave 'unverified' games out unless asked for.
+ALTER TABLE games ADD COLUMN verification TEXT
+    CHECK (verification IS NULL OR verification IN ('verified', 'unverified'));
+ALTER TABLE games ADD COLUMN verification_problems TEXT;   -- JSON list of plain-words problems
+
+-- One row per task of a suite a run has claimed: a run claims a task before playing it, a
+-- live claim of another process is respected, a stale one (its process gone) is taken
+-- over.  unit = "<task_id>#<occurrence in the suite>".
+CREATE TABLE claims (
+    settings_key TEXT NOT NULL,
+    unit         TEXT NOT NULL,
+    task_id      TEXT NOT NULL,
+    game_id      TEXT,                       -- the id the game will be saved under
+    owner        TEXT NOT NULL,              -- "<host>:<pid>:<process start time>"
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    run_pid      INTEGER,                    -- the run's parent process (workers are forked)
+    claimed_at   TEXT NOT NULL,
+    PRIMARY KEY (settings_key, unit)
+);

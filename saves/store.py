@@ -19,7 +19,8 @@ WAL with ``synchronous=NORMAL`` keeps every committed transaction across a proce
 (only a power cut may lose the last ones); the database is never left corrupt.
 
 The schema lives in ``schema.sql`` as numbered forward migrations; ``Store.open`` applies
-the missing ones in order.  API keys are never written here.
+the missing ones in order.  API keys are never written here: every JSON text goes
+through ``engine.redact.redact`` on its way in.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import aiosqlite
 
+from engine.redact import redact
 from engine.trace import cost_mode as trace_cost_mode
 from engine.trace import cost_mode_of_row, headline, seat_results
 
@@ -56,7 +58,7 @@ _SEAT_COLUMNS = ("meetings_assigned", "meetings_scheduled", "success", "cost", "
                  "adjusted_cost", "fairness", "messages_sent", "messages_received", "messages_per_meeting", "vps")
 
 _GAME_LIST_COLUMNS = ("game_id", "task_id", "agents", "status", "started_at", "ended_at", "coordination",
-                      "excess_cost", "cost_mode", "source")
+                      "excess_cost", "cost_mode", "source", "verification")
 
 
 class StoreError(Exception):
@@ -110,7 +112,9 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 def _dumps(obj: Any) -> str:
     # orjson: ~7x faster than json for event rows, the store's hot path in bulk suites.
-    return orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    # Every JSON text the store writes passes through engine.redact: the last line of
+    # defence against a key that reached a failure detail or a message.
+    return redact(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS).decode())
 
 
 def _loads(text: str | None) -> Any:
@@ -179,9 +183,63 @@ def _insert_seats_sql(n: int) -> str:
     return _INSERT_SEAT + f", {_SEAT_VALUES}" * (n - 1)
 
 
+MAX_DEPTH = 200  # a trace nests a dozen levels; far deeper is not one (orjson stops at 255)
+_INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 63 - 1  # what SQLite and the JSON writer hold
+
+
+def _check_values(obj: Any) -> None:
+    """Refuse, in plain words, values the store cannot hold: integers outside 64 bits,
+    non-JSON types, non-string keys, deep nesting.
+
+    Fast path: orjson refuses exactly these (~0.3 ms for a game's trace); only when it
+    does is the value walked (iteratively) to say where."""
+    try:
+        orjson.dumps(obj)
+        return
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        _locate_bad_value(obj)
+        raise StoreError(f"not a trace: it holds a value that cannot be stored ({exc})") from None
+
+
+def _locate_bad_value(obj: Any) -> None:
+    stack: list[tuple[Any, int, str]] = [(obj, 0, "")]
+    while stack:
+        v, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            raise StoreError(f"not a trace: nested more than {MAX_DEPTH} levels deep (at {where or 'the top'})")
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            continue
+        if isinstance(v, int):
+            if not _INT_MIN <= v <= _INT_MAX:
+                raise StoreError(f"not a trace: the number at {where or 'the top'} is too large to store")
+        elif isinstance(v, float):
+            continue
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise StoreError(f"not a trace: a key at {where or 'the top'} is not a string")
+                if isinstance(x, (dict, list, int)) and not isinstance(x, bool):
+                    stack.append((x, depth + 1, f"{where}.{k}" if where else k))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                if isinstance(x, (dict, list, int)) and not isinstance(x, bool):
+                    stack.append((x, depth + 1, f"{where}[{i}]"))
+        else:
+            raise StoreError(f"not a trace: {where or 'the top'} holds a {type(v).__name__}, not a JSON value")
+
+
 def _check_trace(trace: Any) -> None:
     if not isinstance(trace, dict):
         raise StoreError(f"not a trace: expected a JSON object, got {type(trace).__name__}")
+    _check_values(trace)
+    for key in ("started_at", "ended_at"):
+        if trace.get(key) is not None and not isinstance(trace[key], str):
+            raise StoreError(f"not a trace: '{key}' must be a date-time string, got {type(trace[key]).__name__}")
+    if "stopped" in trace and not isinstance(trace["stopped"], (bool, type(None))):
+        raise StoreError("not a trace: 'stopped' must be true or false")
+    for key in ("metrics", "final_state", "task", "saved"):
+        if trace.get(key) is not None and not isinstance(trace[key], dict):
+            raise StoreError(f"not a trace: '{key}' must be an object")
     gid = trace.get("game_id")
     if not isinstance(gid, str) or not gid.strip():
         raise StoreError("not a trace: 'game_id' is missing or not a string")
@@ -191,14 +249,46 @@ def _check_trace(trace: Any) -> None:
     for i, ev in enumerate(events):
         if not isinstance(ev, dict) or not isinstance(ev.get("type"), str) or not isinstance(ev.get("data"), dict):
             raise StoreError(f"not a trace: event {i} needs a 'type' string and a 'data' object")
+        ts = ev.get("timestamp")
+        if ts is not None and not isinstance(ts, (str, int, float)):
+            raise StoreError(f"not a trace: event {i} has a {type(ts).__name__} as its timestamp")
     if "config" in trace and not isinstance(trace["config"], dict):
         raise StoreError("not a trace: 'config' must be an object")
     seqs = [ev.get("seq", i) for i, ev in enumerate(events)]
-    bad = next((s for s in seqs if not isinstance(s, int) or isinstance(s, bool)), None)
-    if bad is not None:
-        raise StoreError(f"not a trace: an event 'seq' must be an integer, got {bad!r}")
+    bad = [s for s in seqs if not isinstance(s, int) or isinstance(s, bool)]
+    if bad:
+        raise StoreError(f"not a trace: an event 'seq' must be an integer, got {bad[0]!r}")
     if len(set(seqs)) != len(seqs):
         raise StoreError("not a trace: two events share one 'seq'")
+
+
+# -- no peeking ------------------------------------------------------------------------------
+
+REVEAL_FLAG = "--reveal-all-seats"
+
+
+def human_game_in_play(trace: dict[str, Any]) -> bool:
+    """A saved game with a human seat that has not ended (running, or stopped and resumable).
+
+    Its trace holds every seat's calendar and private labels; showing it from another shell
+    while the participant plays would let anyone peek.  Commands refuse such a game unless
+    the researcher adds :data:`REVEAL_FLAG`.
+    """
+    saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
+    status = saved.get("status")
+    if status not in ("running", "stopped"):
+        return False
+    cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+    kinds = {str(a.get(k)).lower() for a in _agents_of(cfg) for k in ("type", "kind")}
+    names = {n.strip().lower() for n in str(saved.get("agents") or "").split(",")}
+    return "human" in kinds or "human" in names or isinstance(cfg.get("human_seat"), int)
+
+
+def in_play_message(trace: dict[str, Any], what: str) -> str:
+    status = (trace.get("saved") or {}).get("status")
+    return (f"game {str(trace.get('game_id'))[:8]} has a human seat and has not ended ({status}); {what} it now "
+            f"would show every seat's calendar, costs and private labels to whoever reads this terminal. "
+            f"Wait until the game ends, or add {REVEAL_FLAG} to show them anyway")
 
 
 # -- backfills run after a migration step, inside its transaction -----------------------------
@@ -526,7 +616,8 @@ class Store:
             return cur.rowcount > 0
 
     # -- import / export ------------------------------------------------------------------
-    async def _insert_game(self, db: aiosqlite.Connection, trace: dict[str, Any], status: str) -> None:
+    async def _insert_game(self, db: aiosqlite.Connection, trace: dict[str, Any], status: str,
+                           verification: str | None = None, problems: list[str] | None = None) -> None:
         gid = trace["game_id"]
         config = trace.get("config") if isinstance(trace.get("config"), dict) else {}
         task = trace.get("task") if isinstance(trace.get("task"), dict) else None
@@ -544,22 +635,32 @@ class Store:
         extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
         await db.execute(
             "INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "
-            "ended_at, final_state, metrics, cost_mode, source, calbench_version, coordination, excess_cost, extra) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "ended_at, final_state, metrics, cost_mode, source, calbench_version, coordination, excess_cost, extra, "
+            "verification, verification_problems) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (gid, str(task_id) if task_id is not None else None, _dumps(task) if task else None, _dumps(config),
              agents, settings_key, status, trace.get("started_at"), trace.get("ended_at"),
              _dumps(trace["final_state"]) if "final_state" in trace else None,
              _dumps(trace["metrics"]) if "metrics" in trace else None,
-             cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None))
+             cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None,
+             verification, _dumps(problems) if problems else None))
         events = trace.get("events") or []
         await db.executemany(_INSERT_EVENT, [_event_row(gid, ev, ev.get("seq", i)) for i, ev in enumerate(events)])
         rows = _seat_rows(gid, trace, agents)
         if rows:
             await db.executemany(_INSERT_SEAT, rows)
 
-    async def import_trace(self, trace: dict[str, Any]) -> bool:
-        """Save a JSON trace (ours or the authors'); False when its game id is saved already."""
+    async def import_trace(self, trace: dict[str, Any], *, verification: str | None = None,
+                           problems: list[str] | None = None) -> bool:
+        """Save a JSON trace (ours or the authors'); False when its game id is saved already.
+
+        ``verification`` ('verified' / 'unverified', with its ``problems``) is what the
+        importer found when it folded the trace (``engine.replay.verify_trace``); None for
+        a game this program just played.  Reports leave unverified games out by default.
+        """
         _check_trace(trace)
+        if verification is None and isinstance(trace.get("saved"), dict):
+            v = trace["saved"].get("verification")
+            verification = v if v in ("verified", "unverified") else None
         saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
         status = saved.get("status") if saved.get("status") in STATUSES else None
         if status is None:
@@ -567,7 +668,11 @@ class Store:
         async with self._tx() as db:
             if await db.execute_fetchall("SELECT 1 FROM games WHERE game_id = ?", (trace["game_id"],)):
                 return False
-            await self._insert_game(db, trace, status)
+            try:
+                await self._insert_game(db, trace, status, verification, problems)
+            except (TypeError, OverflowError, sqlite3.InterfaceError, sqlite3.ProgrammingError) as exc:
+                # a value SQLite or the JSON writer cannot hold (checked above; this is the backstop)
+                raise StoreError(f"not a trace: a value cannot be stored ({exc})") from None
         return True
 
     async def resolve_game_id(self, game_id: str) -> str:
@@ -601,9 +706,10 @@ class Store:
         gid = await self.resolve_game_id(game_id)
         async with self._db.execute(
                 "SELECT config, final_state, metrics, started_at, ended_at, status, calbench_version, task_row, "
-                "extra, agents, settings_key, source, cost_mode FROM games WHERE game_id = ?", (gid,)) as cur:
+                "extra, agents, settings_key, source, cost_mode, verification FROM games WHERE game_id = ?",
+                (gid,)) as cur:
             (config, final_state, metrics, started_at, ended_at, status, version, task_row, extra, agents,
-             settings_key, source, cost_mode) = await cur.fetchone()
+             settings_key, source, cost_mode, verification) = await cur.fetchone()
         trace: dict[str, Any] = {
             "game_id": gid,
             "config": _loads(config) or {},
@@ -622,7 +728,98 @@ class Store:
             trace["task"] = _loads(task_row)
         trace["saved"] = {"agents": agents, "settings_key": settings_key, "status": status, "source": source,
                           "cost_mode": cost_mode}
+        if verification is not None:
+            trace["saved"]["verification"] = verification
         return trace
+
+    # -- claims: a run's lease on the tasks it plays (see saves/lease.py) -----------------
+    async def claim_units(self, settings_key: str, units: list[tuple[str, str, str | None]], owner,
+                          *, skip_done: bool = True) -> dict[str, str]:
+        """Claim suite units ``(unit, task_id, game_id)`` for ``owner`` (a ``saves.lease.Owner``).
+
+        In one write transaction, each unit becomes
+
+        * ``done``  — ``skip_done`` and the task is completed under ``settings_key`` already;
+        * ``taken`` — a live process (not ``owner``) holds its claim: respected, not played;
+        * ``claimed`` — claimed now (it was free, or ours already);
+        * ``stale`` — it was claimed by a process that is gone; taken over now.
+
+        ``unit`` is ``"<task_id>#<occurrence>"``; a task counts as done for occurrence n
+        when more than n games of it are completed.
+        """
+        from .lease import owner_alive
+
+        if not units:
+            return {}
+        out: dict[str, str] = {}
+        now = _now()
+        async with self._tx() as db:
+            done: dict[str, int] = {}
+            if skip_done:
+                tids = sorted({t for _, t, _ in units})
+                for i in range(0, len(tids), 500):
+                    part = tids[i:i + 500]
+                    rows = await db.execute_fetchall(
+                        f"SELECT task_id, COUNT(*) FROM games WHERE settings_key = ? AND status = 'completed' "
+                        f"AND task_id IN ({', '.join('?' * len(part))}) GROUP BY task_id", [settings_key, *part])
+                    done.update({r[0]: r[1] for r in rows})
+            held: dict[str, tuple] = {}
+            names = [u for u, _, _ in units]
+            for i in range(0, len(names), 500):
+                part = names[i:i + 500]
+                rows = await db.execute_fetchall(
+                    f"SELECT unit, owner, host, pid, claimed_at FROM claims WHERE settings_key = ? "
+                    f"AND unit IN ({', '.join('?' * len(part))})", [settings_key, *part])
+                held.update({r[0]: r[1:] for r in rows})
+            new_rows = []
+            for unit, task_id, game_id in units:
+                occurrence = int(unit.rsplit("#", 1)[1]) if "#" in unit and unit.rsplit("#", 1)[1].isdigit() else 0
+                if done.get(task_id, 0) > occurrence:
+                    out[unit] = "done"
+                    continue
+                h = held.get(unit)
+                if h is not None and h[0] != owner.token:
+                    if owner_alive(h[0], h[1], h[2], h[3]):
+                        out[unit] = "taken"
+                        continue
+                    out[unit] = "stale"
+                else:
+                    out[unit] = "claimed"
+                new_rows.append((settings_key, unit, task_id, game_id, owner.token, owner.host, owner.pid,
+                                 owner.run_pid, now))
+            if new_rows:
+                await db.executemany("INSERT OR REPLACE INTO claims (settings_key, unit, task_id, game_id, owner, "
+                                     "host, pid, run_pid, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", new_rows)
+        return out
+
+    async def release_claims(self, settings_key: str, owner) -> int:
+        """Drop ``owner``'s claims under ``settings_key`` (a run that ends cleanly)."""
+        async with self._tx() as db:
+            cur = await db.execute("DELETE FROM claims WHERE settings_key = ? AND owner = ?",
+                                   (settings_key, owner.token))
+            return cur.rowcount
+
+    async def drop_claims(self, settings_key: str, owners: Iterable[str]) -> int:
+        """Drop the claims of ``owners`` (tokens of processes that are gone) under ``settings_key``."""
+        owners = sorted(set(owners))
+        if not owners:
+            return 0
+        async with self._tx() as db:
+            cur = await db.execute(f"DELETE FROM claims WHERE settings_key = ? AND owner IN "
+                                   f"({', '.join('?' * len(owners))})", [settings_key, *owners])
+            return cur.rowcount
+
+    async def claims(self, settings_key: str) -> list[dict[str, Any]]:
+        """Every claim under ``settings_key``, each with ``alive`` (is its process still there)."""
+        from .lease import owner_alive
+
+        cols = ("unit", "task_id", "game_id", "owner", "host", "pid", "run_pid", "claimed_at")
+        async with self._db.execute(f"SELECT {', '.join(cols)} FROM claims WHERE settings_key = ? ORDER BY unit",
+                                    (settings_key,)) as cur:
+            rows = [dict(zip(cols, r)) for r in await cur.fetchall()]
+        for r in rows:
+            r["alive"] = owner_alive(r["owner"], r["host"], r["pid"], r["claimed_at"])
+        return rows
 
     # -- queries --------------------------------------------------------------------------
     async def list_games(self, *, status: str | None = None, task_id: str | None = None,
@@ -660,8 +857,11 @@ class Store:
     async def game_results(self, *, settings_key: str | Iterable[str] | None = None,
                            task_id: str | Iterable[str] | None = None, source: str | None = None,
                            status: str | None = "completed", cost_mode: str | None = None,
-                           game_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+                           game_ids: Iterable[str] | None = None,
+                           include_unverified: bool = False) -> list[dict[str, Any]]:
         """One row per (game, seat), joining ``games`` and ``seat_results``, for reports.
+
+        Imported traces that did not verify are left out unless ``include_unverified``.
 
         Keys: game_id, task_id, agents, settings_key, status, source, cost_mode, coordination,
         excess_cost, started_at, agent_id, persona, model, the seat metrics
@@ -673,6 +873,8 @@ class Store:
         where, args = self._filters("g.", settings_key=norm(settings_key), task_id=norm(task_id), source=source,
                                     status=status, cost_mode=cost_mode,
                                     game_id=tuple(game_ids) if game_ids is not None else None)
+        if not include_unverified:
+            where = (where + " AND " if where else "WHERE ") + "g.verification IS NOT 'unverified'"
         gcols = ("game_id", "task_id", "agents", "settings_key", "status", "source", "cost_mode", "coordination",
                  "excess_cost", "started_at")
         scols = ("agent_id", "persona", "model", *_SEAT_COLUMNS)

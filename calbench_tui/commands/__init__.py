@@ -30,6 +30,27 @@ def add_db_option(parser) -> None:
                         help="SQLite database (default: $CALBENCH_DB, else the platform's user data directory)")
 
 
+def existing_db(arg: str | None) -> str:
+    """The database path, which must exist (reading commands never create an empty database)."""
+    path = db_path(arg)
+    if path == ":memory:" or path.startswith("file:"):
+        return path
+    if not os.path.exists(os.path.expanduser(path)):
+        where = "--db" if arg else ("$CALBENCH_DB" if os.environ.get("CALBENCH_DB") else "the default location")
+        raise UserError(f"no save database at {path} ({where}); play or run games first, or pass --db PATH")
+    return path
+
+
+def check_db(path: str) -> None:
+    """Open the database at ``path`` once and close it: a file that is not a usable save
+    database (garbage, text, truncated, from a newer CalBench, a directory) becomes one
+    line before a full-screen app starts."""
+    async def nothing(store):
+        return None
+
+    with_store(path, nothing)
+
+
 def with_store(path: str, coro_fn):
     """Open the store at ``path``, return ``await coro_fn(store)``, close it.
 
@@ -54,12 +75,24 @@ def with_store(path: str, coro_fn):
 
 
 def db_path(arg: str | None) -> str:
-    """--db, else $CALBENCH_DB, else calbench.db in the platform's user data directory."""
-    if arg:
-        return arg
-    env = os.environ.get("CALBENCH_DB")
-    if env:
-        return env
+    """--db, else $CALBENCH_DB, else calbench.db in the platform's user data directory.
+
+    A path given by the user must not be a directory, and its folder must exist: a typo
+    in --db is reported, never answered by creating folders and an empty database.
+    """
+    given = arg or os.environ.get("CALBENCH_DB")
+    if given:
+        where = "--db" if arg else "$CALBENCH_DB"
+        if given == ":memory:" or given.startswith("file:"):
+            return given
+        path = os.path.expanduser(given)
+        if os.path.isdir(path):
+            raise UserError(f"{given} ({where}) is a directory, not a save database file")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise UserError(f"{given} ({where}): the folder {parent} does not exist; create it first "
+                            "or choose another path")
+        return given
     from platformdirs import user_data_dir
 
     d = user_data_dir("calbench", appauthor=False)

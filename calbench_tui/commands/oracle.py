@@ -19,6 +19,8 @@ def register(sub) -> None:
     )
     p.add_argument("tasks", metavar="REF", help="tasks to solve: PATH.jsonl, PATH.jsonl:ID, canonical, seed:7, ...")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="SECONDS",
+                   help="longest the solver may take on one task (default 60)")
     p.set_defaults(handler=handle)
 
 
@@ -75,9 +77,21 @@ def handle(args) -> int:
     with Progress(TextColumn("solving"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   transient=True, disable=len(tasks) < 5 or not sys.stderr.isatty()) as progress:
         bar = progress.add_task("oracle", total=len(tasks))
-        for task in tasks:
-            rows.append(check_task(task))
-            progress.advance(bar)
+        from engine import oracle
+
+        if not args.time_limit > 0:
+            raise UserError("--time-limit must be a positive number of seconds")
+        old = oracle.set_time_limit(args.time_limit)
+        try:
+            for task in tasks:
+                try:
+                    rows.append(check_task(task))
+                except oracle.OracleTimeout:
+                    raise UserError(f"task {task.task_id}: the oracle did not solve it within "
+                                    f"{args.time_limit:g} s; give a longer --time-limit") from None
+                progress.advance(bar)
+        finally:
+            oracle.set_time_limit(old)
     agree = sum(r["status"] == "agree" for r in rows)
     disagree = sum(r["status"] == "disagree" for r in rows)
     if args.json:

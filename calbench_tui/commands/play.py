@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from . import UserError, add_db_option, db_path, require_terminal
+from . import UserError, add_db_option, check_db, db_path, require_terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,9 +150,11 @@ def handle(args: argparse.Namespace) -> int:
         keymap=keymap,
         llm_available=llm_available,
     )
+    store_path = db_path(args.db)
+    check_db(store_path)  # a bad --db is one line here, not a traceback from inside the app
     if args.resume:  # before the screen opens: an LLM endpoint of the saved game that does not answer is one line
-        check_resume_endpoints(args.resume, db_path(args.db), llm)
-    app = make_app(settings=settings, task=task, llm=llm, store_path=db_path(args.db))
+        check_resume_endpoints(args.resume, store_path, llm)
+    app = make_app(settings=settings, task=task, llm=llm, store_path=store_path)
     require_terminal("calbench-play")
     app.run()
     if app.error and app.return_code == 2:

@@ -9,6 +9,7 @@ which any game can be replayed (and the report screen reached with ``r``).
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import Any
 
@@ -26,18 +27,24 @@ def register(sub) -> None:
                    help="a saved game id (or a unique prefix), or a trace file")
     add_db_option(p)
     p.add_argument("--seat", metavar="N", type=int, default=None, help="open the seat view on seat N")
+    from .saves import add_reveal_option
+
+    add_reveal_option(p)
     p.set_defaults(handler=handle_replay)
 
 
 def _existing_db(arg: str | None) -> str:
-    from .report import existing_db
+    from . import check_db, existing_db
 
-    return existing_db(arg)
+    path = existing_db(arg)
+    check_db(path)
+    return path
 
 
-def load_trace(source: str, db: str | None) -> dict[str, Any]:
-    """The trace named on the command line: a file if it exists, else a saved game."""
-    from .saves import read_trace_file
+def load_trace(source: str, db: str | None, reveal: bool = False) -> dict[str, Any]:
+    """The trace named on the command line: a file if it exists, else a saved game
+    (refused while a human is still playing it, unless ``reveal``)."""
+    from .saves import read_trace_file, refuse_peeking
 
     if os.path.exists(source):
         if os.path.isdir(source):
@@ -45,7 +52,9 @@ def load_trace(source: str, db: str | None) -> dict[str, Any]:
         return read_trace_file(source)
     if source.lower().endswith(".json") or os.sep in source:
         raise UserError(f"{source}: no such file (and it does not look like a game id)")
-    return with_store(_existing_db(db), lambda store: store.load_trace(source))
+    trace = with_store(_existing_db(db), lambda store: store.load_trace(source))
+    refuse_peeking(trace, argparse.Namespace(reveal_all_seats=reveal), "replaying")
+    return trace
 
 
 def check_trace(trace: dict[str, Any], seat: int | None, source: str) -> None:
@@ -67,11 +76,11 @@ def handle_replay(args) -> int:
     if args.source is None:
         if args.seat is not None:
             raise UserError("--seat needs a GAME or TRACE.json to replay")
-        app = ReplayApp(store_path=_existing_db(args.db))
+        app = ReplayApp(store_path=_existing_db(args.db), reveal_all_seats=args.reveal_all_seats)
         require_terminal("calbench replay")
         app.run()
         return app.return_code or 0
-    trace = load_trace(args.source, args.db)
+    trace = load_trace(args.source, args.db, args.reveal_all_seats)
     check_trace(trace, args.seat, args.source)
     app = ReplayApp(trace, seat=args.seat)
     require_terminal("calbench replay")

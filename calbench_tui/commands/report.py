@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from . import UserError, add_db_option, db_path, require_terminal, with_store
+from . import UserError, add_db_option, db_path, existing_db, require_terminal, with_store
 
 GROUP_BY = ("persona", "model", "cost_mode")
 
@@ -44,20 +44,9 @@ def register(sub) -> None:
     p.add_argument("--prices", metavar="FILE.toml", default=None,
                    help="prices per million tokens per model ([models.\"NAME\"] prompt, cached, completion) to "
                         "show money per game beside the LLM tokens (see docs/llm.md)")
+    p.add_argument("--include-unverified", action="store_true",
+                   help="also count imported traces that did not verify (stored with 'import --keep-unverified')")
     p.set_defaults(handler=handle_report)
-
-
-def existing_db(arg: str | None) -> str:
-    """The database path, which must exist (a report never creates an empty database)."""
-    path = db_path(arg)
-    if path == ":memory:" or path.startswith("file:"):
-        return path
-    if not os.path.exists(path):
-        where = "--db" if arg else ("$CALBENCH_DB" if os.environ.get("CALBENCH_DB") else "the default location")
-        raise UserError(f"no save database at {path} ({where}); play or run games first, or pass --db PATH")
-    if os.path.isdir(path):
-        raise UserError(f"{path} is a directory, not a save database")
-    return path
 
 
 def task_ids(ref: str | None) -> list[str] | None:
@@ -74,11 +63,12 @@ def task_ids(ref: str | None) -> list[str] | None:
     return sorted({t.task_id for t in tasks})
 
 
-def load(path: str, ids: list[str] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def load(path: str, ids: list[str] | None,
+         include_unverified: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(game_results rows, traces of those games) from the database at ``path``."""
 
     async def main(store):
-        rows = await store.game_results(task_id=ids)
+        rows = await store.game_results(task_id=ids, include_unverified=include_unverified)
         gids = list(dict.fromkeys(r["game_id"] for r in rows))
         return rows, [await store.load_trace(g) for g in gids]
 
@@ -132,7 +122,7 @@ def handle_report(args) -> int:
             raise UserError(str(exc)) from None
     path = existing_db(args.db)
     ids = task_ids(args.tasks)
-    rows, traces = load(path, ids)
+    rows, traces = load(path, ids, getattr(args, "include_unverified", False))
 
     import lab.report as reporting
 

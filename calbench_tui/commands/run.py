@@ -227,7 +227,8 @@ def handle(args) -> int:
     try:
         games = runner.run_cli_suite(tasks, spec, db=path, settings=settings,
                                      concurrency=1 if scripted else k, processes=processes,
-                                     resume=args.resume, progress_bar=progress_bar)
+                                     resume=args.resume, progress_bar=progress_bar,
+                                     notice=lambda line: print(line, file=sys.stderr))
     except runner.RunError as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:
@@ -235,7 +236,9 @@ def handle(args) -> int:
     summary = runner.summarise(games)
     if args.json:
         doc = {"games": [g.to_json() for g in games], "summary": summary}
-        sys.stdout.write(json.dumps(doc) + "\n")
+        from engine.redact import redact
+
+        sys.stdout.write(redact(json.dumps(doc)) + "\n")
     else:
         print_table(summary, games)
     failed = sum(1 for g in games if g.status == "failed")

@@ -16,7 +16,7 @@ from typing import Any
 
 from personas.spec import compact_label as compact_agents
 
-from . import UserError, add_db_option, db_path, with_store
+from . import UserError, add_db_option, db_path, existing_db, with_store
 
 
 def register(sub) -> None:
@@ -34,6 +34,7 @@ def register(sub) -> None:
     p.add_argument("game", metavar="GAME", help="game id or a unique prefix of it")
     p.add_argument("-o", "--output", metavar="FILE.json", required=True, help="where to write ('-' for stdout)")
     add_db_option(p)
+    add_reveal_option(p)
     p.set_defaults(handler=handle_export)
 
     p = sub.add_parser("import", help="load JSON traces (ours or the paper authors') or other save databases",
@@ -42,22 +43,52 @@ def register(sub) -> None:
                                    "skipped; a file that cannot be read is reported and the others still load.")
     p.add_argument("files", metavar="FILE.json|FILE.db", nargs="+", help="trace files or save databases")
     add_db_option(p)
+    p.add_argument("--keep-unverified", action="store_true",
+                   help="store traces that do not verify (a changed move, a bad state hash, edited metrics, "
+                        "missing events) marked 'unverified' instead of refusing them; reports leave them out "
+                        "unless given --include-unverified")
     p.set_defaults(handler=handle_import)
 
     p = sub.add_parser("trace", help="replay a trace and verify it (no persona is called)",
                        description="Fold a trace's applied batches over the initial calendars and check each "
                                    "round against what the trace recorded. FILE is read if it exists; "
-                                   "otherwise GAME is looked up in the database. Exit status 1 when the "
+                                   "otherwise GAME is looked up in the database. The recorded metrics are "
+                                   "recomputed from the folded trace and compared too. Exit status 1 when the "
                                    "trace does not verify.")
     p.add_argument("source", metavar="FILE.json|GAME", help="a trace file, or a saved game id (prefix)")
     add_db_option(p)
     p.add_argument("--at", metavar="SEQ", type=int, default=None,
                    help="fold only up to event SEQ (inclusive) and show the calendars there")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_reveal_option(p)
     p.set_defaults(handler=handle_trace)
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+def _db_holding(arg: str | None, game: str) -> str:
+    """The database to look ``game`` up in; a missing database is 'no such game', never created."""
+    try:
+        return existing_db(arg)
+    except UserError as exc:
+        if str(exc).startswith("no save database"):
+            raise UserError(f"no saved game matches {game.strip()!r} ({exc})") from None
+        raise
+
+
+def add_reveal_option(parser) -> None:
+    parser.add_argument("--reveal-all-seats", action="store_true",
+                        help="also show a game a human is still playing (running or stopped): this reveals "
+                             "every seat's calendar, costs and private labels mid-game")
+
+
+def refuse_peeking(trace: dict[str, Any], args, what: str) -> None:
+    """One line, exit 2, for a saved game a human is still playing (unless --reveal-all-seats)."""
+    from saves.store import human_game_in_play, in_play_message
+
+    if human_game_in_play(trace) and not getattr(args, "reveal_all_seats", False):
+        raise UserError(in_play_message(trace, what))
+
 
 def read_trace_file(path: str) -> dict[str, Any]:
     """A trace from a JSON file, or a UserError naming the file and what is wrong."""
@@ -72,6 +103,10 @@ def read_trace_file(path: str) -> dict[str, Any]:
         trace = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise UserError(f"{path}: not a game trace (the JSON is nested far too deep)") from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python reads
+        raise UserError(f"{path}: not a game trace ({str(exc).splitlines()[0]})") from None
     if not isinstance(trace, dict) or not isinstance(trace.get("events"), list) or "game_id" not in trace:
         raise UserError(f"{path}: not a game trace (expected an object with 'game_id' and 'events')")
     return trace
@@ -93,10 +128,12 @@ def handle_games(args) -> int:
     async def go(store):
         return await store.list_games(status=args.status, task_id=args.task)
 
-    games = with_store(db_path(args.db), go)
+    path = db_path(args.db)
+    exists = path == ":memory:" or path.startswith("file:") or os.path.exists(os.path.expanduser(path))
+    games = with_store(path, go) if exists else []  # listing never creates a database
     if args.json:
         keys = ("game_id", "task_id", "agents", "status", "started_at", "ended_at", "coordination", "excess_cost",
-                "cost_mode", "source")
+                "cost_mode", "source", "verification")
         print(json.dumps({"games": [{k: g.get(k) for k in keys} for g in games]}, indent=2))
         return 0
     if not games:
@@ -116,7 +153,8 @@ def handle_games(args) -> int:
         table.add_column(col, **kw)
     for g in games:
         agents = compact_agents(g["agents"]) + (" (authors)" if g["source"] == "authors" else "")
-        table.add_row(g["game_id"][:8], g["task_id"] or "—", agents, g["status"],
+        status = g["status"] + (" (unverified)" if g.get("verification") == "unverified" else "")
+        table.add_row(g["game_id"][:8], g["task_id"] or "—", agents, status,
                       (g["started_at"] or "—")[5:16].replace("T", " "), _fmt(g["coordination"], pct=True),
                       _fmt(g["excess_cost"]))
     Console().print(table)
@@ -129,8 +167,11 @@ def handle_export(args) -> int:
     async def go(store):
         return await store.load_trace(args.game)
 
-    trace = with_store(db_path(args.db), go)
-    text = json.dumps(trace, indent=2, ensure_ascii=False)
+    from engine.redact import redact
+
+    trace = with_store(_db_holding(args.db, args.game), go)
+    refuse_peeking(trace, args, "exporting")
+    text = redact(json.dumps(trace, indent=2, ensure_ascii=False))
     if args.output == "-":
         sys.stdout.write(text + "\n")
         return 0
@@ -156,29 +197,67 @@ def handle_import(args) -> int:
         for path in args.files:
             try:
                 if is_sqlite_file(path):  # another save database (e.g. a shard of a suite): merge it
-                    await _merge_database(store, path, results)
+                    await _merge_database(store, path, results, args.keep_unverified)
                     continue
                 trace = read_trace_file(path)
-                added = await store.import_trace(trace)
+                results.append(await import_verified(store, trace, path, args.keep_unverified))
             except (UserError, StoreError) as exc:
                 msg = str(exc)
                 results.append((path, "failed", msg if msg.startswith(path) else f"{path}: {msg}"))
-                continue
-            results.append((path, "imported" if added else "duplicate", trace["game_id"]))
+            except Exception as exc:  # noqa: BLE001 - one bad file never aborts the others
+                results.append((path, "failed", f"{path}: cannot be imported ({type(exc).__name__}: "
+                                                 f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"))
 
     with_store(db_path(args.db), go)
-    counts = {"imported": 0, "duplicate": 0, "failed": 0}
+    counts = {"imported": 0, "unverified": 0, "duplicate": 0, "failed": 0}
     for path, outcome, detail in results:
         counts[outcome] += 1
         if outcome == "imported":
             print(f"imported {path} (game {detail})")
+        elif outcome == "unverified":
+            print(f"imported {path} marked unverified (game {detail}); reports leave it out "
+                  "unless given --include-unverified")
         elif outcome == "duplicate":
             print(f"skipped {path}: game {detail} is already saved", file=sys.stderr)
         else:
             print(f"calbench: error: could not import {detail}", file=sys.stderr)
-    print(f"{counts['imported']} imported, {counts['duplicate']} already saved, {counts['failed']} failed",
-          file=sys.stderr)
-    return 1 if counts["failed"] else 0
+    unverified = f", {counts['unverified']} imported unverified" if counts["unverified"] else ""
+    print(f"{counts['imported']} imported{unverified}, {counts['duplicate']} already saved, "
+          f"{counts['failed']} failed", file=sys.stderr)
+    return 1 if counts["failed"] or counts["unverified"] else 0
+
+
+async def import_verified(store, trace: dict[str, Any], where: str, keep_unverified: bool) -> tuple[str, str, str]:
+    """Fold and check ``trace`` (``engine.replay.verify_trace``), then import it.
+
+    A trace that verifies is stored ``verified``.  One that does not is refused — or, with
+    ``keep_unverified``, stored marked ``unverified`` with its problems.  Returns one
+    ``(where, outcome, detail)`` line for the summary.
+    """
+    from engine.replay import TraceError, verify_trace
+    from saves.store import _check_trace
+
+    _check_trace(trace)  # types and sizes first: the fold must not meet a value it cannot read
+    try:
+        res = verify_trace(trace)
+        problems = list(res.problems)
+    except TraceError as exc:
+        problems = [str(exc)]
+    except (RecursionError, MemoryError):
+        problems = ["the trace cannot be folded (it is too large or nested too deep)"]
+    except Exception as exc:  # noqa: BLE001 - a malformed part the fold did not expect
+        problems = [f"the trace cannot be folded ({type(exc).__name__}: {str(exc)[:200]})"]
+    gid = trace["game_id"]
+    if problems and not keep_unverified:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return (where, "failed", f"{where}: game {gid} does not verify, not imported: {problems[0]}{more}; "
+                                 "check it with 'calbench trace', or add --keep-unverified to store it marked "
+                                 "unverified")
+    added = await store.import_trace(trace, verification="unverified" if problems else "verified",
+                                     problems=problems or None)
+    if not added:
+        return where, "duplicate", gid
+    return where, "unverified" if problems else "imported", gid
 
 
 def is_sqlite_file(path: str) -> bool:
@@ -189,9 +268,9 @@ def is_sqlite_file(path: str) -> bool:
         return False
 
 
-async def _merge_database(store, path: str, results: list) -> None:
+async def _merge_database(store, path: str, results: list, keep_unverified: bool = False) -> None:
     """Import every game of another save database, one result line per game."""
-    from saves.store import Store
+    from saves.store import Store, StoreError
 
     if os.path.realpath(path) == os.path.realpath(store.path):
         raise UserError(f"{path} is the database being imported into")
@@ -199,9 +278,14 @@ async def _merge_database(store, path: str, results: list) -> None:
     try:
         for g in await other.list_games():
             where = f"{path}#{g['game_id'][:8]}"
-            trace = await other.load_trace(g["game_id"])
-            added = await store.import_trace(trace)
-            results.append((where, "imported" if added else "duplicate", g["game_id"]))
+            try:
+                trace = await other.load_trace(g["game_id"])
+                results.append(await import_verified(store, trace, where, keep_unverified))
+            except StoreError as exc:
+                results.append((where, "failed", f"{where}: {exc}"))
+            except Exception as exc:  # noqa: BLE001 - one bad game never aborts the others
+                results.append((where, "failed", f"{where}: cannot be imported ({type(exc).__name__}: "
+                                                 f"{str(exc)[:200]})"))
     finally:
         await other.close()
 
@@ -219,7 +303,9 @@ def _load_for_trace(args) -> dict[str, Any]:
     async def go(store):
         return await store.load_trace(args.source)
 
-    return with_store(db_path(args.db), go)
+    trace = with_store(_db_holding(args.db, args.source), go)
+    refuse_peeking(trace, args, "tracing")
+    return trace
 
 
 def _cell(item) -> str:
@@ -234,14 +320,14 @@ def _cell(item) -> str:
 
 def handle_trace(args) -> int:
     from engine.model import calendar_to_json
-    from engine.replay import TraceError, fold_trace
+    from engine.replay import TraceError, fold_trace, verify_trace
 
     trace = _load_for_trace(args)
     last = len(trace.get("events") or []) - 1
     if args.at is not None and not 0 <= args.at <= max(last, 0):
         raise UserError(f"--at {args.at}: this trace has events 0-{last}")
     try:
-        res = fold_trace(trace, upto_seq=args.at)
+        res = fold_trace(trace, upto_seq=args.at) if args.at is not None else verify_trace(trace)
     except TraceError as exc:
         raise UserError(f"{args.source}: {exc}") from None
     cals = res.final_calendars if args.at is None else res.calendars_at(args.at)
@@ -284,7 +370,8 @@ def handle_trace(args) -> int:
         console.print(f"  a{a}: " + " ".join(f"{_cell(it):>3}" for it in cal), highlight=False, soft_wrap=True)
     console.print(f"  cost of the applied batches per agent: {res.costs}", highlight=False)
     if res.verified:
-        console.print("\n[green]Verified[/]: every folded round matches what the trace recorded.")
+        checked = "" if args.at is not None else ", and the recorded metrics match the ones recomputed from it"
+        console.print(f"\n[green]Verified[/]: every folded round matches what the trace recorded{checked}.")
         return 0
     console.print(f"\n[red]Not verified[/]: {len(res.problems)} problem(s):")
     for p in res.problems:

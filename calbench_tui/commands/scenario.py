@@ -39,10 +39,32 @@ def register(sub) -> None:
                    help="blocked errands per agent, one value or a comma list (default 4)")
     p.add_argument("--cost", choices=["uniform", "varied"], default="uniform", help="cost setting (default uniform)")
     p.add_argument("--json", action="store_true", help="print the task row as one JSON line")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="SECONDS",
+                   help="longest the oracle may take to solve a generated scenario (default 60); large "
+                        "scenarios (many slots and meetings) can take far longer to solve exactly")
     p.set_defaults(handler=handle)
 
 
 def handle(args) -> int:
+    from engine import oracle
+    from engine.model import TaskError
+
+    if not args.time_limit > 0:
+        raise UserError("--time-limit must be a positive number of seconds")
+    old = oracle.set_time_limit(args.time_limit)
+    try:
+        return _handle(args)
+    except oracle.OracleTimeout:
+        raise UserError(f"the oracle did not solve this scenario within {args.time_limit:g} s "
+                        f"({args.agents} agents, {args.slots} slots, {args.meetings} meetings); try a smaller "
+                        "scenario or a longer --time-limit") from None
+    except TaskError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        oracle.set_time_limit(old)
+
+
+def _handle(args) -> int:
     from engine.model import TaskError
 
     try:

@@ -39,9 +39,10 @@ class SavedGamesScreen(Screen):
         Binding("escape,q", "close", "Close", id="games.close"),
     ]
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, *, reveal_all_seats: bool = False) -> None:
         super().__init__()
         self.store = store
+        self.reveal_all_seats = reveal_all_seats  # open games a human is still playing (peeking)
         self.games: list[dict[str, Any]] = []
         self.loaded = False
 
@@ -103,7 +104,13 @@ class SavedGamesScreen(Screen):
         from .replay import ReplayScreen
 
         try:
+            from saves.store import human_game_in_play, in_play_message
+
             trace = await self.store.load_trace(game_id)
+            if human_game_in_play(trace) and not self.reveal_all_seats:
+                self.notify(in_play_message(trace, "replaying").replace("add --", "start with --"),
+                            severity="warning", timeout=10)
+                return
             screen = ReplayScreen(trace, seat=_human_seat(trace))
         except TraceError as exc:
             self.notify(f"Game {game_id[:8]} cannot be replayed: {exc}", severity="error", timeout=10)

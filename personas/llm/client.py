@@ -38,6 +38,8 @@ from typing import Any, Awaitable, Callable
 
 import openai
 
+from engine.redact import redact
+
 from .settings import LLMSettings, RunPool
 
 __all__ = ["CallResult", "complete", "classify", "retry_after_seconds", "RETRYABLE"]
@@ -182,11 +184,11 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
             try:
                 _fill_success(res, completion)
             except Exception as e:  # a body we cannot read as a completion
-                res.failure, res.failure_detail = "bad_response", f"{type(e).__name__}: {e}"
+                res.failure, res.failure_detail = "bad_response", redact(_bad_response(e, completion))[:500]
             break
         kind, status = classify(exc)
         res.failure, res.status = kind, status
-        res.failure_detail = f"{kind}{f' (HTTP {status})' if status else ''}: {_error_message(exc)}"[:500]
+        res.failure_detail = redact(f"{kind}{f' (HTTP {status})' if status else ''}: {_error_message(exc)}")[:500]
         if kind == "context_length":
             from .context import window_from_error
 
@@ -228,8 +230,24 @@ async def fetch_models(client: Any, timeout: float = 10.0) -> Any:
         return None
 
 
+class _NoChoices(ValueError):
+    pass
+
+
+def _bad_response(exc: Exception, completion: Any) -> str:
+    """Plain words for a 200 answer that is not a usable completion."""
+    if isinstance(exc, _NoChoices):
+        return "the endpoint answered with no choices (\"choices\": [])"
+    return f"the answer is not a chat completion ({type(exc).__name__}: {exc})"
+
+
 def _fill_success(res: CallResult, completion: Any) -> None:
-    choice = completion.choices[0]
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        raise _NoChoices()
+    choice = choices[0]
+    if getattr(choice, "message", None) is None:
+        raise ValueError("the first choice has no message")
     msg = choice.message
     res.text = msg.content
     extra = getattr(msg, "model_extra", None) or {}

@@ -124,6 +124,9 @@ def load_personas(path: str | Path, base: LLMSettings | None = None) -> tuple[LL
         raise PersonasFileError(f"personas file {path} cannot be read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise PersonasFileError(f"personas file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise PersonasFileError(f"personas file {path} is not UTF-8 text (byte {exc.start}: "
+                                f"{exc.object[exc.start:exc.start + 1]!r}); save it as UTF-8") from None
     unknown = set(raw) - {"defaults", "seats"}
     if unknown:
         raise PersonasFileError(f"personas file {path}: unknown section(s) {', '.join(sorted(unknown))}; "

@@ -20,7 +20,9 @@ the inbox) and plays a seat:
     cooperative, but the first attempt of a request may instead get a 429 (with
     ``Retry-After``), a 500, prose instead of JSON, JSON in a code fence, or an invalid
     batch — chosen deterministically from ``seed`` and the request body, so a retried
-    request (same body) gets through and a run is reproducible.
+    request (same body) gets through and a run is reproducible.  Once a body is answered
+    it is forgotten, so on a long-lived server every game that sends the same requests
+    meets the same faults (a game is reproducible, not only the first one).
 
 ``sloppy``
     answers like a small model without a format constraint: per request (from ``seed``
@@ -48,7 +50,9 @@ json_object); any other type gets a 400 saying it is not supported, as older ser
 
 Faults can also be injected one by one (``server.inject("429")``) for precise tests:
 ``429``, ``500``, ``context_length``, ``hang`` (answer after ``seconds``), ``prose``,
-``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``.
+``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``, ``unauthorized_echo`` (a 401
+whose text quotes the ``Authorization`` header it received, as some providers do — for the
+redaction tests) and ``no_choices`` (a 200 with ``"choices": []``).
 
 Slot lists are written and read with ``engine/protocol.py`` (the one owner of the message
 protocol); the mock's own sentences ("I can do slots 0, 1 (free) and …") are its own.  This
@@ -94,7 +98,7 @@ FORMATS = ("json_schema", "json_object")
 _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · Sender Agent (\d+) · (\d+) slots ===$",
                        re.M)
 FAULTS = ("429", "500", "context_length", "hang", "prose", "fenced", "invalid_batch", "empty", "truncated",
-          "unauthorized")
+          "unauthorized", "unauthorized_echo", "no_choices")
 
 _REFLECT_RE = re.compile(r"^=== Reflection after Round (\d+) · Meeting M(-?\d+) · You are Agent (\d+) ===$", re.M)
 _SEAT_RE = re.compile(r"You are Agent (\d+)")
@@ -490,6 +494,10 @@ def _common_prefix(a: list[str], b: list[str]) -> int:
     return n
 
 
+# Faults after which the client sends the very same request again (its own retry loop).
+_RESENT = frozenset({"429", "500", "hang"})
+
+
 class MockLLMServer:
     """The loopback endpoint.  ``port=0`` picks a free port; see :attr:`base_url`."""
 
@@ -524,6 +532,7 @@ class MockLLMServer:
         self.max_in_flight = 0
         self._conns: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task] = set()
+        self._auth: str | None = None  # the last request's Authorization header (unauthorized_echo only)
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -671,6 +680,7 @@ class MockLLMServer:
                 if "authorization" in headers:
                     self.auth_headers_seen += 1  # counted, never stored
                 close = headers.get("connection", "").lower() == "close"
+                self._auth = headers.get("authorization")
                 status, extra_headers, payload = await self._dispatch(method, target.split("?")[0], body)
                 await self._write(writer, status, payload, extra_headers, close=close)
                 if close:
@@ -749,7 +759,12 @@ class MockLLMServer:
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
             fault = self._take_fault(th.seat, rec.phase, body_key)
-            self._attempts[body_key] += 1
+            if fault is not None and fault.kind in _RESENT:
+                self._attempts[body_key] += 1  # the client sends this body again: let that through
+            else:
+                # answered: forget the body, so the next game that sends it meets the same
+                # chaos (a long-lived server gives every game the same faults)
+                self._attempts.pop(body_key, None)
             if fault and fault.kind == "hang":
                 await asyncio.sleep(fault.seconds if fault.seconds is not None else 30.0)
             elif self.latency:
@@ -785,6 +800,9 @@ class MockLLMServer:
             return 500, {}, _error("The server had an error while processing your request (mock).", "server_error")
         if kind == "unauthorized":
             return 401, {}, _error("Incorrect API key provided (mock).", "invalid_request_error", "invalid_api_key")
+        if kind == "unauthorized_echo":
+            return 401, {}, _error(f"Incorrect API key provided: {self._auth or 'none'}.", "invalid_request_error",
+                                   "invalid_api_key")
         if kind == "context_length":
             limit = self.context_limit or 4096
             if self.context_style == "llamacpp":
@@ -821,6 +839,9 @@ class MockLLMServer:
             content = ""
         elif kind == "truncated":
             content, finish = content[: max(1, len(content) // 2)], "length"
+        if kind == "no_choices":
+            return 200, {}, {"id": f"chatcmpl-mock-{len(self.records)}", "object": "chat.completion", "created": 0,
+                             "model": req.get("model") or f"mock-{self.policy}", "choices": []}
         c_tok = math.ceil(len(content) / 4)
         return 200, {}, {
             "id": f"chatcmpl-mock-{len(self.records)}",

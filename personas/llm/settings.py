@@ -167,8 +167,12 @@ class LLMSettings(BaseModel):
 
     def resolve_api_key(self) -> str:
         """The key from ``$api_key_env``; a placeholder for a custom endpoint without one."""
+        from engine.redact import register_secret, register_secret_env
+
+        register_secret_env(self.api_key_env)
         key = os.environ.get(self.api_key_env)
         if key:
+            register_secret(key)
             return key
         if self.resolved_base_url():
             return PLACEHOLDER_KEY

@@ -1,0 +1,104 @@
+"""Secret redaction: the one function every stored or printed text goes through.
+
+API keys come from the environment and must never be written to the database, a trace,
+a log or the terminal (DESIGN "Secrets").  An endpoint may quote the key back ("Incorrect
+API key provided: Bearer sk-...") and that text would otherwise travel into a failure
+detail, a trace and the store.  :func:`redact` replaces
+
+* the value of every key the process knows of: the variables named by an LLM setting's
+  ``api_key_env`` (registered with :func:`register_secret_env` when a client is made),
+  ``OPENAI_API_KEY`` and any environment variable whose name ends in ``API_KEY``,
+  ``_TOKEN`` or ``_SECRET`` (values of 8 characters or more);
+* anything shaped like a bearer token (``Bearer <token>``) or an ``sk-…`` key
+
+with ``[redacted]``.  The replacement holds no quote or backslash, so redacting a JSON
+text leaves it valid JSON.  Cheap when there is nothing to redact (substring tests in C
+before any regular expression), so the store can run it over every row it writes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Any
+
+__all__ = ["REDACTED", "redact", "redact_obj", "register_secret", "register_secret_env", "known_secrets"]
+
+REDACTED = "[redacted]"
+MIN_SECRET = 8
+
+_ENV_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET|_SECRET_KEY)$", re.I)
+# "Bearer <token>" and OpenAI-style keys (sk-..., sk-proj-..., sk-ant-...).
+_SHAPES = re.compile(r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{6,}|\bsk-[A-Za-z0-9_-]{6,}")
+
+_explicit: set[str] = set()
+_env_names: set[str] = {"OPENAI_API_KEY"}
+
+
+def register_secret(value: str | None) -> None:
+    """Redact ``value`` from now on (ignored when shorter than 8 characters)."""
+    global _cache
+    if isinstance(value, str) and len(value.strip()) >= MIN_SECRET:
+        _explicit.add(value.strip())
+        _cache = None
+
+
+def register_secret_env(name: str | None) -> None:
+    """Redact the value of environment variable ``name`` (read at every call: it may change)."""
+    global _cache
+    if isinstance(name, str) and name:
+        _env_names.add(name)
+        _cache = None
+
+
+_cache: tuple[tuple, float, list[str]] | None = None
+
+
+def known_secrets() -> list[str]:
+    """Every secret value to redact now, longest first (so a key containing another goes whole).
+
+    Recomputed when a secret is registered, when the environment gains or loses a variable,
+    or after a second (the store calls this for every row it writes).
+    """
+    global _cache
+    now = time.monotonic()
+    key = (len(_explicit), len(_env_names), len(os.environ))
+    if _cache is not None and _cache[0] == key and now - _cache[1] < 1.0:
+        return _cache[2]
+    vals = set(_explicit)
+    for name, value in os.environ.items():
+        if (name in _env_names or _ENV_NAME.search(name)) and len(value.strip()) >= MIN_SECRET:
+            vals.add(value.strip())
+    out = sorted(vals, key=len, reverse=True)
+    _cache = (key, now, out)
+    return out
+
+
+def redact(text: str) -> str:
+    """``text`` with every known secret and every token-shaped string replaced by ``[redacted]``."""
+    if not isinstance(text, str) or not text:
+        return text
+    for secret in _cache[2] if _fresh() else known_secrets():
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    if "sk-" in text or "earer" in text or "EARER" in text:  # sk-…, Bearer / bearer / BEARER
+        text = _SHAPES.sub(REDACTED, text)
+    return text
+
+
+def _fresh() -> bool:
+    c = _cache
+    return (c is not None and c[0] == (len(_explicit), len(_env_names), len(os.environ))
+            and time.monotonic() - c[1] < 1.0)
+
+
+def redact_obj(obj: Any) -> Any:
+    """A copy of a JSON-like value with :func:`redact` applied to every string (keys too)."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {redact(k) if isinstance(k, str) else k: redact_obj(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_obj(v) for v in obj]
+    return obj

@@ -1,0 +1,209 @@
+"""A run's lease on what it plays, and workers that die with their parent.
+
+Issue 15: a killed ``calbench run`` left its worker processes writing under PID 1 while
+``--resume`` played the same tasks again (456 tasks completed twice out of 720), and two
+runs of one suite into one database played every task twice.  Two mechanisms close this:
+
+* **Workers die with their parent.**  :func:`die_with_parent` (called first thing in a
+  forked worker) asks Linux to SIGKILL the worker when its parent dies
+  (``prctl(PR_SET_PDEATHSIG)`` through ctypes) and starts a watchdog thread that exits
+  the worker when its parent pid changes (other systems, and the window before prctl).
+  A worker that dies this way loses at most the finished games it had not flushed yet;
+  their claims go stale and ``--resume`` plays them again.
+* **Claims.**  Each task of a suite ("unit": ``<task_id>#<occurrence>``) is claimed in the
+  store (``Store.claim_units``, one transaction per chunk of :data:`CHUNK` units) before it
+  is played.  A live claim of another process is respected (the task is left to it), a
+  stale one (its process gone) is taken over, and — when resuming — a task completed
+  already is never played again.  Checking "completed" and claiming happen in one write
+  transaction, so two processes cannot both decide to play a task.
+
+A run that ends cleanly drops its claims.  A second run of the same suite into the same
+database while the first is alive is refused in one line, unless it is a ``--resume``,
+which shares the work: it plays only what nobody else holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from saves.lease import Owner, current_owner
+
+__all__ = ["CHUNK", "Claimer", "ResumeReport", "die_with_parent", "units_of", "check_other_runs",
+           "prepare_resume_claims"]
+
+#: Units claimed per store transaction (one writer-lock trip per chunk, as the saver flushes).
+CHUNK = 8
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int, *, interval: float = 0.2) -> bool:
+    """Make this (forked) process die when ``parent_pid`` does.  True when prctl took.
+
+    Linux: ``PR_SET_PDEATHSIG`` = SIGKILL, then a check that the parent did not die before
+    the call (it would not fire then).  Everywhere: a daemon thread that polls
+    ``os.getppid()`` and ends the process with ``os._exit`` once it changes.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent_pid:  # the parent is gone already
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="calbench-parent-watchdog", daemon=True).start()
+    return armed
+
+
+def units_of(tasks: Sequence[Any]) -> list[str]:
+    """``<task_id>#<occurrence>`` for each task of a suite (a task may appear twice)."""
+    seen: dict[str, int] = {}
+    out = []
+    for t in tasks:
+        n = seen.get(t.task_id, 0)
+        seen[t.task_id] = n + 1
+        out.append(f"{t.task_id}#{n}")
+    return out
+
+
+class Claimer:
+    """Claims a process's share of a suite, a chunk at a time, just before it is played.
+
+    ``take(i)`` answers for task ``i``: ``claimed`` / ``stale`` (play it), ``done`` or
+    ``taken`` (do not).  ``release()`` drops this process's claims (a clean end).
+    """
+
+    def __init__(self, store, key: str, tasks: Sequence[Any], ids: Sequence[str], units: Sequence[str], *,
+                 run_pid: int | None = None, skip_done: bool = True, chunk: int = CHUNK) -> None:
+        self.store = store
+        self.key = key
+        self.tasks = list(tasks)
+        self.ids = list(ids)
+        self.units = list(units)
+        self.owner: Owner = current_owner(run_pid)
+        self.skip_done = skip_done
+        self.chunk = max(1, chunk)
+        self.status: dict[int, str] = {}
+        self.counts: dict[str, int] = {"claimed": 0, "stale": 0, "done": 0, "taken": 0}
+        self._lock = asyncio.Lock()
+
+    async def take(self, i: int) -> str:
+        async with self._lock:  # concurrent games of one process share one claim per chunk
+            if i not in self.status:
+                idx = [j for j in range(i, min(len(self.tasks), i + self.chunk)) if j not in self.status]
+                got = await self.store.claim_units(
+                    self.key, [(self.units[j], self.tasks[j].task_id, self.ids[j]) for j in idx], self.owner,
+                    skip_done=self.skip_done)
+                for j in idx:
+                    self.status[j] = got.get(self.units[j], "taken")
+        st = self.status[i]
+        self.counts[st] = self.counts.get(st, 0) + 1
+        return st
+
+    def plays(self, status: str) -> bool:
+        return status in ("claimed", "stale")
+
+    async def release(self) -> None:
+        try:
+            await self.store.release_claims(self.key, self.owner)
+        except Exception:  # noqa: BLE001 - a closed store at shutdown; the claims go stale anyway
+            pass
+
+
+@dataclass
+class ResumeReport:
+    """What ``--resume`` found before playing (one line for the user)."""
+
+    total: int = 0
+    completed: int = 0
+    marked_stopped: int = 0
+    stale_claims: int = 0
+    held_by_others: int = 0
+    other_pids: list[int] = field(default_factory=list)
+    to_play: int = 0
+
+    def line(self) -> str:
+        parts = [f"{self.completed} of {self.total} tasks completed already"]
+        if self.marked_stopped:
+            parts.append(f"{self.marked_stopped} game(s) a crash left running marked stopped")
+        if self.stale_claims:
+            parts.append(f"{self.stale_claims} task(s) claimed by a run that is gone, taken over")
+        if self.held_by_others:
+            pids = ", ".join(str(p) for p in sorted(set(self.other_pids))[:3])
+            parts.append(f"{self.held_by_others} being played by another run (pid {pids}), left to it")
+        return "resume: " + "; ".join(parts) + f"; playing {self.to_play}"
+
+
+async def check_other_runs(store, key: str, *, resume: bool, db: str) -> list[dict[str, Any]]:
+    """Live claims of other runs under ``key``; without ``resume`` any is :class:`OtherRunActive`
+    (the caller shows it as one line)."""
+    me = os.getpid()
+    live = [c for c in await store.claims(key) if c["alive"] and c["run_pid"] != me and c["pid"] != me]
+    if live and not resume:
+        pids = sorted({c["run_pid"] or c["pid"] for c in live})
+        raise OtherRunActive(
+            f"another calbench run (pid {', '.join(map(str, pids[:3]))}) is playing this suite with the same "
+            f"agents and settings into {db} right now; add --resume to share the work with it, or wait "
+            "for it to finish")
+    return live
+
+
+class OtherRunActive(Exception):
+    """A second run of the same suite into the same database, without ``--resume``."""
+
+
+async def prepare_resume_claims(store, key: str, tasks: Sequence[Any], ids: Sequence[str]
+                                ) -> tuple[list[int], ResumeReport]:
+    """``--resume`` bookkeeping: which task indexes are left to play, and what was found.
+
+    Games a crash left ``running`` are marked stopped — except those a live process still
+    plays.  Tasks completed under ``key`` are dropped.  Claims are only inspected here
+    (each worker claims its own chunks as it goes).
+    """
+    report = ResumeReport(total=len(tasks))
+    claims = await store.claims(key)
+    me = os.getpid()
+    live_games = {c["game_id"] for c in claims if c["alive"] and c["pid"] != me}
+    for gid in await store.running_game_ids(key):
+        if gid in live_games:
+            continue
+        await store.mark_status(gid, "stopped")
+        report.marked_stopped += 1
+    done = set(await store.completed_task_ids(key))
+    units = units_of(tasks)
+    by_unit = {c["unit"]: c for c in claims}
+    keep = []
+    for i, t in enumerate(tasks):
+        if t.task_id in done:
+            report.completed += 1
+            continue
+        c = by_unit.get(units[i])
+        if c is not None and c["pid"] != me:
+            if c["alive"]:
+                report.held_by_others += 1
+                report.other_pids.append(c["run_pid"] or c["pid"])
+            else:
+                report.stale_claims += 1
+        keep.append(i)
+    report.to_play = len(keep) - report.held_by_others
+    # the claims of runs that are gone: tidy them away (a task they held and did not
+    # complete is played again by whoever claims it next)
+    await store.drop_claims(key, {c["owner"] for c in claims if not c["alive"]})
+    return keep, report

@@ -1,0 +1,21 @@
+"""Shared helpers for the hardening tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from engine.game import GameConfig, run_game
+from engine.generate import generate_scenario
+from personas.registry import make_personas
+
+
+def run_async(coro):
+    return asyncio.run(coro)
+
+
+def our_trace(seed: int = 3, agents: str = "imap") -> dict:
+    """A real game played by scripted seats, as a JSON trace."""
+    task = generate_scenario(seed)
+    res = asyncio.run(run_game(task, make_personas(agents, task.num_agents), GameConfig(deterministic=True)))
+    return json.loads(json.dumps(res.trace))

@@ -1,0 +1,148 @@
+"""Issue 15 (3): an API key quoted back by an endpoint never reaches the store, a trace,
+a failure trace or the terminal.  Real HTTP to the loopback mock; a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))
+
+from llmkit import small_task  # noqa: E402
+
+from engine.game import GameConfig  # noqa: E402
+from engine.redact import REDACTED, redact, redact_obj  # noqa: E402
+
+SECRET = "sk-test-SECRET123abcdef"
+
+
+def test_redact_removes_the_key_value_and_token_shapes(monkeypatch):
+    monkeypatch.setenv("CALBENCH_TEST_API_KEY", "plainvalue-0123456789")
+    text = ("Incorrect API key provided: Bearer abc.def-123456; also sk-proj-ZZZZ99999999 and "
+            "plainvalue-0123456789 and a normal sentence about slot 7")
+    out = redact(text)
+    assert "abc.def-123456" not in out and "sk-proj-ZZZZ99999999" not in out and "plainvalue" not in out
+    assert out.count(REDACTED) == 3 and "a normal sentence about slot 7" in out
+    # JSON stays JSON
+    blob = json.dumps({"detail": text, "n": [1, 2]})
+    assert json.loads(redact(blob))["n"] == [1, 2]
+    assert redact_obj({"a": [text], "b": 3}) == {"a": [out], "b": 3}
+    # ordinary words that merely contain "sk-" or "bearer" stay
+    assert redact("ask-me about the bearer of news") == "ask-me about the bearer of news"
+
+
+async def test_a_key_quoted_by_a_401_is_stored_nowhere(tmp_path, monkeypatch, capsys):
+    """The issue's reproduction: an endpoint whose 401 says 'Incorrect API key provided:
+    Bearer sk-test-SECRET123' — before the fix the secret was stored 17x in the database
+    and 21x in the exported trace.  After: 0 and 0."""
+    from lab.session import Session, run_session
+    from personas.llm.factory import LLMSettings, make_llm_persona
+    from personas.llm.mock_server import MockLLMServer
+    from saves.store import Store
+
+    monkeypatch.setenv("CALBENCH_T15_KEY", SECRET)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    task = small_task()
+    db = tmp_path / "r.db"
+    async with MockLLMServer(policy="cooperative") as server:
+        server.inject("unauthorized_echo", count=40)
+        settings = LLMSettings(base_url=server.base_url, api_key_env="CALBENCH_T15_KEY", retries=0)
+        seats = [make_llm_persona("llm:mock", settings) for _ in range(task.num_agents)]
+        store = await Store.open(db)
+        try:
+            out = await run_session(Session(task, seats, GameConfig(deterministic=True, max_turns_per_round=2),
+                                            "g-secret", "llm:mock", "k"), store=store)
+            trace = await store.load_trace("g-secret")
+        finally:
+            await store.close()
+            await settings.pool.aclose()
+        assert server.stats()["faults"].get("unauthorized_echo", 0) >= 5  # the endpoint did quote the key
+    assert out.status == "completed"
+    details = [e["data"].get("detail") or "" for e in trace["events"] if e["type"] == "seat_timeout"]
+    assert details and all("Incorrect API key provided" in d and REDACTED in d for d in details)
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())  # db, -wal, -shm
+    assert raw.count(SECRET.encode()) == 0 and raw.count(b"SECRET123") == 0
+    con = sqlite3.connect(db)
+    dump = "\n".join(con.iterdump())
+    con.close()
+    assert "SECRET123" not in dump
+    assert "SECRET123" not in json.dumps(trace)
+
+
+def test_a_session_failure_trace_is_redacted(monkeypatch):
+    from lab.session import Session, failure_trace
+
+    monkeypatch.setenv("CALBENCH_T15_KEY2", SECRET)
+    from engine.redact import register_secret_env
+
+    register_secret_env("CALBENCH_T15_KEY2")
+    task = small_task()
+    try:
+        raise RuntimeError(f"endpoint said: key {SECRET} is wrong (Authorization: Bearer {SECRET})")
+    except RuntimeError as exc:
+        tr = failure_trace(Session(task, [], GameConfig(), "g", "x", "k"), [], exc)
+    assert "SECRET123" not in tr["error"] and "SECRET123" not in tr["error_traceback"]
+    assert REDACTED in tr["error"]
+
+
+async def test_the_store_redacts_whatever_reaches_it(tmp_path):
+    """The last line of defence: a trace whose text holds a token is written without it."""
+    from saves.store import Store
+
+    trace = {"game_id": "g1", "config": {"note": f"Bearer {SECRET}"}, "stopped": True,
+             "events": [{"seq": 0, "type": "parse_error", "timestamp": "t",
+                         "data": {"agent_id": 0, "detail": f"HTTP 401: Incorrect API key provided: {SECRET}"}}],
+             "error": f"boom {SECRET}"}
+    async with await Store.open(tmp_path / "s.db") as store:
+        assert await store.import_trace(trace)
+        back = await store.load_trace("g1")
+    assert "SECRET123" not in json.dumps(back)
+    assert back["events"][0]["data"]["detail"].endswith(REDACTED)
+
+
+def test_cli_error_lines_are_redacted(cli, tmp_path):
+    bad = tmp_path / f"{SECRET}.json"
+    rc, out, err = cli("trace", str(bad))
+    assert rc == 2 and "SECRET123" not in err and REDACTED in err
+
+
+async def test_no_choices_is_a_clear_bad_response(mock, make_settings):
+    """Issue 15 (7): '"choices": []' was recorded as 'IndexError: list index out of range'."""
+    from personas.llm.client import complete
+
+    settings = make_settings(mock, retries=0)
+    mock.inject("no_choices")
+    res = await complete(settings.pool.client(settings), [{"role": "user", "content": "hi"}], settings,
+                         model="mock")
+    assert res.failure == "bad_response"
+    assert "no choices" in res.failure_detail and "IndexError" not in res.failure_detail
+
+
+@pytest.fixture
+async def mock():
+    from personas.llm.mock_server import MockLLMServer
+
+    async with MockLLMServer(policy="cooperative") as server:
+        yield server
+
+
+@pytest.fixture
+async def make_settings(monkeypatch):
+    from personas.llm.factory import LLMSettings
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    made = []
+
+    def make(server, **kw):
+        kw.setdefault("backoff_base", 0.01)
+        s = LLMSettings(base_url=server.base_url, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        await s.pool.aclose()
