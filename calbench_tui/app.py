@@ -17,6 +17,11 @@ Architecture (DESIGN.md):
   such in the seats bar.
 * ``ctrl+q`` quits at any moment: the worker is cancelled and the saved game is marked
   ``stopped``; ``--resume GAME`` continues it from its last complete round.
+* The instructions (the help screen) open at the start of *every* game of a session — in
+  a study each participant must get them, and a shared lab machine has one config folder —
+  unless the player presses ``h`` on them (for this session only) or the experimenter
+  starts the app with ``--no-intro``.  ``ctrl+p`` is the command palette: every action of
+  the screen on top, by name.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any, Callable, Sequence
 
 from rich.console import Console
 from textual import work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.worker import Worker
 
@@ -46,7 +51,7 @@ from .screens.end import EndScreen
 from .screens.game import GameScreen
 from .screens.help import HelpScreen
 from .screens.setup import SetupScreen
-from .settings import Settings, mark_help_seen
+from .settings import Settings
 
 SeatsArg = Sequence[Any] | Callable[[Task, HumanPersona], Sequence[Any]] | None
 
@@ -72,6 +77,25 @@ def binding_ids() -> list[str]:
     return ids
 
 
+def binding_table() -> list[tuple[str, str, str]]:
+    """(id, keys, description) of every remappable binding (``calbench-play --list-keys``)."""
+    from .screens.games import SavedGamesScreen
+    from .screens.replay import ReplayScreen
+    from .screens.report import ReportScreen
+    from .widgets.batch import BatchBuilder
+    from .widgets.calendar import CalendarView
+
+    out: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for cls in (CalBenchApp, GameScreen, DecisionScreen, EndScreen, SetupScreen, HelpScreen, CalendarView,
+                BatchBuilder, SavedGamesScreen, ReplayScreen, ReportScreen):
+        for b in cls.BINDINGS:
+            if isinstance(b, Binding) and b.id and b.id not in seen:
+                seen.add(b.id)
+                out.append((b.id, b.key, b.description))
+    return out
+
+
 def screen_text(app: App) -> str:
     """The current screen as plain text (what a person would read), for tests and benchmarks."""
     width, height = app.size
@@ -91,7 +115,8 @@ def human_seat_of(config: dict[str, Any]) -> int | None:
 
 class CalBenchApp(App):
     TITLE = "CalBench"
-    ENABLE_COMMAND_PALETTE = False
+    ENABLE_COMMAND_PALETTE = True
+    COMMAND_PALETTE_BINDING = "ctrl+p"
     CSS = """
     Screen { background: $surface; }
     Footer { height: 1; }
@@ -100,6 +125,7 @@ class CalBenchApp(App):
     BINDINGS = [
         Binding("ctrl+q", "quit_game", "Quit", id="quit", priority=True),
         Binding("question_mark", "help", "Help", id="help"),
+        Binding("ctrl+p", "command_palette", "Commands", id="palette", show=False),
     ]
 
     def __init__(self, *, settings: Settings, store: Any = None, seats: SeatsArg = None, task: Task | None = None,
@@ -125,6 +151,7 @@ class CalBenchApp(App):
         self.resume_trace: dict[str, Any] | None = None
         self._resume_llm: dict[int, Any] = {}  # seat -> LLMSettings restored from the saved game
         self._resume_nosy: tuple[int, ...] = ()
+        self.intro_each_game = settings.show_help  # the instructions before every game (see the module doc)
         self.lobby_screen = None  # the waiting screen of a table served elsewhere
         if settings.keymap:
             self._keymap = self._normalize_keymap(settings.keymap)
@@ -146,14 +173,11 @@ class CalBenchApp(App):
                 self.error = str(exc)
                 self.exit(return_code=2)
                 return
-        if self.settings.setup or self.settings.seat is None:
+        if (self.settings.setup or self.settings.seat is None) and not self.settings.resume:
             self.push_screen(SetupScreen(self.settings, num_agents=self._given_task.num_agents if self._given_task else 5,
                                          llm_available=self.settings.llm_available), callback=self._setup_done)
         else:
             self.start_game()
-        if self.settings.show_help:
-            self.push_screen(HelpScreen())
-            mark_help_seen()
 
     async def on_unmount(self) -> None:
         if self.status == "running":
@@ -174,6 +198,12 @@ class CalBenchApp(App):
         if self._given_task is not None:
             return self._given_task
         s = self.settings
+        from .settings import seed_of_ref
+
+        if s.task and seed_of_ref(s.task) is not None:  # "seed:N" is a generated scenario: the costs apply
+            from engine.generate import generate_scenario
+
+            return generate_scenario(seed_of_ref(s.task), cost_mode=s.cost)
         if s.task:
             from engine.taskref import hydrate_labels, resolve_tasks
 
@@ -251,6 +281,8 @@ class CalBenchApp(App):
         self.game_screen = GameScreen(seat=self.settings.seat, channels=tuple(self.settings.channels),
                                       num_agents=task.num_agents, num_rounds=len(task.meetings))
         self.push_screen(self.game_screen)
+        if self.intro_each_game:
+            self.push_screen(HelpScreen(intro=True))
         self.games_played += 1
         self.play(task, seats)
 
@@ -342,6 +374,17 @@ class CalBenchApp(App):
         if frame.get("status") == "lobby":
             self.lobby_screen = LobbyScreen(frame["seat"])
             self.push_screen(self.lobby_screen)
+        if self.intro_each_game and not getattr(self, "_remote_intro_shown", False):
+            self._remote_intro_shown = True  # once per table: a rejoin does not bring it back
+            self.push_screen(HelpScreen(intro=True), callback=self._after_remote_intro)
+
+    def _after_remote_intro(self, _result: Any = None) -> None:
+        """The instructions were read over the lobby: if the table started meanwhile, the lobby
+        (left under them) goes too."""
+        from .screens.lobby import LobbyScreen
+
+        if self.lobby_screen is None and isinstance(self.screen, LobbyScreen):
+            self.pop_screen()
 
     def remote_lobby(self, frame: dict[str, Any]) -> None:
         lobby = self.lobby_screen
@@ -351,6 +394,7 @@ class CalBenchApp(App):
             self.lobby_screen = None
             if self.screen is lobby:
                 self.pop_screen()
+            # (under the instructions it is popped when they close: _after_remote_intro)
         else:
             lobby.show(frame)
 
@@ -441,6 +485,39 @@ class CalBenchApp(App):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    # -- readable keys and the command palette -------------------------------------------------
+    def get_key_display(self, binding: Binding) -> str:
+        from .keys import key_name
+
+        return binding.key_display or key_name(binding.key)
+
+    def get_system_commands(self, screen) -> Any:
+        """The palette lists every action bound on the screen on top, then help and quit."""
+        from .keys import screen_commands
+
+        listed: set[str] = set()
+        for title, help_text, node, action in screen_commands(self, screen):
+            if node is self:
+                continue
+            listed.add(title)
+            yield SystemCommand(title, help_text, self._runner(action, node))
+        yield SystemCommand("Help", "key: ? — the instructions and every key", self.action_help)
+        yield SystemCommand("What the numbers mean", "the legend of the end screen, the saved games and the report",
+                            self.action_legend)
+        yield SystemCommand("Quit", "key: ctrl+q — leave; a game in progress is saved as stopped",
+                            self.action_quit_game)
+
+    def _runner(self, action: str, node: Any):
+        async def run() -> None:
+            await self.run_action(action, node)
+        return run
+
+    def action_legend(self) -> None:
+        from .screens.legend import LegendScreen
+
+        if not isinstance(self.screen, LegendScreen):
+            self.push_screen(LegendScreen())
+
     # -- messages from the game ------------------------------------------------------------
     def _on_human_request(self, request: HumanRequest) -> None:
         self.post_message(HumanTurn(request))
@@ -513,6 +590,8 @@ class CalBenchApp(App):
 
     # -- again ----------------------------------------------------------------------------
     def play_again(self) -> None:
+        """The setup screen again, prefilled with this game's choices (the next seed), so the
+        player sees what the next game will be before it starts."""
         if self.status == "running":
             return
         while len(self.screen_stack) > 1:
@@ -523,7 +602,30 @@ class CalBenchApp(App):
         if not self.settings.task:
             self.settings = self.settings.with_(seed=None if self.settings.seed is None
                                                 else self.settings.seed + 1)
+        n = self.game_task.num_agents if self.game_task is not None else 5
+        self.push_screen(SetupScreen(self.settings, num_agents=n, llm_available=self.settings.llm_available,
+                                     again=True), callback=self._setup_done)
+
+    async def resume_saved(self, game_id: str) -> bool:
+        """Continue a stopped game picked in the saved-games list (as ``--resume`` does)."""
+        if self.status == "running":
+            self.notify("Finish or quit the game in progress first.", severity="warning")
+            return False
+        previous = self.settings
+        self.settings = self.settings.with_(resume=game_id)
+        try:
+            await self._prepare_resume()
+        except Exception as exc:
+            self.settings = previous
+            self.resume_trace = None
+            self.notify(f"Cannot continue game {game_id[:8]}: {exc}", severity="error", timeout=10)
+            return False
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.game_screen = None
+        self.end_screen = None
         self.start_game()
+        return True
 
 
 def make_app(*, settings: Settings | None = None, store: Any = None, seats: SeatsArg = None,

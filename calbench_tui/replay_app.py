@@ -24,6 +24,11 @@ class ReplayApp(App):
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [Binding("ctrl+q", "quit", "Quit", id="quit", priority=True)]
 
+    def get_key_display(self, binding: Binding) -> str:
+        from .keys import key_name
+
+        return binding.key_display or key_name(binding.key)
+
     def __init__(self, trace: dict[str, Any] | None = None, *, seat: int | None = None,
                  store: Any = None, store_path: str | None = None, reveal_all_seats: bool = False) -> None:
         super().__init__()

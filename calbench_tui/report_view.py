@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from lab.report.plots import fairness_bars, message_points, ols, plane_points
+from lab.report.plots import MIN_FIT_POINTS, fairness_bars, message_points, ols, plane_points
 
 
 # ---------------------------------------------------------------------------------------
@@ -37,7 +37,9 @@ def _table(title: str, columns: Sequence[tuple[str, str]]):
     t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
               pad_edge=False)
     for k, (name, justify) in enumerate(columns):
-        t.add_column(name, justify=justify, no_wrap=k > 0, overflow="fold")
+        # The name column never wraps (a persona split over two lines reads as two); a narrow
+        # terminal wraps the numeric columns' headers instead.
+        t.add_column(name, justify=justify, no_wrap=k == 0, overflow="fold")
     return t
 
 
@@ -61,9 +63,9 @@ def report_renderables(report: dict[str, Any]) -> list[Any]:
     if not report["table"]:
         out.append(Text("No completed games match; nothing to report.", style="yellow"))
         return out
-    t = _table(f"Table 1 — per {gt.lower()} (levels; Coord. = mean success; Messages/mtg pooled)",
-               [(gt, "left"), ("N", "right"), ("Meetings", "right"), ("Coord.", "right"), ("Excess", "right"),
-                ("Messages/mtg", "right"), ("Fairness", "right"), ("VPS", "right")])
+    t = _table(f"Table 1 — per {gt.lower()} (levels; Coord. = mean success; Msgs/mtg pooled)",
+               [(gt, "left"), ("N", "right"), ("Mtgs", "right"), ("Coord.", "right"), ("Excess", "right"),
+                ("Msgs/mtg", "right"), ("Fair.", "right"), ("VPS", "right")])
     _with_settings(t, report["table"], lambda r: (
         "  " + r["group"], str(r["seats"]), fmt(r["meetings"]), fmt(r["coordination"], "pct"), fmt(r["excess"]),
         fmt(r["messages_per_meeting"]), fmt(r["fairness"], "f3"), fmt(r["vps"])), 8)
@@ -239,5 +241,6 @@ def text_charts(report: dict[str, Any], width: int = 56) -> list[Any]:
     for mode, series in message_points(report).items():
         out.append(text_scatter(series, width=width, height=10, x_label="messages per meeting",
                                 y_label="excess (levels)", lines=True,
-                                title=f"Messages against excess — {mode} cost (· per-group OLS)"))
+                                title=f"Messages against excess — {mode} cost (· per-group OLS, ≥ {MIN_FIT_POINTS} "
+                                      "points)"))
     return out

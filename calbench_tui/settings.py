@@ -80,7 +80,7 @@ class Settings:
     max_turns_per_round: int = 15
     decision_retries: int = 3
     deterministic: bool = False  # logical clock and derived game id (snapshots, tests)
-    show_help: bool = False  # the first-run help screen
+    show_help: bool = False  # the instructions at the start of every game (calbench-play: on unless --no-intro)
     setup: bool = False  # open the setup screen before the game
     seat_personas: dict[int, str] = field(default_factory=dict)  # per-seat specs from the setup screen
     keymap: dict[str, str] = field(default_factory=dict)
@@ -148,15 +148,11 @@ def load_keymap(path: Path | str | None, known_ids: Iterable[str]) -> dict[str, 
     return out
 
 
-def first_run() -> bool:
-    """True until the help screen has been shown once (a marker in the config dir)."""
-    return not (config_dir() / "seen-help").exists()
-
-
-def mark_help_seen() -> None:
+def seed_of_ref(task: str | None) -> int | None:
+    """The seed of a ``seed:N`` task reference (a generated scenario), else None."""
+    if not task or not task.strip().lower().startswith("seed:"):
+        return None
     try:
-        d = config_dir()
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "seen-help").write_text("1\n", encoding="utf-8")
-    except OSError:
-        pass  # a read-only home only means the help shows again
+        return int(task.strip()[5:].strip())
+    except ValueError:
+        return None

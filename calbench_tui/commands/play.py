@@ -39,9 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint for llm seats")
     p.add_argument("--resume", metavar="GAME", help="continue a stopped game (an id or a unique prefix)")
     p.add_argument("--setup", action="store_true", help="open the setup screen even when --seat is given")
-    p.add_argument("--max-turns", type=int, default=15, metavar="N", help="CHEAP_TALK sweeps per round (default 15)")
+    p.add_argument("--max-turns", type=int, default=15, metavar="N", help="talk turns per round: every speaker once per turn (default 15)")
     p.add_argument("--keys", metavar="PATH", help="key bindings file (default: calbench/keys.toml in your config dir)")
-    p.add_argument("--help-screen", action="store_true", help="show the help screen at start")
+    p.add_argument("--no-intro", action="store_true",
+                   help="don't open the instructions at the start of every game (they open by default: in a "
+                        "study every participant gets them; ? shows them at any time)")
+    p.add_argument("--help-screen", action="store_true", help=argparse.SUPPRESS)  # (the default now)
+    p.add_argument("--list-keys", action="store_true",
+                   help="print every key binding (id, keys, what it does) for a keys.toml, and exit")
     p.add_argument("--join", metavar="URL",
                    help="play a seat of a table served elsewhere ('calbench serve'): ws://HOST:PORT/table "
                         "(http://HOST:PORT works too)")
@@ -79,7 +84,8 @@ def _handle_join(args: argparse.Namespace) -> int:
         keymap = load_keymap(args.keys, binding_ids())
     except SettingsError as exc:
         raise UserError(str(exc)) from None
-    app = make_app(settings=Settings(join=url, code=code, keymap=keymap, show_help=args.help_screen))
+    app = make_app(settings=Settings(join=url, code=code, keymap=keymap,
+                                     show_help=args.help_screen or not args.no_intro))
     if not os.environ.get("TEXTUAL_DRIVER"):  # a browser session (textual-serve) has no tty, and needs none
         require_terminal("calbench-play")
     app.run()
@@ -89,7 +95,10 @@ def _handle_join(args: argparse.Namespace) -> int:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from calbench_tui.settings import Settings, SettingsError, first_run, load_keymap, parse_channels
+    from calbench_tui.settings import Settings, SettingsError, load_keymap, parse_channels, seed_of_ref
+
+    if args.list_keys:
+        return _list_keys(args)
 
     if args.join:
         return _handle_join(args)
@@ -113,7 +122,10 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
 
     task = None
-    if args.task and not args.resume:
+    if args.task and seed_of_ref(args.task) is not None and not args.resume:
+        if args.seat is not None and args.seat >= 5:  # a generated scenario (with --cost), built by the app
+            raise UserError(f"--seat {args.seat} does not exist: a generated scenario has seats 0-4")
+    elif args.task and not args.resume:
         from engine.model import TaskError
         from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
 
@@ -145,7 +157,7 @@ def handle(args: argparse.Namespace) -> int:
         base_url=args.base_url,
         resume=args.resume,
         max_turns_per_round=args.max_turns,
-        show_help=args.help_screen or first_run(),
+        show_help=args.help_screen or not args.no_intro,
         setup=args.setup or (args.seat is None and not args.resume),
         keymap=keymap,
         llm_available=llm_available,
@@ -209,6 +221,26 @@ def resume_command(game_id: str, db: str | None = None) -> str:
     if db:
         parts += ["--db", db]
     return shlex.join(parts)
+
+
+def _list_keys(args: argparse.Namespace) -> int:
+    """Every binding id with its keys (as remapped by --keys / keys.toml) and what it does."""
+    from calbench_tui.app import binding_table
+    from calbench_tui.settings import SettingsError, load_keymap
+
+    rows = binding_table()
+    try:
+        keymap = load_keymap(args.keys, [r[0] for r in rows])
+    except SettingsError as exc:
+        raise UserError(str(exc)) from None
+    from calbench_tui.keys import key_name
+
+    print(f"{'id':<24} {'keys':<22} what it does")
+    for ident, keys, desc in rows:
+        shown = ", ".join(key_name(k) for k in keymap.get(ident, keys).split(","))
+        print(f"{ident:<24} {shown:<22} {desc}")
+    print("\nRemap in keys.toml ([keys] id = \"key,key\"), e.g.  end_turn = \"ctrl+t\"")
+    return 0
 
 
 def _spec_uses_llm(spec: str) -> bool:

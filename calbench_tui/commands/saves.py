@@ -28,11 +28,18 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help='print {"games": [...]} as JSON')
     p.set_defaults(handler=handle_games)
 
-    p = sub.add_parser("export", help="write a saved game's trace to a JSON file",
+    p = sub.add_parser("export", help="write saved games' traces to JSON files",
                        description="Write one saved game as a JSON trace (the authors' shape plus our keys, "
-                                   "including the full task row). A unique prefix of the game id is enough.")
-    p.add_argument("game", metavar="GAME", help="game id or a unique prefix of it")
-    p.add_argument("-o", "--output", metavar="FILE.json", required=True, help="where to write ('-' for stdout)")
+                                   "including the full task row). A unique prefix of the game id is enough. "
+                                   "With --all, every saved game (or those with --status) goes to a directory, "
+                                   "one calbench-<id>.json per game.",
+                       epilog="Examples: 'calbench export 3f2a -o game.json'; 'calbench export --all -o traces/'")
+    p.add_argument("game", metavar="GAME", nargs="?", help="game id or a unique prefix of it")
+    p.add_argument("--all", action="store_true", help="export every saved game into the directory given by -o")
+    p.add_argument("--status", choices=("running", "completed", "stopped", "failed"),
+                   help="with --all: only games with this status")
+    p.add_argument("-o", "--output", metavar="FILE.json|DIR", required=True,
+                   help="where to write ('-' for stdout); a directory with --all")
     add_db_option(p)
     add_reveal_option(p)
     p.set_defaults(handler=handle_export)
@@ -164,6 +171,13 @@ def handle_games(args) -> int:
 # -- export ----------------------------------------------------------------------------------
 
 def handle_export(args) -> int:
+    if args.all:
+        return _export_all(args)
+    if not args.game:
+        raise UserError("name a game to export (an id or a unique prefix), or use --all -o DIR")
+    if args.status:
+        raise UserError("--status goes with --all")
+
     async def go(store):
         return await store.load_trace(args.game)
 
@@ -183,6 +197,41 @@ def handle_export(args) -> int:
     except OSError as exc:
         raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     print(f"wrote game {trace['game_id']} ({len(trace['events'])} events) to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _export_all(args) -> int:
+    """Every saved game (or those with --status) as one JSON file each, with progress on stderr."""
+    if args.game:
+        raise UserError("--all exports every game: name no game with it")
+    if args.output == "-":
+        raise UserError("--all writes one file per game: give a directory with -o")
+    out = os.path.abspath(args.output)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UserError(f"{args.output} is a file; --all needs a directory")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {args.output}: {exc.strerror or exc}") from None
+
+    async def go(store):
+        games = await store.list_games(status=args.status)
+        written = 0
+        for i, g in enumerate(games, 1):
+            trace = await store.load_trace(g["game_id"])
+            path = os.path.join(out, f"calbench-{g['game_id']}.json")
+            try:
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(json.dumps(trace, indent=2, ensure_ascii=False) + "\n")
+            except OSError as exc:
+                raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+            written += 1
+            if sys.stderr.isatty() or i == len(games):
+                print(f"\rexported {i}/{len(games)}", end="" if i < len(games) else "\n", file=sys.stderr)
+        return written
+
+    n = with_store(db_path(args.db), go)
+    print(f"wrote {n} game(s) to {args.output}" if n else "no saved games to export", file=sys.stderr)
     return 0
 
 
@@ -359,7 +408,8 @@ def handle_trace(args) -> int:
     for r in res.rounds:
         outcome = {True: "coordinated", False: "not coordinated"}.get(r["coordinated"], "—")
         match = {True: "[green]yes[/]", False: "[red]NO[/]", None: "not recorded"}[r["matches"]]
-        table.add_row(str(r["round"]), f"M{r['meeting_id']}", outcome, r["state_hash"], match)
+        rn = r["round"] + 1 if isinstance(r["round"], int) else r["round"]  # from 1, as the game and replay say
+        table.add_row(str(rn), f"M{r['meeting_id']}", outcome, r["state_hash"], match)
     if res.rounds:
         console.print(table)
     else:

@@ -9,6 +9,11 @@ the retries left.
 
 VOLUNTARY (contacted as a non-participant): the same builder without a meeting slot;
 ``n`` does nothing.
+
+"Valid" only means the engine accepts the batch on this seat's own calendar.  A batch can
+be valid and still defeat the table, so the panel also warns in words (and ``s`` asks for
+a second press) when the meeting goes to a slot nobody talked about, or when a move takes
+an already scheduled meeting out of its slot — which breaks it for its other participants.
 """
 
 from __future__ import annotations
@@ -28,6 +33,34 @@ from engine.seats import Reply
 from ..widgets.keybar import KeyBar
 from ..widgets.batch import BatchBuilder, BatchPlan
 from ..widgets.calendar import movable
+from engine.model import MeetingCopy
+
+
+def agents_words(seats: list[int]) -> str:
+    """[0] → "Agent 0"; [0, 1, 2] → "Agents 0, 1 and 2"."""
+    if len(seats) == 1:
+        return f"Agent {seats[0]}"
+    return "Agents " + ", ".join(map(str, seats[:-1])) + f" and {seats[-1]}"
+
+
+def batch_warnings(plan: BatchPlan, *, talk: list[int], seat: int,
+                   participants: dict[int, tuple[int, ...]], decision: bool) -> list[str]:
+    """What a valid batch may still get wrong for the table, in plain words."""
+    out: list[str] = []
+    if decision and plan.target is not None and talk and plan.target not in talk:
+        said = ", ".join(map(str, talk))
+        out.append(f"The talk was about slot{'s' if len(talk) > 1 else ''} {said}, but you place M{plan.meeting_id} "
+                   f"at slot {plan.target}. The meeting counts only if every participant puts it in the same "
+                   "slot.")
+    for f, t in plan.moves.items():
+        item = plan.calendar[f]
+        if isinstance(item, MeetingCopy):
+            others = [p for p in participants.get(item.meeting_id, ()) if p != seat]
+            who = agents_words(others) if others else "its other participants"
+            out.append(f"Moving M{item.meeting_id} from slot {f} to slot {t} breaks it: {who} keep "
+                       f"{'their copies' if len(others) != 1 else 'their copy'} at slot {f}, so M{item.meeting_id} "
+                       "stops counting (for them too) unless they move it as well.")
+    return out
 
 
 class DecisionScreen(Screen):
@@ -35,14 +68,14 @@ class DecisionScreen(Screen):
     AUTO_FOCUS = "BatchBuilder"
 
     BINDINGS = [
-        Binding("enter", "meet_here", "Meet here", id="meet_here"),
-        Binding("m", "move", "Move item", id="move"),
-        Binding("left", "dest(-1)", "◂ dest", id="dest_prev"),
-        Binding("right", "dest(1)", "dest ▸", id="dest_next"),
-        Binding("x", "unmove", "Undo move", id="unmove"),
-        Binding("s", "submit", "Submit", id="submit"),
-        Binding("n", "nothing", "Do nothing", id="nothing"),
-        Binding("t", "back_to_talk", "Talk", id="back_to_talk"),
+        Binding("enter", "meet_here", "Meet here", id="meet_here", tooltip="place the meeting at the slot under the cursor"),
+        Binding("m", "move", "Move item", id="move", tooltip="move the item under the cursor (to the nearest free slot)"),
+        Binding("left", "dest(-1)", "◂ destination", id="dest_prev", tooltip="move the item to the previous free slot"),
+        Binding("right", "dest(1)", "destination ▸", id="dest_next", tooltip="move the item to the next free slot"),
+        Binding("x", "unmove", "Undo move", id="unmove", tooltip="undo the move under the cursor"),
+        Binding("s", "submit", "Submit", id="submit", tooltip="submit the batch (the engine checks it)"),
+        Binding("n", "nothing", "Do nothing", id="nothing", tooltip="VOLUNTARY: move nothing"),
+        Binding("t", "back_to_talk", "Talk", id="back_to_talk", tooltip="look at the conversation (b comes back)"),
     ]
 
     def __init__(self, request, *, suggested: int | None = None, talk: list[int] | None = None) -> None:
@@ -55,6 +88,8 @@ class DecisionScreen(Screen):
                               require_schedule=self.decision)
         self.talk = list(talk or [])
         self.armed_invalid = False
+        self.armed_warning = False
+        self.warnings: list[str] = []
         if self.decision and suggested is not None and 0 <= suggested < self.plan.num_slots:
             self.plan.set_target(suggested)
 
@@ -81,6 +116,7 @@ class DecisionScreen(Screen):
                 yield BatchBuilder(self.plan, seat=seat, labels=obs.view.labels,
                                    participants=obs.view.prior_meetings, highlight=self.talk)
             with Vertical(id="dright"):
+                yield Static(id="under-cursor")
                 yield Static(id="plan")
                 yield Static(id="check")
                 yield Static(id="cost")
@@ -89,8 +125,13 @@ class DecisionScreen(Screen):
 
     def on_mount(self) -> None:
         self.update_panel()
+        self.builder.detail = self.query_one("#under-cursor", Static)
+        self.builder.detail.update(self.builder.slot_words())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return True  # every key answers; a key of no use now says why (see key_visible)
+
+    def key_visible(self, action: str, parameters: tuple[object, ...]) -> bool:
         if action == "meet_here":
             return self.decision
         if action == "nothing":
@@ -107,8 +148,14 @@ class DecisionScreen(Screen):
             lines.append(("" if i == 0 else "\n") + line)
         self.query_one("#plan", Static).update(lines)
         out = plan.check()
-        if isinstance(out, BatchOutcome):
+        self.warnings = batch_warnings(plan, talk=self.talk, seat=self.obs.view.seat,
+                                       participants=dict(self.obs.view.prior_meetings), decision=self.decision)
+        if isinstance(out, BatchOutcome) and not self.warnings:
             ok = Text("✓ valid: the engine would accept this batch", style="bold green")
+        elif isinstance(out, BatchOutcome):
+            ok = Text("✓ valid for your calendar, but:", style="bold green")
+            for w in self.warnings:
+                ok.append("\n⚠ " + w, style="bold yellow")
         else:
             ok = Text(f"✗ {out.message}", style="bold red")
         self.query_one("#check", Static).update(ok)
@@ -124,6 +171,7 @@ class DecisionScreen(Screen):
             talk += ("\n" if talk else "") + f"Last message (Agent {last.sender}): {last.content}"
         self.query_one("#talk", Static).update(Text(talk, style="italic"))
         self.armed_invalid = False
+        self.armed_warning = False
         if bool(self.plan.moves) != getattr(self, "_had_moves", None):
             self._had_moves = bool(self.plan.moves)
             self.refresh_bindings()
@@ -135,12 +183,15 @@ class DecisionScreen(Screen):
     def on_batch_builder_changed(self, _msg) -> None:
         self.update_panel()
 
+
     # -- actions ------------------------------------------------------------------------
     def _edited(self) -> None:
         self.builder.changed()
 
     def action_meet_here(self) -> None:
         if not self.decision:
+            self.notify("VOLUNTARY has no meeting to place: move your own items (m) or do nothing (n).",
+                        severity="warning")
             return
         self.plan.set_target(self.builder.cursor)
         self._edited()
@@ -160,16 +211,24 @@ class DecisionScreen(Screen):
         self._edited()
 
     def action_dest(self, delta: int) -> None:
+        if not self.plan.moves:
+            self.notify("No move to change: m moves the item under the cursor first.", severity="warning")
+            return
         s = self.builder.cursor
         if s not in self.plan.moves:
             src = next((f for f, t in self.plan.moves.items() if t == s), None)
             if src is None:
+                self.notify("Put the cursor on a move (its slot or its destination) to change where it goes.",
+                            severity="warning")
                 return
             s = src
         self.plan.cycle_destination(s, delta)
         self._edited()
 
     def action_unmove(self) -> None:
+        if not self.plan.moves:
+            self.notify("No move to undo.", severity="warning")
+            return
         s = self.builder.cursor
         if not self.plan.remove_move(s):
             src = next((f for f, t in self.plan.moves.items() if t == s), None)
@@ -184,10 +243,17 @@ class DecisionScreen(Screen):
             self.notify(f"Not valid: {out.message}. Press s again to submit anyway "
                         f"(the engine will reject it).", severity="warning", timeout=6)
             return
+        if isinstance(out, BatchOutcome) and self.warnings and not self.armed_warning:
+            self.armed_warning = True
+            self.notify("⚠ " + " ".join(self.warnings) + " Press s again to submit anyway.",
+                        severity="warning", timeout=10)
+            return
         self._answer(Reply(actions=tuple(self.plan.actions()), text=" · ".join(self.plan.describe())))
 
     def action_nothing(self) -> None:
         if self.decision:
+            self.notify("In DECISION you must place the meeting: pick a slot (enter) and submit (s). "
+                        "n (do nothing) is for VOLUNTARY only.", severity="warning", timeout=6)
             return
         self._answer(Reply(actions=(), text="no moves"))
 

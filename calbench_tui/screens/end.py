@@ -1,10 +1,14 @@
 """The end screen: how every seat did against the oracle, and — now the game is over — everything.
 
-Per seat: meetings scheduled/assigned, cost paid, oracle cost, excess, signed excess,
-fairness, VPS (typed + free text) and semantic leaks by tier (sensitive in red).  For
-the game: success, total excess against the oracle, the oracle's schedule beside the one
-played, and all calendars side by side with every move marked.  Keys: export the trace,
-open the replay, play again.
+Per seat: meetings scheduled/assigned, cost paid, the seat's share in the best schedule,
+its extra, signed extra, fairness, VPS (typed + free text) and semantic leaks by tier
+(sensitive in red).  For the game: meetings scheduled, *excess* — the one game number, the
+mean of the seats' extras in cost levels, the very number the saved-games list and
+``calbench report`` show — the oracle's schedule beside the one played, and all calendars
+side by side with every move marked.  Every cost on this screen is in cost levels (the
+player's own calendar figure is added where it differs); ``l`` opens the legend, which
+defines each number once (``screens/legend.py``).  Keys: export the trace, open the
+replay, play again (through the setup screen), the legend.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ def played_schedule(trace: dict[str, Any]) -> dict[int, str]:
         elif slots == {None}:
             out[mid] = "not scheduled"
         else:
-            out[mid] = "ghost: " + ", ".join("–" if s is None else str(s) for s in sorted(
+            out[mid] = "ghost (copies apart): " + ", ".join("–" if s is None else str(s) for s in sorted(
                 slots, key=lambda x: (x is None, x)))
     fs = trace.get("final_state") or {}
     sched = set(fs.get("scheduled_meeting_ids") or (trace.get("metrics") or {}).get("scheduled_meeting_ids") or [])
@@ -109,6 +113,18 @@ def calendars_table(trace: dict[str, Any], seat: int | None) -> Table:
     return t
 
 
+def _sum(values) -> float | None:
+    vals = [v for v in values if isinstance(v, (int, float))]
+    return sum(vals) if vals else None
+
+
+def excess_words(excess: Any) -> str:
+    """The game's excess as every screen prints it: two decimals, cost levels, mean per seat."""
+    if not isinstance(excess, (int, float)):
+        return "–"
+    return f"{excess:.2f} per seat (mean extra cost over the best schedule, in cost levels)"
+
+
 VPS_SOURCES = (("typed_vps", "typed"), ("freetext_vps", "free text"), ("gossip_vps", "gossip"))
 
 
@@ -157,11 +173,12 @@ class EndScreen(Screen):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
     BINDINGS = [
-        Binding("x", "export", "Export trace", id="export"),
+        Binding("x", "export", "Export", id="export", tooltip="write this game's trace to a JSON file"),
         Binding("v", "replay", "Replay", id="replay"),
         Binding("n", "play_again", "Play again", id="play_again"),
+        Binding("l", "legend", "Legend", id="end.legend", tooltip="what each number on this screen means"),
         Binding("g", "saved_games", "Saved games", id="end.games"),
-        Binding("q", "app.quit", "Quit", id="end.quit"),
+        Binding("q", "app.quit", "Quit", id="end.quit", show=False),
     ]
 
     def __init__(self, trace: dict[str, Any], *, seat: int | None, game_id: str | None = None) -> None:
@@ -173,34 +190,45 @@ class EndScreen(Screen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="end"):
             yield Static(self._headline(), id="headline")
-            yield Static(seat_table(self.trace, self.seat), id="seats-table")
+            yield Static(seat_table(self.trace, self.seat), id="seats-table", classes="wide")
             yield Static(self._leaks(), id="leaks")
             yield Static(self._schedules(), id="schedules")
             yield Static(Text("All calendars, revealed (★ the meeting placed, ←k moved in from slot k, "
                               "→k moved out to slot k)", style="bold"), classes="section")
-            yield Static(calendars_table(self.trace, self.seat), id="calendars")
+            yield Static(calendars_table(self.trace, self.seat), id="calendars", classes="wide")
         yield KeyBar()
 
     # -- sections -----------------------------------------------------------------------
     def _headline(self) -> Text:
         m = self.trace.get("metrics") or {}
+        ps = [r for r in (m.get("per_seat") or []) if isinstance(r, dict)]
         t = Text()
         t.append("GAME OVER", style="bold reverse")
-        t.append(f"  {m.get('meetings_scheduled', '?')}/{m.get('meetings_total', '?')} meetings scheduled "
-                 f"· success {_fmt((m.get('success') or 0) * 100, 0)}% "
-                 f"· total excess vs oracle {_fmt(m.get('total_excess_burden'))} "
-                 f"(paid {_fmt(m.get('realized_cost'))}, oracle {_fmt(m.get('oracle_cost_replayed'))}) "
-                 f"· VPS {_fmt(m.get('vps'))}")
+        t.append(f"  {m.get('meetings_scheduled', '?')} of {m.get('meetings_total', '?')} meetings scheduled")
+        t.append("   l: what the numbers mean", style="dim")
+        excess = m.get("excess")
+        t.append("\nExcess ", style="bold")
+        t.append(excess_words(excess), style="bold")
+        paid = _sum(r.get("cost") for r in ps)
+        best = _sum(r.get("oracle_cost") for r in ps)
+        if paid is not None and best is not None:
+            t.append(f" · all seats paid {_fmt(paid)}, the best schedule of these meetings costs {_fmt(best)}")
+            if excess and paid <= best:
+                t.append(" (seats that paid less than their share don't offset those that paid more)", style="dim")
+        t.append("\nVPS ", style="bold")
+        t.append(f"{_fmt(m.get('vps'))}", style="bold")
+        t.append(" privacy loss, summed over seats (0 = nothing revealed; lower is better)")
         split = vps_split_text(m)
         if split:
-            t.append(f" ({split})")
-        if self.seat is not None:
-            ps = (m.get("per_seat") or [])
-            if self.seat < len(ps):
-                me = ps[self.seat]
-                t.append(f"\nYou (Agent {self.seat}): {me.get('meetings_scheduled')}/{me.get('meetings_assigned')} "
-                         f"meetings, paid {_fmt(me.get('cost_shown'))}, oracle {_fmt(me.get('oracle_cost_shown'))}, "
-                         f"excess {_fmt(me.get('excess_shown'))}", style="bold")
+            t.append(f" {split}", style="dim")
+        if self.seat is not None and self.seat < len(ps):
+            me = ps[self.seat]
+            t.append(f"\nYou (Agent {self.seat}): {me.get('meetings_scheduled')} of {me.get('meetings_assigned')} "
+                     f"of your meetings scheduled · paid {_fmt(me.get('cost'))}", style="bold")
+            if me.get("cost_shown") is not None and me.get("cost_shown") != me.get("cost"):
+                t.append(f" ({_fmt(me.get('cost_shown'))} on your calendar)", style="bold")
+            t.append(f" · your share in the best schedule {_fmt(me.get('oracle_cost'))} · extra "
+                     f"{_fmt(me.get('excess'))}", style="bold")
         fails = failure_line(self.trace)
         if fails:
             t.append("\n" + fails, style="yellow")
@@ -230,12 +258,12 @@ class EndScreen(Screen):
         task = trace.get("task") or {}
         played = played_schedule(trace)
         opt = ((task.get("optimal") or {}).get("assignments")) or {}
-        t = Table(title="The schedule played and the oracle's", title_justify="left", box=None,
+        t = Table(title="Schedule: played and best (the oracle's)", title_justify="left", box=None,
                   padding=(0, 2), show_edge=False)
         t.add_column("meeting")
         t.add_column("participants")
         t.add_column("played")
-        t.add_column("oracle")
+        t.add_column("best")
         for m in task.get("meetings") or []:
             mid = m.get("id")
             o = opt.get(str(mid), opt.get(mid))
@@ -275,6 +303,11 @@ class EndScreen(Screen):
             self.app.push_screen(screen)
         except Exception as exc:  # the replay screen is another issue's work
             self.notify(f"Replay could not open: {exc}", severity="error")
+
+    def action_legend(self) -> None:
+        from .legend import LegendScreen
+
+        self.app.push_screen(LegendScreen())
 
     def action_play_again(self) -> None:
         self.app.play_again()

@@ -22,7 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from engine import protocol
 from engine.actions import Message as ActionMessage
@@ -33,7 +33,7 @@ from personas import quick
 
 from ..widgets.keybar import KeyBar
 from ..widgets.calendar import CalendarView
-from ..widgets.chat import ChatPanel
+from ..widgets.chat import CHANNEL_NAME, ChatPanel
 from ..widgets.meeting import MeetingCard
 from ..widgets.phase import PhaseBanner
 from ..widgets.seats import SeatsBar
@@ -52,18 +52,18 @@ class GameScreen(Screen):
     AUTO_FOCUS = "#calendar"
 
     BINDINGS = [
-        Binding("e", "end_turn", "End turn", id="end_turn"),
-        Binding("i", "compose", "Write", id="compose"),
-        Binding("p", "quick('propose')", "Propose", id="propose"),
-        Binding("a", "quick('accept')", "Accept", id="accept"),
-        Binding("d", "quick('decline')", "Decline", id="decline"),
-        Binding("c", "quick('share_costs')", "Costs", id="share_costs"),
-        Binding("r", "quick('ask_costs')", "Ask", id="ask_costs"),
-        Binding("b", "open_batch", "Batch", id="open_batch"),
-        Binding("u", "unqueue", "Take back", show=False, id="unqueue"),
-        Binding("left_square_bracket", "cycle_thread(-1)", "Prev thread", show=False, id="thread_prev"),
-        Binding("right_square_bracket", "cycle_thread(1)", "Next thread", show=False, id="thread_next"),
-        Binding("escape", "leave_composer", "Leave composer", show=False, id="leave_composer"),
+        Binding("e", "end_turn", "End turn", id="end_turn", tooltip="send what is queued and end your turn (with nothing queued: pass)"),
+        Binding("i", "compose", "Write", id="compose", tooltip="write a message in the composer (enter queues it)"),
+        Binding("p", "quick('propose')", "Propose", id="propose", tooltip="propose the slot under the cursor (or the marked slots) to the other participants"),
+        Binding("a", "quick('accept')", "Accept", id="accept", tooltip="accept the slot proposed to you"),
+        Binding("d", "quick('decline')", "Decline", id="decline", tooltip="decline the slot proposed to you"),
+        Binding("c", "quick('share_costs')", "Costs", id="share_costs", tooltip="tell others your cost for the marked slots (or the slots you were asked about)"),
+        Binding("r", "quick('ask_costs')", "Ask", id="ask_costs", tooltip="ask the other participants for their cost per slot"),
+        Binding("b", "open_batch", "Batch", id="open_batch", tooltip="go back to the batch builder (DECISION / VOLUNTARY)"),
+        Binding("u", "unqueue", "Take back", show=False, id="unqueue", tooltip="take back the last queued message"),
+        Binding("left_square_bracket", "cycle_thread(-1)", "Previous thread", show=False, id="thread_prev", tooltip="show the previous conversation thread"),
+        Binding("right_square_bracket", "cycle_thread(1)", "Next thread", show=False, id="thread_next", tooltip="show the next conversation thread"),
+        Binding("escape", "leave_composer", "Leave composer", show=False, id="leave_composer", tooltip="leave the composer, back to the calendar"),
     ]
 
     def __init__(self, *, seat: int, channels: tuple[str, ...], num_agents: int, num_rounds: int = 0) -> None:
@@ -80,6 +80,7 @@ class GameScreen(Screen):
         self.pending = None  # HumanRequest (speak) waiting for "end turn"
         self.batch_request = None  # HumanRequest (decide / volunteer) waiting for the builder
         self.outbox: list[ActionMessage] = []
+        self._handwritten: set[int] = set()  # ids of outbox messages typed in the composer
         self.penalty = 0
         self.talk: list[int] = []  # the slots the latest message of this round was about
         self.proposal: tuple[int, list[int]] | None = None  # (from, slots) latest proposal to me
@@ -98,9 +99,11 @@ class GameScreen(Screen):
         yield PhaseBanner(id="banner")
         yield SeatsBar(id="seats")
         with Horizontal(id="body"):
-            with VerticalScroll(id="left"):
+            with Vertical(id="left"):  # the meeting card always in view; only the calendar scrolls
                 yield MeetingCard(id="meeting")
-                yield CalendarView(id="calendar")
+                with VerticalScroll(id="left-scroll"):
+                    yield CalendarView(id="calendar")
+                yield Static("", id="slot-detail")
             with Vertical(id="right"):
                 yield ChatPanel(id="chat")
         yield KeyBar()
@@ -109,10 +112,12 @@ class GameScreen(Screen):
         settings = getattr(self.app, "settings", None)
         self.query_one("#composer", Input).cursor_blink = settings is None or settings.cursor_blink
         self.query_one(PhaseBanner).seat = self.seat
+        self.calendar.detail = self.query_one("#slot-detail", Static)
         if self.num_rounds:
             self.banner.update_state(rounds=self.num_rounds)
         self.query_one(ChatPanel).setup(self.seat, self.num_agents, self.channels)
-        self.query_one(ChatPanel).note(f"You are Agent {self.seat}. Press ? for help.")
+        self.query_one(ChatPanel).note(f"You are Agent {self.seat}. ? shows the instructions and keys; "
+                                       "ctrl+p lists every action by name.")
         self._ready = True
         backlog, self._backlog = self._backlog, []
         for fn, args in backlog:
@@ -147,6 +152,12 @@ class GameScreen(Screen):
             self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Every key stays live: pressed at the wrong moment it says why nothing happened
+        # (a silent key reads as a frozen game).  The key bar shows only what is useful now.
+        return True
+
+    def key_visible(self, action: str, parameters: tuple[object, ...]) -> bool:
+        """Whether the key bar lists this action now (the key itself always answers)."""
         if action == "end_turn":
             return self.pending is not None
         if action == "quick":
@@ -160,6 +171,32 @@ class GameScreen(Screen):
         if action == "unqueue":
             return bool(self.outbox)
         return True
+
+    def not_now(self, action: str, parameters: tuple[object, ...] = ()) -> str | None:
+        """Why an action cannot run now, in words (None when it can)."""
+        kind = parameters[0] if parameters else None
+        if self.game_over:
+            return "The game is over."
+        if action == "end_turn" and self.pending is None:
+            return "It is not your turn to talk: wait for YOUR TURN in the top line."
+        if action == "quick":
+            if self.pending is None:
+                return ("It is not your turn to talk: quick actions are made on your turn "
+                        "(you can still write with i; it is sent on your next turn).")
+            if kind in ("accept", "decline") and self.proposal is None:
+                return f"Nothing to {'accept' if kind == 'accept' else 'decline'}: nobody has proposed a slot to you this round."
+        if action == "open_batch" and (self.batch_request is None or self.batch_request.done):
+            return "There is no batch to build now: the batch builder opens by itself in DECISION."
+        if action == "unqueue" and not self.outbox:
+            return "Nothing to take back: no message is queued."
+        return None
+
+    def _refuse(self, action: str, parameters: tuple[object, ...] = ()) -> bool:
+        why = self.not_now(action, parameters)
+        if why:
+            self.notify(why, severity="warning", timeout=4)
+            return True
+        return False
 
     # -- requests from the human seat ----------------------------------------------------
     def on_register(self, briefing) -> None:
@@ -181,7 +218,7 @@ class GameScreen(Screen):
         self.banner.update_state(round=obs.round, phase="CHEAP_TALK", sweep=obs.turn, speaker=self.seat,
                                  budget=obs.max_turns, note="")
         if obs.is_last_turn:
-            self.chat.note(Text("Last sweep: close coordination now (propose or accept a slot).", style="bold"),
+            self.chat.note(Text("Last talk turn of this round: settle the slot now (propose or accept one).", style="bold"),
                            also_active=True)
         elif obs.turn == 0 and obs.is_participant and self.round_first_turn(obs):
             self.chat.note(self._first_turn_hint(obs), also_active=True)
@@ -195,7 +232,8 @@ class GameScreen(Screen):
         others = [p for p in m.participants if p != self.seat]
         if self.seat == min(m.participants):
             return Text(f"Your turn to open M{m.id}: r asks Agents {', '.join(map(str, others))} for their costs, "
-                        "or p proposes the marked slot. e ends your turn.", style="bold")
+                        "or p proposes the slot under the cursor ▸ (or the slots you marked with space). "
+                        "e ends your turn.", style="bold")
         return Text(f"Your turn for M{m.id}: write (i), share your costs (c), propose (p), or e to pass.",
                     style="bold")
 
@@ -285,9 +323,7 @@ class GameScreen(Screen):
         self.reported = {}
         self.last_writer = None
         if self.outbox:
-            self.chat.note(f"{len(self.outbox)} queued message(s) for the last meeting were dropped.")
-            self.outbox.clear()
-            self.chat.set_outbox([])
+            self._carry_outbox()
         self.calendar.set_highlight([])
         self.calendar.marks.clear()
         parts = list(m.get("participants") or [])
@@ -301,6 +337,21 @@ class GameScreen(Screen):
         line.append("You are in it." if mine else "You are not in it; you speak only if someone writes to you.")
         self.chat.note(line, also_active=True)
         self._update_target()
+
+    def _carry_outbox(self) -> None:
+        """A new round: what the person wrote themselves stays queued for their next turn
+        (they were told so); a quick action about the last meeting (a typed proposal, costs)
+        would mislead the bots in the new round and is dropped, in words."""
+        kept = [m for m in self.outbox if id(m) in self._handwritten]
+        dropped = len(self.outbox) - len(kept)
+        self.outbox[:] = kept
+        self.chat.set_outbox(self._outbox_lines(), len(self.outbox))
+        if kept:
+            self.chat.note(Text(f"{len(kept)} message(s) you wrote are still queued: they are sent on your next "
+                                "turn to talk (u takes the last one back).", style="bold"), also_active=True)
+        if dropped:
+            self.chat.note(f"{dropped} quick action(s) about the last meeting were dropped (not sent).",
+                           also_active=True)
 
     def _message(self, ev: dict[str, Any]) -> None:
         self.chat.add_message(ev)
@@ -387,6 +438,8 @@ class GameScreen(Screen):
 
     # -- actions ------------------------------------------------------------------------
     def action_end_turn(self) -> None:
+        if self._refuse("end_turn"):
+            return
         req = self.pending
         if req is None:
             return
@@ -414,13 +467,17 @@ class GameScreen(Screen):
         self.chat.show(key)
 
     def action_unqueue(self) -> None:
+        if self._refuse("unqueue"):
+            return
         if self.outbox:
             m = self.outbox.pop()
-            self.chat.set_outbox(self._outbox_lines())
+            self.chat.set_outbox(self._outbox_lines(), len(self.outbox))
             self.notify(f"Taken back: {m.content[:60]}")
             self.sync_bindings()
 
     def action_open_batch(self) -> None:
+        if self._refuse("open_batch"):
+            return
         if self.batch_request is not None and not self.batch_request.done:
             self.app.open_batch_builder(self.batch_request)
 
@@ -438,11 +495,11 @@ class GameScreen(Screen):
         who = self._audience()
         if "dm" not in self.channels:
             ch = "participant_groupchat" if "participant_groupchat" in self.channels else "all_groupchat"
-            text = "the participant chat" if ch == "participant_groupchat" else "everyone (all chat)"
+            text = "the participant chat" if ch == "participant_groupchat" else "the all-agent chat (everyone)"
         elif not who:
             text = "nobody yet"
         else:
-            text = ("Agent " if len(who) == 1 else "Agents ") + ", ".join(map(str, who)) + " (dm)"
+            text = ("Agent " if len(who) == 1 else "Agents ") + ", ".join(map(str, who)) + " (DM)"
         self.chat.set_default_target(text)
 
     def on_chat_panel_send(self, event: ChatPanel.Send) -> None:
@@ -455,22 +512,31 @@ class GameScreen(Screen):
             msgs = [ActionMessage("dm", event.text, t) for t in to] if ch == "dm" else [ActionMessage(ch, event.text)]
         else:
             msgs = [ActionMessage(th.channel, event.text, th.to if th.channel == "dm" else None)]
+        self._handwritten.update(id(m) for m in msgs)
         self._queue(msgs)
 
     def _queue(self, msgs: list[ActionMessage]) -> None:
         if not msgs:
             return
         self.outbox.extend(msgs)
-        self.chat.set_outbox(self._outbox_lines())
+        self.chat.set_outbox(self._outbox_lines(), len(self.outbox))
         if self.pending is None:
-            self.notify("Queued: it is sent when your turn comes.", timeout=3)
+            self.notify("Queued: it is sent on your next turn to talk (in a later round if this round's "
+                        "talk is over). u takes it back.", timeout=5)
         self.sync_bindings()
 
     def _outbox_lines(self) -> list[str]:
-        out = []
+        """One line per queued text; the same words by DM to several seats read as one line."""
+        groups: dict[tuple[str, str], list[int | None]] = {}
         for m in self.outbox:
-            to = f"Agent {m.to}" if m.type == "dm" else m.type.replace("_groupchat", " chat")
-            out.append(f"→ {to}: {m.content}")
+            groups.setdefault((m.type, m.content), []).append(m.to)
+        out = []
+        for (kind, content), tos in groups.items():
+            if kind == "dm":
+                to = ("Agent " if len(tos) == 1 else "Agents ") + ", ".join(map(str, tos)) + " (DM)"
+            else:
+                to = CHANNEL_NAME.get(kind, kind)
+            out.append(f"→ {to}: {content}")
         return out
 
     # quick actions ----------------------------------------------------------------------
@@ -497,6 +563,8 @@ class GameScreen(Screen):
         return ch, []
 
     def action_quick(self, kind: str) -> None:
+        if self._refuse("quick", (kind,)):
+            return
         mid, parts = self._meeting_now()
         if mid is None:
             self.notify("No meeting is being negotiated right now.", severity="warning")
@@ -532,6 +600,13 @@ class GameScreen(Screen):
                 slots = list(range(len(cal)))
             asker = [self.cost_request[0]] if self.cost_request else others
             ch, to = self._route(asker)
+            if not self.calendar.marks and not self.cost_request and not self._armed("share_costs"):
+                whom = "everyone in the chat" if ch != "dm" else ("Agent " if len(to) == 1 else "Agents ") + \
+                    ", ".join(map(str, to))
+                self.notify(f"Nobody asked: this would send your cost for all {len(slots)} slots to {whom}. "
+                            "Press c again to send it, or mark slots with space first.", severity="warning",
+                            timeout=8)
+                return
             msgs = typed(quick.share_costs, ch, to, {s: costs[s] for s in slots if 0 <= s < len(costs)})
         elif kind == "propose":
             slots = self.calendar.selected_slots()
@@ -569,4 +644,13 @@ class GameScreen(Screen):
                 self.calendar.set_highlight([slot])
         self.calendar.marks.clear()
         self.calendar.refresh()
+        self._arm = None
         self._queue(msgs)
+
+    def _armed(self, what: str) -> bool:
+        """True on the second press of a key that asked for confirmation; else arm it."""
+        if getattr(self, "_arm", None) == what:
+            self._arm = None
+            return True
+        self._arm = what
+        return False

@@ -3,7 +3,10 @@
 ``SavedGamesScreen(store)`` takes an open :class:`saves.store.Store` (its async API runs
 on the app's loop).  ``enter`` loads the highlighted game's trace and opens
 :class:`~calbench_tui.screens.replay.ReplayScreen` on it; ``r`` opens the report screen
-over the completed games; ``f5`` reloads the list; ``escape``/``q`` closes.
+over the completed games; ``c`` continues a stopped game that has a human seat (as
+``calbench-play --resume`` does); ``l`` explains the columns; ``f5`` reloads the list;
+``escape``/``q`` closes.  "excess" here is the end screen's and the report's number: the
+mean of the seats' extra cost over the best schedule, in cost levels.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from personas.spec import compact_label as compact_agents
+
+from ..widgets.keybar import KeyBar
 
 
 def _pct(v: Any) -> str:
@@ -34,7 +39,9 @@ class SavedGamesScreen(Screen):
 
     BINDINGS = [
         Binding("enter", "open", "Replay", id="games.open", priority=True),
+        Binding("c", "resume", "Continue", id="games.resume", tooltip="continue a stopped game you played"),
         Binding("r", "report", "Report", id="games.report"),
+        Binding("l", "legend", "Legend", id="games.legend", tooltip="what the columns mean"),
         Binding("f5", "reload", "Reload", id="games.reload"),
         Binding("escape,q", "close", "Close", id="games.close"),
     ]
@@ -47,15 +54,16 @@ class SavedGamesScreen(Screen):
         self.loaded = False
 
     def compose(self) -> ComposeResult:
-        yield Static(Text("Saved games — enter: replay · r: report · f5: reload · esc: close", style="bold"),
-                     id="games-title")
+        yield Static(Text("Saved games — excess: mean extra cost per seat, in cost levels (l explains every "
+                          "column)", style="bold"), id="games-title")
         yield DataTable(id="games-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="games-note")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         t = self.query_one("#games-table", DataTable)
-        for col in ("game", "task", "agents", "status", "started", "coord.", "excess", "cost", "source"):
+        # The numbers first: at 80 columns the table scrolls sideways and must not hide them.
+        for col in ("game", "status", "coord.", "excess", "task", "agents", "started", "costs", "source"):
             t.add_column(col, key=col)
         t.focus()
         self.action_reload()
@@ -75,10 +83,10 @@ class SavedGamesScreen(Screen):
         t = self.query_one("#games-table", DataTable)
         t.clear()
         for g in games:
-            t.add_row(g["game_id"][:8], g.get("task_id") or "—", compact_agents(g.get("agents")), g.get("status") or "—",
-                      (g.get("started_at") or "—")[:16].replace("T", " "), _pct(g.get("coordination")),
-                      _num(g.get("excess_cost")), g.get("cost_mode") or "—", g.get("source") or "—",
-                      key=g["game_id"])
+            t.add_row(g["game_id"][:8], g.get("status") or "—", _pct(g.get("coordination")),
+                      _num(g.get("excess_cost")), g.get("task_id") or "—", compact_agents(g.get("agents")),
+                      (g.get("started_at") or "—")[:16].replace("T", " "), g.get("cost_mode") or "—",
+                      g.get("source") or "—", key=g["game_id"])
         note.update(Text(f"{len(games)} saved game(s)." if games else
                          "No saved games yet: play one (calbench-play), run a suite (calbench run) or import "
                          "traces (calbench import).", style="dim"))
@@ -119,6 +127,29 @@ class SavedGamesScreen(Screen):
             self.notify(f"Could not open game {game_id[:8]}: {exc}", severity="error", timeout=10)
             return
         self.app.push_screen(screen)
+
+    def action_resume(self) -> None:
+        gid = self.selected_game_id()
+        if gid is None:
+            self.notify("No game selected.", severity="warning")
+            return
+        g = next(x for x in self.games if x["game_id"] == gid)
+        if g.get("status") == "completed":
+            self.notify(f"Game {gid[:8]} is completed: enter replays it.", severity="warning")
+            return
+        if not hasattr(self.app, "resume_saved"):
+            self.notify(f"Continue it with: calbench-play --resume {gid[:8]}", timeout=10)
+            return
+        self._resume(gid)
+
+    @work(exclusive=True, group="games-open")
+    async def _resume(self, game_id: str) -> None:
+        await self.app.resume_saved(game_id)
+
+    def action_legend(self) -> None:
+        from .legend import LegendScreen
+
+        self.app.push_screen(LegendScreen())
 
     def action_report(self) -> None:
         from .report import ReportScreen

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from rich.text import Text
@@ -38,44 +39,86 @@ fairness, and how much your messages revealed (VPS, label leaks).
 
 
 def keys_text(app) -> Text:
-    """Every key of the game, decision and end screens, as currently mapped."""
+    """Every key of every screen, as currently mapped, in readable names (no internal ids)."""
+    from ..keys import keys_label
+    from ..widgets.calendar import CalendarView
     from .decision import DecisionScreen
     from .end import EndScreen
     from .game import GameScreen
+    from .games import SavedGamesScreen
+    from .replay import ReplayScreen
 
     keymap = getattr(app, "_keymap", {}) or {}
     out = Text()
-    groups = [("Everywhere", type(app).BINDINGS), ("Talk", GameScreen.BINDINGS),
-              ("Batch builder", DecisionScreen.BINDINGS), ("End screen", EndScreen.BINDINGS)]
+    app_bindings = [b for b in type(app).BINDINGS if isinstance(b, Binding)]
+    groups = [("Everywhere", app_bindings),
+              ("Talk (your turn)", GameScreen.BINDINGS + CalendarView.BINDINGS),
+              ("Batch builder (DECISION, VOLUNTARY)", DecisionScreen.BINDINGS),
+              ("End screen", EndScreen.BINDINGS),
+              ("Saved games", SavedGamesScreen.BINDINGS),
+              ("Replay", [b for b in ReplayScreen.BINDINGS if not (b.id or "").startswith("replay.seat")
+                          or b.id == "replay.seat"])]
     for title, bindings in groups:
         out.append(f"\n{title}\n", style="bold")
         for b in bindings:
             if not isinstance(b, Binding) or not b.description:
                 continue
-            keys = keymap.get(b.id, b.key) if b.id else b.key
-            out.append(f"  {keys:<22}", style="bold cyan")
-            out.append(f"{b.description}")
-            if b.id:
-                out.append(f"  [{b.id}]", style="dim")
+            out.append(f"  {keys_label(b, keymap):<18}", style="bold cyan")
+            # wrapped by hand under its own column (fits the 80-column help box)
+            words = b.description + (f" — {b.tooltip}" if b.tooltip else "")
+            lines = textwrap.wrap(words, 44) or [""]
+            out.append(lines[0][:len(b.description)])
+            out.append(lines[0][len(b.description):], style="dim")
+            for more in lines[1:]:
+                out.append("\n" + " " * 20 + more, style="dim")
             out.append("\n")
-    out.append("\nOn the calendar: ↑/↓ move, space marks slots for propose / share costs. "
-               "In the composer: enter queues a message, escape leaves. [ and ] switch threads.\n")
-    out.append("Remap any key by its [id] in keys.toml in your config directory "
-               "(e.g. ~/.config/calbench/keys.toml):  [keys]  end_turn = \"ctrl+t\"\n", style="dim")
+        if title.startswith("Replay"):
+            out.append(f"  {'0 … 9':<18}", style="bold cyan")
+            out.append("show that seat in the Seat view\n")
+    out.append("\nOn the calendar: ↑/↓ move the cursor ▸, space marks slots (for propose and share costs). "
+               "In the composer: enter queues a message, esc leaves it. [ and ] switch threads.\n")
+    out.append("ctrl+p opens the command palette: every action of the screen you are on, by name.\n")
+    out.append("Keys can be remapped in a keys.toml file (calbench-play --list-keys prints their names).\n",
+               style="dim")
     return out
 
 
 class HelpScreen(ModalScreen):
+    """The instructions and every key.  ``intro=True``: shown as a game starts (see the app)."""
+
     CSS_PATH = Path(__file__).with_suffix(".tcss")
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close", id="help.close"),
+        Binding("h", "skip_intro", "Don't show before each game", id="help.skip_intro", show=False),
     ]
 
+    def __init__(self, *, intro: bool = False) -> None:
+        super().__init__()
+        self.intro = intro
+
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help"):
+        with VerticalScroll(id="help") as box:
+            box.border_subtitle = ("esc starts the game" if self.intro else "esc closes") + " · ↓ or page down for more"
+            if self.intro:
+                yield Static(Text("Before you start: how the game works (esc starts the game)", style="bold reverse"))
             yield Static(Text(GAME), id="help-game")
             yield Static(keys_text(self.app), id="help-keys")
-            yield Static(Text("escape closes this help · ? opens it again at any time", style="bold"))
+            yield Static(self._closing_words(), id="help-close")
+
+    def _closing_words(self) -> Text:
+        t = Text()
+        if self.intro:
+            t.append("esc starts the game · ? shows this again at any time", style="bold")
+            t.append("\nh: don't show this at the start of the next games (until calbench-play is closed)",
+                     style="dim")
+        else:
+            t.append("esc closes this help · ? opens it again at any time", style="bold")
+        return t
+
+    def action_skip_intro(self) -> None:
+        if hasattr(self.app, "intro_each_game"):
+            self.app.intro_each_game = False
+            self.notify("The instructions will not open by themselves again in this session (? still shows them).")
 
     def action_close(self) -> None:
         self.dismiss(None)

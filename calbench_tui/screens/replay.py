@@ -17,8 +17,10 @@ the left (grouped by round and phase), and four views on the right:
 
 Keys: ``→``/``←`` one event, ``]``/``[`` one round, ``home``/``end``, ``space`` autoplay,
 ``+``/``-`` speed, ``c``/``s``/``m``/``b`` views, ``0``–``9`` choose the seat,
-``escape``/``q`` close.  :class:`ReplayModel` is the screen's pure part (no Textual
-state), so it can be reused and tested on its own.
+``escape``/``q`` close, ``?`` one screen on how to read the replay.  Rounds are numbered
+from 1 as in the game ("Round 1/5"); the trace's own 0-based numbers stay in the files.
+:class:`ReplayModel` is the screen's pure part (no Textual state), so it can be reused and
+tested on its own.
 """
 
 from __future__ import annotations
@@ -28,18 +30,20 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static, TabbedContent, TabPane
+from textual.screen import ModalScreen, Screen
+from textual.widgets import OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
 from engine.model import Errand, MeetingCopy
 
 from ..widgets.calendar import CalendarView
+from ..widgets.keybar import KeyBar
 
 MESSAGE_TYPES = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
 REPLY_TYPES = ("turn_end", "decide_end")
@@ -71,7 +75,7 @@ def fmt_actions(actions: Any) -> str:
         elif t == "dm":
             parts.append(f"dm→{a.get('to')}")
         elif t in ("participant_groupchat", "all_groupchat"):
-            parts.append("group" if t == "participant_groupchat" else "all")
+            parts.append("participant chat" if t == "participant_groupchat" else "all-agent chat")
         else:
             parts.append(str(t))
     return ", ".join(parts) or "nothing"
@@ -177,6 +181,9 @@ class ReplayModel:
     def badge(self) -> Text:
         f = self.fold
         who = "the paper authors' harness" if f.source == "authors" else "CalBench"
+        if self.verified and not f.rounds:
+            return Text.assemble(("– nothing to verify", "bold yellow"),
+                                 f": the trace has no finished round ({who} trace)")
         if self.verified:
             n = len(f.rounds)
             return Text.assemble(("✓ verified", "bold green"),
@@ -184,7 +191,7 @@ class ReplayModel:
         bad = self.first_mismatch()
         t = Text()
         if bad is not None:
-            t.append(f"✗ stops matching at round {bad['round']} (event {bad['seq']})", style="bold red")
+            t.append(f"✗ stops matching at round {_rn(bad['round'])} (event {bad['seq']})", style="bold red")
         else:
             t.append("✗ does not verify", style="bold red")
         if bad is not None and not f.problems:
@@ -209,9 +216,9 @@ class ReplayModel:
             return "── Setup ──"
         m = self.meetings.get(r)
         if m is None:
-            return f"── End · {phase} ──" if self.events[i].get("type") == "game_end" else f"── Round {r} · {phase} ──"
-        parts = ",".join(str(p) for p in m.get("participants") or [])
-        return f"── Round {r} · M{m.get('id')} [{parts}] · {phase} ──"
+            return f"── End · {phase} ──" if self.events[i].get("type") == "game_end" else f"── Round {_rn(r)} · {phase} ──"
+        parts = ", ".join(str(p) for p in m.get("participants") or [])
+        return f"── Round {_rn(r)} · M{m.get('id')} with {parts} · {phase} ──"
 
     def describe(self, i: int) -> Text:
         """One line for the timeline."""
@@ -228,16 +235,18 @@ class ReplayModel:
             line.append(f"{self.who(a)} registered")
         elif t == "round_start":
             m = d.get("meeting") or {}
-            line.append(f"round {d.get('round')}: M{m.get('id')} for {m.get('participants')}, "
-                        f"speakers {d.get('speaker_order') or m.get('speaker_order')}", style="bold")
+            order = d.get("speaker_order") or m.get("speaker_order") or []
+            line.append(f"round {_rn(d.get('round'))}: M{m.get('id')} with {_seats(m.get('participants'))}, "
+                        f"speaking order {_seats(order)}", style="bold")
         elif t == "turn_start":
             n = len(d.get("inbox_drained") or [])
-            line.append(f"A{a} turn {d.get('turn')}" + (f" · {n} in inbox" if n else ""))
+            line.append(f"A{a} turn {_rn(d.get('turn'))}" + (f" · {n} in inbox" if n else ""))
         elif t == "turn_end":
             calls = d.get("tool_calls") or []
             line.append(f"A{a} → " + (fmt_actions(calls) if calls else "passes"), style="" if calls else "dim")
         elif t in MESSAGE_TYPES:
-            to = ("group" if t == "participant_groupchat_sent" else "all") if t != "dm_sent" else str(d.get("to_agent"))
+            to = (("participant chat" if t == "participant_groupchat_sent" else "all-agent chat") if t != "dm_sent"
+                  else str(d.get("to_agent")))
             kind = _payload_kind(d)
             line.append(f"A{d.get('from_agent', a)}→{to} ", style="bold cyan")
             if kind:
@@ -261,12 +270,12 @@ class ReplayModel:
             slots = d.get("per_agent_slot") or {}
             if d.get("coordinated"):
                 s = next(iter(slots.values()), None)
-                line.append(f"M{d.get('meeting_id')} coordinated at slot {s}", style="bold green")
+                line.append(f"M{d.get('meeting_id')} scheduled at slot {s}", style="bold green")
             else:
-                line.append(f"M{d.get('meeting_id')} NOT coordinated {dict(slots)}", style="bold red")
+                line.append(f"M{d.get('meeting_id')} failed: {_copies(slots)}", style="bold red")
             ok = self.round_match.get(seq)
             if ok is True:
-                line.append("  ✓", style="green")
+                line.append("  · replay matches the record", style="dim")
             elif ok is False:
                 line.append("  ✗ differs from the record", style="bold red")
         elif t == "meeting_broken":
@@ -421,10 +430,10 @@ def _message_line(model: ReplayModel, k: int, current: bool) -> Text:
     ev = model.events[k]
     d = ev.get("data") or {}
     t = ev.get("type")
-    to = {"dm_sent": str(d.get("to_agent")), "participant_groupchat_sent": "group",
-          "all_groupchat_sent": "all"}.get(t, "?")
+    to = {"dm_sent": str(d.get("to_agent")), "participant_groupchat_sent": "participant chat",
+          "all_groupchat_sent": "all-agent chat"}.get(t, "?")
     line = Text("▶ " if current else "  ", style="bold yellow")
-    line.append(f"r{d.get('round')} t{d.get('turn')} ", style="dim")
+    line.append(f"r{_rn(d.get('round'))}·{_rn(d.get('turn'))} ", style="dim")
     line.append(f"A{d.get('from_agent')}→{to}: ", style="bold cyan")
     kind = _payload_kind(d)
     if kind:
@@ -479,7 +488,7 @@ def beliefs_renderable(model: ReplayModel, i: int) -> Text:
     r = model.round_of[i]
     n = model.num_agents
     if isinstance(r, int) and 0 <= r:
-        out.append(f"\nRound {r} so far: VPS of each observer (row) about each target (column)\n", style="bold")
+        out.append(f"\nRound {_rn(r)} so far: VPS of each observer (row) about each target (column)\n", style="bold")
         out.append(f"{'observer':>8}" + "".join(f"{'A' + str(t):>8}" for t in range(n)) + "\n", style="bold")
         for o in range(n):
             cells = "".join(f"{('—' if o == t else (f'{pair[(o, t)]:.2f}' if (o, t) in pair else '0')):>8}"
@@ -500,7 +509,7 @@ def seat_text(model: ReplayModel, seat: int, i: int) -> Text:
     m = model.meetings.get(r) if isinstance(r, int) else None
     if m is not None:
         role = "a participant" if seat in (m.get("participants") or []) else "not a participant"
-        out.append(f" · round {r}, meeting M{m.get('id')} ({role})")
+        out.append(f" · round {_rn(r)}, meeting M{m.get('id')} ({role})")
     out.append("\n")
     box = model.inbox(seat, i)
     out.append(f"\nInbox this round ({len(box)})\n", style="bold underline")
@@ -557,13 +566,15 @@ class ReplayScreen(Screen):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
     BINDINGS = [
-        Binding("right,l", "step(1)", "Next", id="replay.next", priority=True),
-        Binding("left,h", "step(-1)", "Prev", id="replay.prev", priority=True),
-        Binding("right_square_bracket", "round(1)", "Next round", id="replay.next_round", priority=True),
-        Binding("left_square_bracket", "round(-1)", "Prev round", id="replay.prev_round", priority=True),
-        Binding("home", "jump('first')", "First", show=False, id="replay.first", priority=True),
-        Binding("end", "jump('last')", "Last", show=False, id="replay.last", priority=True),
-        Binding("space", "autoplay", "Play/pause", id="replay.play", priority=True),
+        Binding("right,l", "step(1)", "Next event", show=False, id="replay.next", priority=True),
+        Binding("left,h", "step(-1)", "Previous event", show=False, id="replay.prev", priority=True),
+        Binding("right_square_bracket", "round(1)", "Next round", show=False, id="replay.next_round",
+                priority=True),
+        Binding("left_square_bracket", "round(-1)", "Previous round", show=False, id="replay.prev_round",
+                priority=True),
+        Binding("home", "jump('first')", "First event", show=False, id="replay.first", priority=True),
+        Binding("end", "jump('last')", "Last event", show=False, id="replay.last", priority=True),
+        Binding("space", "autoplay", "Play", show=False, id="replay.play", priority=True),
         Binding("plus,equals_sign", "speed(1)", "Faster", show=False, id="replay.faster"),
         Binding("minus", "speed(-1)", "Slower", show=False, id="replay.slower"),
         Binding("c", "view('calendars')", "Calendars", id="replay.calendars"),
@@ -572,6 +583,7 @@ class ReplayScreen(Screen):
         Binding("b", "view('beliefs')", "Beliefs", id="replay.beliefs"),
         *[Binding(str(k), f"choose_seat({k})", f"Seat {k}", show=False, id=f"replay.seat{k}") for k in range(10)],
         Binding("escape,q", "close", "Close", id="replay.close"),
+        Binding("question_mark", "how_to_read", "How to read", id="replay.how"),
     ]
 
     def __init__(self, trace: dict[str, Any], seat: int | None = None) -> None:
@@ -607,7 +619,12 @@ class ReplayScreen(Screen):
                 with TabPane("Beliefs", id="beliefs"):
                     with VerticalScroll():
                         yield Static(id="beliefs-view")
-        yield Footer()
+        yield Static(Text("← → event · [ ] round · home end · space play · + - speed · 0-9 seat",
+                          style="dim", no_wrap=True, overflow="ellipsis"), id="replay-hint")
+        yield KeyBar()
+
+    def action_how_to_read(self) -> None:
+        self.app.push_screen(ReplayHelp())
 
     def _options(self) -> list[Option]:
         opts: list[Option] = []
@@ -675,7 +692,7 @@ class ReplayScreen(Screen):
         r = m.round_of[i]
         t.append(f"event {i + 1}/{len(m)} (seq {m.seqs[i]})", style="bold")
         if isinstance(r, int) and r >= 0:
-            t.append(f" · round {r}")
+            t.append(f" · round {_rn(r)}/{len(m.round_starts) or '?'}")
         if d.get("phase"):
             t.append(f" · {d.get('phase')}")
         t.append(f" · {ev.get('type')}")
@@ -794,3 +811,75 @@ class ReplayScreen(Screen):
         if i is not None and i != self.pos:
             self.pos = i
             self.show()
+
+
+def _rn(r: Any) -> Any:
+    """A 0-based round (or turn) number from the trace, as the game shows it (from 1)."""
+    return r + 1 if isinstance(r, int) else r
+
+
+def _seats(seats: Any) -> str:
+    return ", ".join(map(str, seats)) if isinstance(seats, (list, tuple)) else str(seats)
+
+
+def _copies(per_agent_slot: dict) -> str:
+    """Where each participant's copy ended: "copies at slot 7 (A0, A2), slot 10 (A1)"."""
+    by_slot: dict[Any, list[str]] = {}
+    for k, s in per_agent_slot.items():
+        by_slot.setdefault(s, []).append(f"A{k}")
+    parts = [("no copy" if s is None else f"slot {s}") + f" ({', '.join(who)})"
+             for s, who in sorted(by_slot.items(), key=lambda kv: (kv[0] is None, kv[0] if kv[0] is not None else 0))]
+    return "copies at " + ", ".join(parts) if parts else "no copies"
+
+
+#: The one screen on how to read a replay (``?``): (what, how to read it).
+HOW_TO_READ: tuple[tuple[str, str], ...] = (
+    ("What it is", "The game folded again from its saved events: nothing is played, no bot is asked."),
+    ("Top line", "✓ verified: the calendars rebuilt from the events match the state recorded at the end of "
+                 "every round (✗ names the first round that differs). Then where you are: event k of n, the "
+                 "round (from 1, as in the game), the phase (CHEAP_TALK is the talk) and the kind of event."),
+    ("Left", "The timeline, one line per event, grouped by round and phase. A0, A1 … are the agents; "
+             "\"A2→3\" is a DM from Agent 2 to Agent 3, \"A2→participant chat\" and \"A2→all-agent chat\" "
+             "messages to the two group channels; [kind] names a typed message; \"VPS +0.50\" is how much that message told "
+             "others about someone's calendar."),
+    ("Calendars (c)", "Every calendar after this event: · free, E errand:cost, B blocked, M meeting; ★ the "
+                      "meeting placed, ←k / →k moved in from / out to slot k, ? someone's guess about that slot "
+                      "changed."),
+    ("Seat (s)", "One seat as it was then: its calendar, its inbox this round, the prompt it was sent and its "
+                 "reply. 0–9 picks the seat."),
+    ("Messages (m)", "Every message so far, with the VPS each one caused."),
+    ("Beliefs (b)", "Who learnt what about whom: VPS by observer (row) and target (column)."),
+    ("VPS", "Privacy loss: how far the others' guesses about a calendar moved from \"no idea\". 0 means "
+            "nothing was revealed; lower is better."),
+    ("Keys", "→ / ← one event · ] / [ one round · home / end the first / last event · space plays and "
+             "pauses · + / - faster / slower · esc closes the replay"),
+)
+
+
+def how_to_read() -> Table:
+    t = Table(box=None, show_header=False, padding=(0, 1), expand=True)
+    t.add_column("what", style="bold cyan", no_wrap=True)
+    t.add_column("how", ratio=1)
+    for what, how in HOW_TO_READ:
+        t.add_row(what, Text(how))
+    return t
+
+
+class ReplayHelp(ModalScreen):
+    """``?`` in the replay: one screen on how to read it."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="replay.help.close")]
+    DEFAULT_CSS = """
+    ReplayHelp { align: center middle; }
+    ReplayHelp > VerticalScroll { width: 96%; max-width: 96; height: 96%; border: round $accent;
+                                  background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as v:
+            v.border_subtitle = "esc closes"
+            yield Static(Text("How to read a replay", style="bold reverse"))
+            yield Static(how_to_read())
+
+    def action_close(self) -> None:
+        self.dismiss(None)

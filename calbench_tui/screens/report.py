@@ -46,6 +46,7 @@ class ReportScreen(Screen):
     BINDINGS = [
         Binding("g", "group_by", "Group by", id="report.group_by"),
         Binding("f5", "reload", "Rebuild", id="report.reload"),
+        Binding("l", "legend", "Legend", id="report.legend", tooltip="what the numbers mean"),
         Binding("escape,q", "close", "Close", id="report.close"),
     ]
 
@@ -111,6 +112,11 @@ class ReportScreen(Screen):
         order = reporting.GROUP_BY
         self.group_by = order[(order.index(self.group_by) + 1) % len(order)]
         self.action_reload()
+
+    def action_legend(self) -> None:
+        from .legend import LegendScreen
+
+        self.app.push_screen(LegendScreen())
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -4,6 +4,13 @@ Opens when ``calbench-play`` is started without ``--seat`` (or with ``--setup``)
 field is prefilled with the defaults a first-time player can follow: a fresh generated
 scenario, seat 2, IMAP bots (the easiest protocol to follow), DMs only.  ``ctrl+s`` (or
 the Start button) checks the choices and starts; a mistake is shown in one line.
+
+Focus starts on the first field and Tab walks the fields in reading order.  Each seat's
+protocol is described in one line beside its choice.  "Costs" applies to generated
+scenarios (an empty task or ``seed:N``); for a task from a suite or a file the screen says
+that the task keeps its own costs.  LLM seats are offered only when an endpoint or key is
+configured, and the screen says how to configure one.  "Play again" on the end screen
+comes back here, prefilled with the next seed.
 """
 
 from __future__ import annotations
@@ -24,6 +31,21 @@ from ..settings import CHANNEL_ORDER, Settings
 
 DEFAULT_PERSONAS = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive")
 
+#: One line per protocol, for a participant who has never heard of them (docs/protocols.md).
+PERSONA_WORDS = {
+    "imap": "asks everyone's cost per slot, then picks the cheapest common slot (easiest to follow)",
+    "sdmap": "proposes one slot at a time; the others answer \"works\" or \"impossible\"; it confirms",
+    "dsm-welfare": "offers several slots, asks for scores, picks the best total for everyone",
+    "dsm-private": "like dsm-welfare but offers few slots at a time, to reveal less",
+    "passive": "never speaks and never schedules (an empty seat)",
+}
+
+
+def persona_words(name: str) -> str:
+    if name.startswith("llm"):
+        return "a language model behind your endpoint; writes free text"
+    return PERSONA_WORDS.get(name, "")
+
 
 def persona_choices(llm_available: bool) -> list[str]:
     """The personas the setup screen offers for the other seats (from ``personas.registry``)."""
@@ -39,6 +61,10 @@ def persona_choices(llm_available: bool) -> list[str]:
     return names
 
 
+class Form(VerticalScroll, can_focus=False):
+    """The scrolling form: Tab goes from field to field, never to the (invisible) container."""
+
+
 class Tick(Checkbox):
     """A checkbox whose mark itself shows the state (✓ / blank), not only its colour (NO_COLOR)."""
 
@@ -52,24 +78,29 @@ class Tick(Checkbox):
 
 class SetupScreen(Screen):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
-    AUTO_FOCUS = "#start"
+    AUTO_FOCUS = "#task"
 
     BINDINGS = [
         Binding("ctrl+s", "start", "Start", id="setup.start", priority=True),
         Binding("ctrl+g", "saved_games", "Saved games", id="setup.games", priority=True),
     ]
 
-    def __init__(self, settings: Settings, *, num_agents: int = 5, llm_available: bool = False) -> None:
+    def __init__(self, settings: Settings, *, num_agents: int = 5, llm_available: bool = False,
+                 again: bool = False) -> None:
         super().__init__()
         self.settings = settings
+        self.again = again
+        self.llm_available = llm_available
         self.num_agents = num_agents
         self.choices = persona_choices(llm_available)
 
     def compose(self) -> ComposeResult:
         s = self.settings
         seat = s.seat if s.seat is not None else 2
-        with VerticalScroll(id="setup"):
-            yield Static("[b]New game[/b] — the defaults are a good first game; ctrl+s starts.", id="title")
+        with Form(id="setup"):
+            title = ("[b]Next game[/b] — the same choices with the next seed; change anything, ctrl+s starts."
+                     if self.again else "[b]New game[/b] — the defaults are a good first game; ctrl+s starts.")
+            yield Static(title, id="title")
             with Horizontal(classes="row"):
                 yield Label("Task", classes="lbl")
                 yield Input(value=s.task or "", placeholder="empty = a new scenario · seed:7 · canonical:12 · file.jsonl",
@@ -81,13 +112,14 @@ class SetupScreen(Screen):
                 yield Label("Costs", classes="lbl2")
                 yield Select([(c, c) for c in ("uniform", "varied")], value=s.cost, id="cost",
                              allow_blank=False, compact=True)
+            yield Static("", id="cost-note")
             with Horizontal(classes="row"):
                 yield Label("Your seat", classes="lbl")
                 yield Select([(f"Agent {i}", i) for i in range(self.num_agents)], value=seat, id="seat",
                              allow_blank=False, compact=True)
             with Horizontal(classes="row"):
                 yield Label("Channels", classes="lbl")
-                for ch, title in zip(CHANNEL_ORDER, ("DM", "participant chat", "all-agent chat")):
+                for ch, title in zip(CHANNEL_ORDER, ("DM", "participant chat", "all-agent chat")):  # chat.CHANNEL_NAME
                     yield Tick(title, value=ch in s.channels, id=f"ch-{ch}", compact=True)
             with Vertical(id="personas"):
                 yield Static("[b]Other seats[/b] (IMAP is the easiest to follow)")
@@ -100,6 +132,10 @@ class SetupScreen(Screen):
                             value = self.choices[0]
                         yield Select([(c, c) for c in self.choices], value=value, id=f"persona-{i}",
                                      allow_blank=False, compact=True)
+                yield Static("", id="persona-words")
+                if not self.llm_available:
+                    yield Static("[dim]LLM seats appear here when an endpoint is configured: start with "
+                                 "--base-url URL, or set OPENAI_API_KEY / OPENAI_BASE_URL.[/dim]", id="llm-note")
             yield Static("", id="error")
             yield Button("Start (ctrl+s)", id="start", variant="primary", compact=True)
         yield KeyBar()
@@ -115,16 +151,56 @@ class SetupScreen(Screen):
         for inp in self.query(Input):
             inp.cursor_blink = self.settings.cursor_blink
         self._sync_rows()
+        self._cost_note()
+        self._persona_words()
+
+    def _persona_words(self) -> None:
+        """One line per protocol at the table (each named once), wrapped: nothing is cut at 80 columns."""
+        seat = self.query_one("#seat", Select).value
+        names = []
+        for i in range(self.num_agents):
+            if i == seat:
+                continue
+            v = str(self.query_one(f"#persona-{i}", Select).value)
+            if v not in names:
+                names.append(v)
+        lines = [f"[b]{n}[/b]: {persona_words(n)}" for n in names if persona_words(n)]
+        self.query_one("#persona-words", Static).update("\n".join(lines))
 
     def on_select_changed(self, event: Select.Changed) -> None:
-        if event.select.id == "seat":
+        sid = event.select.id or ""
+        if sid == "seat":
             self._sync_rows()
+        elif sid == "cost":
+            self._cost_note()
+        elif sid.startswith("persona-"):
+            self._persona_words()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "task":
+            self._cost_note()
+
+    def _cost_note(self) -> None:
+        """Say when the Costs choice will not apply (a task from a suite or a file keeps its costs)."""
+        from ..settings import seed_of_ref
+
+        task = self.query_one("#task", Input).value.strip()
+        note = self.query_one("#cost-note", Static)
+        if not task or seed_of_ref(task) is not None:
+            note.update("")
+            note.display = False
+            return
+        note.display = True
+        note.update(f"[yellow]Costs apply to generated scenarios only: {task} keeps the costs it was made "
+                    "with (seed:N makes a new scenario with these costs).[/yellow]")
 
     def _sync_rows(self) -> None:
         seat = self.query_one("#seat", Select).value
         for i in range(self.num_agents):
             row = self.query_one(f"#row-{i}")
             row.display = i != seat
+        if self.is_mounted and self.query("#persona-words"):
+            self._persona_words()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":
@@ -152,6 +228,11 @@ class SetupScreen(Screen):
         seat = int(self.query_one("#seat", Select).value)
         personas = {i: str(self.query_one(f"#persona-{i}", Select).value)
                     for i in range(self.num_agents) if i != seat}
+        from ..settings import seed_of_ref
+
+        if task is not None and seed_of_ref(task) is not None:
+            seed = seed_of_ref(task)  # seed:N is a generated scenario: the costs chosen here apply
+            task = None
         if task is not None:
             try:
                 from engine.taskref import resolve_tasks

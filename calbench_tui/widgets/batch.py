@@ -196,6 +196,7 @@ class BatchBuilder(Widget, can_focus=True):
     class Changed(Message):
         pass
 
+
     def __init__(self, plan: BatchPlan, *, seat: int, labels=None, participants=None,
                  highlight: Iterable[int] = (), id: str | None = None) -> None:
         super().__init__(id=id)
@@ -208,8 +209,26 @@ class BatchBuilder(Widget, can_focus=True):
     def action_cursor(self, delta: int) -> None:
         self.cursor = (self.cursor + delta) % self.plan.num_slots
 
+    detail = None  # a Static the screen hands over: the slot under the cursor, whole
+
     def watch_cursor(self) -> None:
         self.refresh()
+        if self.detail is not None:  # updated in the same refresh (no message round trip)
+            self.detail.update(self.slot_words(), layout=False)
+
+    def slot_words(self) -> Text:
+        """The slot under the cursor, whole (its label is cut in the list at 80 columns)."""
+        s = self.cursor
+        item = self.plan.calendar[s] if 0 <= s < self.plan.num_slots else None
+        t = Text()
+        t.append(f"▸ slot {s}: ", style="bold")
+        t.append(item_words(item, self.participants))
+        if item is not None:
+            t.append(f", cost {item.cost}" + ("" if movable(item) else ", cannot move"))
+        label = self._label(item)
+        if label:
+            t.append(" — " + label, style="italic")
+        return t
 
     def changed(self) -> None:
         self.refresh(layout=True)

@@ -6,6 +6,10 @@ errand, a meeting and its participants), the cost in shown units and the seat's 
 label.  ``↑``/``↓`` move the cursor, ``space`` marks slots for the quick actions, and the
 slots being talked about this round are highlighted (with a ``»`` so the cue survives
 ``NO_COLOR``).
+
+At 80 columns the label column holds a dozen characters, so the slot under the cursor is
+also described in full, wrapped, by :meth:`CalendarView.slot_words` (the game screen shows
+it under the calendar): kind, cost, whether it can move, and the whole label.
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ class CalendarView(Widget, can_focus=True):
         self.highlight: set[int] = set()
         self.moved: set[int] = set()  # slots changed this game (own batches)
         self.incoming: int | None = None  # the incoming meeting's id, once placed
+        self.detail = None  # a Static that describes the slot under the cursor (see _update_detail)
+        self._detail_plain: str | None = None
 
     # -- data ---------------------------------------------------------------------------
     def set_view(self, view) -> None:
@@ -79,6 +85,7 @@ class CalendarView(Widget, can_focus=True):
         self.participants = dict(view.prior_meetings)
         self.cursor = min(self.cursor, max(0, len(self.calendar) - 1))
         self.refresh(layout=True)
+        self._update_detail()
 
     def set_calendar(self, calendar: Iterable, participants: dict[int, tuple[int, ...]] | None = None) -> None:
         new = tuple(calendar)
@@ -88,6 +95,7 @@ class CalendarView(Widget, can_focus=True):
         if participants:
             self.participants.update(participants)
         self.refresh(layout=True)
+        self._update_detail()
 
     def set_highlight(self, slots: Iterable[int]) -> None:
         self.highlight = {s for s in slots if 0 <= s < len(self.calendar)}
@@ -120,6 +128,53 @@ class CalendarView(Widget, can_focus=True):
 
     def watch_cursor(self) -> None:
         self.refresh()
+        self._update_detail()
+        self.call_after_refresh(self._keep_cursor_visible)
+
+    def _keep_cursor_visible(self) -> None:
+        """In a short terminal the pane scrolls: keep the cursor's line (and its neighbours) in view."""
+        parent = self.parent
+        if parent is None or not self.is_attached or not hasattr(parent, "scroll_to_region"):
+            return
+        from textual.geometry import Region
+
+        y = self.virtual_region.y + 1 + self.cursor  # (the header line)
+        parent.scroll_to_region(Region(0, max(0, y - 1), 1, 3), animate=False, immediate=True)
+
+    def _update_detail(self) -> None:
+        """Describe the slot under the cursor in ``detail`` (a fixed-height Static the screen
+        hands over): updated here, in the same refresh as the cursor — a message round trip
+        would cost every cursor key a second frame."""
+        detail = self.detail
+        if detail is None:
+            return
+        words = self.slot_words()
+        if words.plain != self._detail_plain:
+            self._detail_plain = words.plain
+            detail.update(words, layout=False)
+
+    def slot_words(self, slot: int | None = None) -> Text:
+        """The slot under the cursor in full: ``▸ slot 5: errand, cost 1, can move — its label``."""
+        s = self.cursor if slot is None else slot
+        if not self.calendar or not 0 <= s < len(self.calendar):
+            return Text("")
+        item = self.calendar[s]
+        t = Text()
+        t.append(f"▸ slot {s}: ", style="bold")
+        if item is None:
+            t.append("free", style="dim")
+        elif isinstance(item, MeetingCopy):
+            who = self.participants.get(item.meeting_id)
+            t.append(f"meeting M{item.meeting_id}" + (f" with {', '.join(map(str, who))}" if who else ""),
+                     style="bold cyan")
+            t.append(f" · moving it costs {item.cost} and breaks it unless the others move too")
+        elif isinstance(item, Errand):
+            t.append("blocked errand (cannot move)" if item.blocked else f"errand, cost {item.cost} to move",
+                     style="red" if item.blocked else "")
+        label = self.label_for(s)
+        if label:
+            t.append(" — " + label, style="italic")
+        return t
 
     def on_click(self, event: Click) -> None:
         row = event.y - 1  # the header line

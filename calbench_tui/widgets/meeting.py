@@ -8,7 +8,7 @@ from textual.widget import Widget
 
 class MeetingCard(Widget):
     DEFAULT_CSS = """
-    MeetingCard { height: auto; padding: 0 1; background: $boost; text-wrap: nowrap; text-overflow: ellipsis; }
+    MeetingCard { height: auto; padding: 0 1; background: $boost; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -42,7 +42,7 @@ class MeetingCard(Widget):
         return m.get(key) if isinstance(m, dict) else getattr(m, key, None)
 
     def render(self) -> Text:
-        t = Text(no_wrap=True, overflow="ellipsis")
+        t = Text()  # wraps: the meeting's title is read whole, also at 80 columns
         if self.meeting is None:
             t.append("No meeting yet", style="dim")
             t.append(f" · your cost so far {self.penalty}")
@@ -54,7 +54,7 @@ class MeetingCard(Widget):
         t.append(" " + ", ".join("you" if p == self.seat else str(p) for p in parts))
         if not mine:
             t.append(" (not you)", style="dim")
-        t.append(" · your cost so far ")
+        t.append(" · cost so far ")
         t.append(str(self.penalty), style="bold")
         label = self._get("label") if mine else None
         t.append("\n")

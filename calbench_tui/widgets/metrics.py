@@ -104,19 +104,20 @@ def leaks_by_seat(trace: dict[str, Any]) -> dict[str, Any]:
 
 
 def seat_table(trace: dict[str, Any], seat: int | None) -> Table:
+    """One row per seat, costs in cost levels (the unit of the game's excess); fits 80 columns
+    without cutting a header (``l`` on the end screen explains each column)."""
     metrics = trace.get("metrics") or {}
     agents = (trace.get("config") or {}).get("agents") or []
     leaks = leaks_by_seat(trace)["per_seat"]
-    t = Table(title="Per seat: meetings scheduled/assigned, cost paid, oracle cost, excess, signed excess, "
-                    "fairness (shown units), VPS, label leaks by tier", title_justify="left", box=None, padding=(0, 1),
-              show_edge=False, header_style="bold")
+    t = Table(title="Per seat, costs in cost levels (l: legend)", title_justify="left",
+              box=None, padding=(0, 1, 0, 0), show_edge=False, header_style="bold")
     split = vps_split(trace)
     has_parts = split is not None or any(any(x is not None for x in vps_parts(r)[1:])
                                          for r in metrics.get("per_seat") or [])
-    for col, just in (("#", "left"), ("who", "left"), ("mtg", "right"), ("paid", "right"),
-                      ("orcl", "right"), ("exc", "right"), ("±exc", "right"), ("fair", "right"),
-                      ("VPS typ+txt" if has_parts else "VPS", "right"), ("leaks p/n/s", "right")):
-        t.add_column(col, justify=just, no_wrap=True)
+    for col, just in (("#", "left"), ("who", "left"), ("meetings", "right"), ("paid", "right"),
+                      ("best", "right"), ("extra", "right"), ("±", "right"), ("fair", "right"),
+                      ("VPS (typed+text)" if has_parts else "VPS", "right"), ("leaks", "right")):
+        t.add_column(col, justify=just, no_wrap=True, min_width=len(col))
     for i, rec in enumerate(metrics.get("per_seat") or []):
         who = "you" if i == seat else ((agents[i] or {}).get("model") or (agents[i] or {}).get("type")
                                        if i < len(agents) else "?")
@@ -137,6 +138,6 @@ def seat_table(trace: dict[str, Any], seat: int | None) -> Table:
             leak_text.append("!", style="bold red")
         style = "bold" if i == seat else ""
         t.add_row(str(i), str(who)[:11], f"{rec.get('meetings_scheduled', '–')}/{rec.get('meetings_assigned', '–')}",
-                  _num(rec.get("cost_shown")), _num(rec.get("oracle_cost_shown")), _num(rec.get("excess_shown")),
-                  _num(rec.get("signed_excess_shown")), _num(rec.get("fairness_shown")), vps, leak_text, style=style)
+                  _num(rec.get("cost")), _num(rec.get("oracle_cost")), _num(rec.get("excess")),
+                  _num(rec.get("signed_excess")), _num(rec.get("fairness")), vps, leak_text, style=style)
     return t

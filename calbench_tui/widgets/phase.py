@@ -1,4 +1,7 @@
-"""The phase banner: round k/M, phase, sweep t/budget and whose turn it is."""
+"""The phase banner: round k/M, phase, talk turn t/budget and whose turn it is.
+
+(The engine's "sweep" — every speaker once — is a *turn* on the participant's screens: the
+chat numbers messages r1·2 = round 1, turn 2.)"""
 
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ class PhaseBanner(Widget):
             t.append(" · ")
         t.append(PHASE_WORDS.get(self.phase, self.phase.lower()).upper(), style="bold")
         if self.phase == "CHEAP_TALK" and self.budget:
-            t.append(f" · sweep {self.sweep + 1}/{self.budget}")
+            t.append(f" turn {self.sweep + 1}/{self.budget}")
         if self.speaker is not None:
             t.append(" · ")
             if self.speaker == self.seat:

@@ -103,14 +103,15 @@ STATE_SHORT = {"thinking…": "think…", "waiting": "wait", "playing": "play"}
 
 
 def fit_cell(agent: int, kind: str, desc: str, width: int) -> str:
-    """``"3:sdmap waiting"`` fitted into ``width`` columns: the kind's short form first
-    (``sdmap`` → ``sd``, ``dsm-welfare`` → ``dsmW``), then the state's (``waiting`` → ``wait``),
-    and only then an ellipsis on the kind — never a kind cut mid-word like ``sdma``."""
+    """``"3:sdmap waiting"`` fitted into ``width`` columns.  The protocol's name is what the
+    setup screen and the help call it, so it is kept whole where the short state fits
+    (``3:sdmap wait``); only a name too long even then takes its short form (``dsm-welfare``
+    → ``dsmW``), and only then an ellipsis — never a kind cut mid-word like ``sdma``."""
     def cell(k: str, d: str) -> str:
         return f"{agent}:{k} {d}"
 
     # One name per width, whatever the state (a name must not flicker between forms).
-    short = kind if len(cell(kind, "waiting")) <= width else KIND_SHORT.get(kind, kind)
+    short = kind if len(cell(kind, "think…")) <= width else KIND_SHORT.get(kind, kind)
     if len(cell(short, desc)) <= width:
         return cell(short, desc)
     desc = STATE_SHORT.get(desc, "slow" if desc.startswith("slow") else desc)

@@ -45,10 +45,15 @@ def message_points(report: dict[str, Any]) -> dict[str, dict[str, list[tuple[flo
     return {m: dict(sorted(v.items())) for m, v in sorted(out.items(), key=lambda kv: mode_rank(kv[0]))}
 
 
+#: A trend line needs this many points (a line through two points says nothing).
+MIN_FIT_POINTS = 5
+
+
 def ols(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
-    """Least-squares line (slope, intercept), or None when x does not vary."""
+    """Least-squares line (slope, intercept); None with fewer than ``MIN_FIT_POINTS`` points or
+    when x does not vary."""
     n = len(points)
-    if n < 2:
+    if n < MIN_FIT_POINTS:
         return None
     mx = sum(p[0] for p in points) / n
     my = sum(p[1] for p in points) / n
@@ -62,6 +67,21 @@ def ols(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
 # ---------------------------------------------------------------------------------------
 # Image files (matplotlib, Agg)
 # ---------------------------------------------------------------------------------------
+def clipped_errors(means: Sequence[float], half: Sequence[float | None]) -> list[list[float]]:
+    """Asymmetric error bars for a quantity that cannot be negative (fairness): the interval is
+    clipped at 0, so the lower arm never reaches below the axis."""
+    lower = [min(h or 0.0, max(m, 0.0)) for m, h in zip(means, half)]
+    return [lower, [h or 0.0 for h in half]]
+
+
+def _room_below_zero(ax, values: Sequence[float], axis: str = "y") -> None:
+    """Start an axis a little below 0, so a point at exactly 0 is drawn whole, not cut in half."""
+    top = max([v for v in values if v is not None] + [1e-9])
+    pad = 0.05 * top
+    (ax.set_ylim if axis == "y" else ax.set_xlim)(-pad, top + 2 * pad)
+    (ax.axhline if axis == "y" else ax.axvline)(0, color="grey", linewidth=0.6)
+
+
 def plot_paths(path: str) -> list[str]:
     """FILE.png -> [FILE.png, FILE-fairness.png, FILE-messages.png] (same extension)."""
     import os
@@ -84,7 +104,11 @@ def write_plots(report: dict[str, Any], path: str) -> list[str]:
     color = {g: cmap(i % 10) for i, g in enumerate(groups)}
     scripted = {r["group"] for r in report["table"] if r.get("scripted")}
 
-    # 1. Privacy-cost plane, one panel per cost setting.
+    # 1. Privacy-cost plane, one panel per cost setting.  N (seats) beside each point; the
+    #    marker shape is explained in a legend (squares: scripted protocols).
+    from matplotlib.lines import Line2D
+
+    seats_n = {(r["cost_mode"], r["group"]): r.get("seats") for r in report["table"]}
     plane = plane_points(report)
     modes = list(plane) or ["(no data)"]
     fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.5), squeeze=False)
@@ -93,9 +117,17 @@ def write_plots(report: dict[str, Any], path: str) -> list[str]:
         for name, x, y in pts:
             ax.scatter([x], [y], s=70, color=color.get(name, "grey"), marker="s" if name in scripted else "o",
                        label=name, edgecolors="black", linewidths=0.5)
-            ax.annotate(name, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
+            n = seats_n.get((mode, name))
+            ax.annotate(f"{name} (N={n})" if n else name, (x, y), textcoords="offset points", xytext=(5, 4),
+                        fontsize=8)
+        _room_below_zero(ax, [p[1] for p in pts] or [1.0], "x")
+        _room_below_zero(ax, [p[2] for p in pts] or [1.0], "y")
+        shapes = [Line2D([], [], marker="s", linestyle="", color="grey", label="scripted protocol"),
+                  Line2D([], [], marker="o", linestyle="", color="grey", label="model / persona")]
+        present = (any(p[0] in scripted for p in pts), any(p[0] not in scripted for p in pts))
+        if pts:
+            ax.legend(handles=[h for h, shown in zip(shapes, present) if shown], fontsize=8, loc="best",
+                      title="N = seats", title_fontsize=8)
         ax.set_title(f"{mode.capitalize()} cost" if pts else "no games with VPS and excess")
         ax.set_xlabel("VPS per target (mean, slot-equivalents)")
         ax.set_ylabel("Excess cost (mean, levels)")
@@ -107,6 +139,10 @@ def write_plots(report: dict[str, Any], path: str) -> list[str]:
 
     # 2. Fairness by group and cost setting, with 95% intervals.
     bars = fairness_bars(report)
+    fair_n: dict[tuple[str, str], int] = defaultdict(int)
+    for rec in report.get("_records") or []:
+        if rec["fairness"] is not None:
+            fair_n[(group_of(rec, report["group_by"]), rec["cost_mode"])] += 1
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(groups) + 2), 4.5))
     if bars:
         modes_b = sorted({b[1] for b in bars}, key=mode_rank)
@@ -122,10 +158,14 @@ def write_plots(report: dict[str, Any], path: str) -> list[str]:
                 xs.append(i + (j - (len(modes_b) - 1) / 2) * width)
                 ys.append(b[2])
                 es.append(b[3] or 0.0)
-            ax.bar(xs, ys, width=width, yerr=es, capsize=3, label=mode, hatch=hatch.get(mode, ""),
-                   color=[cmap(j % 10)] * len(xs), edgecolor="black", linewidth=0.5)
+            ax.bar(xs, ys, width=width, yerr=clipped_errors(ys, es), capsize=3, label=mode,
+                   hatch=hatch.get(mode, ""), color=[cmap(j % 10)] * len(xs), edgecolor="black", linewidth=0.5)
+            for x, y, name in zip(xs, ys, [n for n in names if any(b[0] == n and b[1] == mode for b in bars)]):
+                ax.annotate(f"N={fair_n[(name, mode)]}", (x, 0), textcoords="offset points", xytext=(0, 2),
+                            ha="center", fontsize=7)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, rotation=20, ha="right")
+        ax.set_ylim(bottom=0)
         ax.legend(title="cost setting")
     else:
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
@@ -144,19 +184,27 @@ def write_plots(report: dict[str, Any], path: str) -> list[str]:
         for name, pts in (mp.get(mode) or {}).items():
             xs = [p[0] for p in pts]
             ys = [p[1] for p in pts]
-            ax.scatter(xs, ys, s=18, alpha=0.6, color=color.get(name, "grey"), label=name)
+            ax.scatter(xs, ys, s=18, alpha=0.6, color=color.get(name, "grey"), label=f"{name} (N={len(pts)})")
             fit = ols(pts)
             if fit is not None:
                 lo, hi = min(xs), max(xs)
+                if fit[0] < 0:  # excess cannot go below 0: stop the line where it would
+                    hi = min(hi, -fit[1] / fit[0])
+                elif fit[0] > 0:
+                    lo = max(lo, -fit[1] / fit[0])
                 ax.plot([lo, hi], [fit[0] * lo + fit[1], fit[0] * hi + fit[1]], linestyle="--",
                         color=color.get(name, "grey"), linewidth=1.2)
         ax.set_title(f"{mode.capitalize()} cost" if mode in mp else "no data")
+        all_pts = [p for ps in (mp.get(mode) or {}).values() for p in ps]
+        _room_below_zero(ax, [p[0] for p in all_pts] or [1.0], "x")
+        _room_below_zero(ax, [p[1] for p in all_pts] or [1.0], "y")
         ax.set_xlabel("Messages per scheduled meeting (seat)")
         ax.set_ylabel("Excess cost (levels)")
         ax.grid(alpha=0.3)
         if mp.get(mode):
             ax.legend(fontsize=8)
-    fig.suptitle("Message volume against excess cost (dashed: per-group OLS)")
+    fig.suptitle(f"Message volume against excess cost\n(dashed: least-squares line per group with ≥ {MIN_FIT_POINTS} "
+                 "points · N = seat-games)", fontsize=10)
     fig.tight_layout()
     fig.savefig(msg_file, dpi=120)
     plt.close(fig)

@@ -195,3 +195,31 @@ def test_a_binary_file_is_not_a_trace(cli, tmp_path):
     bad.write_bytes(bytes(range(128, 256)))
     rc, _, err = cli("trace", str(bad))
     assert rc == 2 and "not a text file" in one_error_line(err)
+
+
+def test_export_all_writes_every_game_to_a_directory(tmp_path, capsys):
+    db = str(tmp_path / "all.db")
+    a, b = save_game(db, seed=3), save_game(db, seed=4)
+    out = tmp_path / "traces"
+    assert main(["export", "--all", "--db", db, "-o", str(out)]) == 0
+    files = sorted(out.glob("calbench-*.json"))
+    assert [json.loads(f.read_text())["game_id"] for f in files] == sorted([a["game_id"], b["game_id"]])
+    assert "wrote 2 game(s)" in capsys.readouterr().err
+    # mistakes: one line, exit 2
+    assert main(["export", "--db", db, "-o", str(out)]) == 2
+    assert "--all" in capsys.readouterr().err
+    assert main(["export", "--all", "--db", db, "-o", "-"]) == 2
+    assert main(["export", "--all", "--db", db, "-o", str(files[0])]) == 2
+    assert main(["export", "--all", "--status", "stopped", "--db", db, "-o", str(tmp_path / "none")]) == 0
+    assert "no saved games to export" in capsys.readouterr().err
+
+
+def test_play_lists_its_keys_with_readable_names(capsys):
+    from calbench_tui.cli import play_main
+
+    assert play_main(["--list-keys"]) == 0
+    out = capsys.readouterr().out
+    assert "thread_prev" in out and "question_mark" not in out
+    line = next(x for x in out.splitlines() if x.startswith("thread_prev"))
+    assert " [ " in f" {line} " and "left_square_bracket" not in line
+    assert "end_turn" in out and "keys.toml" in out

@@ -115,6 +115,8 @@ def test_a_participant_plays_from_a_real_browser(tmp_path):
                 await page.wait_for_timeout(1500)
                 await page.screenshot(path=str(shot))
                 await page.mouse.click(600, 400)  # focus the terminal, as a person would
+                await page.keyboard.press("q")  # close the instructions, which open first for every participant
+                await page.wait_for_timeout(300)
                 await page.keyboard.press("e")
                 t0 = time.monotonic()
                 while not any(f["type"] == "event" and f["event"]["type"] == "turn_end"

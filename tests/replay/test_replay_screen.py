@@ -261,7 +261,8 @@ async def test_badge_verified_and_where_a_tampered_copy_stops_matching(ours):
         assert not s.model.verified
         text = screen_text(app)
         res2 = first_index(bad, "resolution", round=2)
-        assert f"✗ stops matching at round 2 (event {bad['events'][res2]['seq']})" in text
+        # (shown from 1, as in the game: the trace's round 2 is the third round)
+        assert f"✗ stops matching at round 3 (event {bad['events'][res2]['seq']})" in text
         await goto(pilot, s, res2)
         assert "✗ differs from the record" in screen_text(app)
         # Earlier rounds still verify.
@@ -273,7 +274,7 @@ async def test_badge_verified_and_where_a_tampered_copy_stops_matching(ours):
     app = ReplayApp(bad)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert f"✗ stops matching at round 1 (event {bad['events'][k]['seq']})" in screen_text(app)
+        assert f"✗ stops matching at round 2 (event {bad['events'][k]['seq']})" in screen_text(app)
 
 
 async def test_autoplay_speed_and_pause(ours):

@@ -79,3 +79,36 @@ def test_text_charts_place_points_where_they_belong():
     # Scaled to the longest bar including its interval (1.0): 10 cells, then 5 cells + 3 for ±0.25.
     assert lines[0].count("█") == 10 and "1.000" in lines[0]
     assert lines[1].count("█") == 5 and lines[1].count("─") == 3 and "±0.250" in lines[1]
+
+
+async def test_report_screen_at_80_columns_keeps_each_persona_name_on_one_line():
+    """Issue 13.8: ``report --tui`` at 80×24 split "dsm-private" into "dsm-p" / "rivate"."""
+    import asyncio
+    import concurrent.futures
+
+    from engine.game import GameConfig, run_game
+    from engine.generate import generate_scenario
+    from personas.registry import make_personas
+
+    def play(spec: str) -> dict:
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            res = ex.submit(asyncio.run, run_game(generate_scenario(4), make_personas(spec, 5),
+                                                  GameConfig(deterministic=True))).result()
+        return json.loads(json.dumps(res.trace))
+
+    store = await Store.open(":memory:")
+    try:
+        for spec in ("dsm-private", "dsm-welfare", "imap,imap,passive,imap,imap"):
+            await store.import_trace(play(spec))
+        screen = ReportScreen(store=store)
+        app = Host(screen)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: screen.report is not None)
+            await pilot.pause()
+            lines = screen_text(app).splitlines()
+            for name in ("dsm-private", "dsm-welfare", "passive"):
+                assert any(f"  {name} " in line for line in lines), (name, "\n".join(lines))
+            header = next(line for line in lines if "Persona" in line)
+            assert "Msgs/mtg" in header and "Fair." in header
+    finally:
+        await store.close()

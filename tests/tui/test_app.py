@@ -9,7 +9,7 @@ from calbench_tui.app import binding_ids, make_app, screen_text
 from calbench_tui.cli import play_main
 from calbench_tui.commands import play as play_cmd
 from calbench_tui.screens.help import HelpScreen
-from calbench_tui.settings import Settings, first_run
+from calbench_tui.settings import Settings
 from calbench_tui.widgets.calendar import CalendarView
 
 from .helpers import wait_for
@@ -33,7 +33,7 @@ async def test_remapped_keys_work_and_the_help_and_key_bar_show_them():
     async with app.run_test(size=SIZE) as pilot:
         await _first_turn(pilot, app)
         gs = app.game_screen
-        await wait_for(pilot, lambda: "^t End turn" in screen_text(app), what="the remapped key on the bar")
+        await wait_for(pilot, lambda: "ctrl+t End turn" in screen_text(app), what="the remapped key on the bar")
         req = gs.pending
         await pilot.press("e")  # no longer bound
         assert gs.pending is req and not req.done
@@ -42,21 +42,37 @@ async def test_remapped_keys_work_and_the_help_and_key_bar_show_them():
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         help_text = " ".join(w.render().plain for w in app.screen.query("Static") if hasattr(w.render(), "plain"))
-        assert "ctrl+t" in help_text and "[end_turn]" in help_text
+        assert "ctrl+t" in help_text and "End turn" in help_text
+        # readable key names, no internal ids
+        assert "[end_turn]" not in help_text and "question_mark" not in help_text
+        assert "left_square_bracket" not in help_text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
 
-async def test_first_run_shows_help_once(config_dir):
-    assert first_run()
+async def test_the_instructions_open_before_every_game_until_the_player_turns_them_off():
+    """A study: every participant (every game of a session) gets the instructions first; a
+    config file of the machine plays no part.  h turns them off for this session only."""
     app = make_app(settings=Settings(seat=2, seed=7, deterministic=True, show_help=True))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
+        assert isinstance(app.screen, HelpScreen) and app.screen.intro
         assert "Each round has four phases" in screen_text(app)
         await pilot.press("escape")
         await _first_turn(pilot, app)
-    assert not first_run() and (config_dir / "seen-help").exists()
+        await app._stop_game()  # (as if the game had ended)
+        app.play_again()  # the setup screen, prefilled; ctrl+s starts the next game
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the instructions again")
+        await pilot.press("h", "escape")
+        assert app.intro_each_game is False
+        await app._stop_game()
+        app.play_again()
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.game_screen is not None and app.screen is app.game_screen,
+                       what="the next game, without the instructions")
 
 
 async def test_the_mouse_moves_the_calendar_cursor_and_runs_keys():

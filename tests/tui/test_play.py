@@ -97,7 +97,7 @@ async def test_talk_by_composer_and_decide_by_batch_keys(store):
         await wait_for(pilot, lambda: app.screen is not gs or gs.pending is not None
                        or isinstance(app.screen, DecisionScreen), what="the next step")
         feed = " ".join(line.text.strip() for line in app.game_screen.chat.log_for("feed").lines)
-        assert "you → Agent 3: Free at 11?" in feed
+        assert "you → Agent 3 (DM): Free at 11?" in feed
         # Pass the rest of the talk; the bots answer free text politely.
         while not isinstance(app.screen, DecisionScreen):
             await wait_for(pilot, lambda: gs.pending is not None or isinstance(app.screen, DecisionScreen),
@@ -240,7 +240,12 @@ async def test_play_again_after_the_end_screen(store):
     async with app.run_test(size=SIZE) as pilot:
         await play_to_end(pilot, app)
         first = app.game_id
-        await pilot.press("n")
+        await pilot.press("n")  # the setup screen, prefilled with the next seed
+        from calbench_tui.screens.setup import SetupScreen
+
+        await wait_for(pilot, lambda: isinstance(app.screen, SetupScreen), what="the setup screen")
+        assert app.screen.query_one("#seed").value == "8" and "Next game" in screen_text(app)
+        await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.game_id != first and app.game_screen is not None
                        and app.game_screen.pending is not None, what="a new game")
         assert app.game_task.seed == 8 and isinstance(app.screen, type(app.game_screen))

@@ -189,14 +189,16 @@ def test_seats_bar_cells_abbreviate_kinds_instead_of_cutting_them():
     from calbench_tui.widgets.seats import fit_cell
 
     width = (80 - 2 - 4) // 5  # five seats at 80 columns
-    assert fit_cell(0, "sdmap", "waiting", width) == "0:sd waiting"
-    assert fit_cell(0, "sdmap", "thinking…", width) == "0:sd thinking…"
+    # the protocol keeps the name the setup screen gives it; the state shortens first
+    assert fit_cell(0, "sdmap", "waiting", width) == "0:sdmap wait"
+    assert fit_cell(0, "sdmap", "thinking…", width) == "0:sdmap think…"
     assert fit_cell(1, "dsm-welfare", "thinking…", width) == "1:dsmW think…"
     assert fit_cell(3, "imap", "waiting", width) == "3:imap waiting"
     for kind in ("sdmap", "dsm-welfare", "dsm-private", "imap", "gpt-4o-mini"):
         for desc in ("waiting", "thinking…", "playing", "done", "failed", "slow 12s"):
             cell = fit_cell(4, kind, desc, width)
-            assert len(cell) <= width and "sdma " not in cell and not cell.startswith("4:sdma")
+            assert len(cell) <= width and "sdma " not in cell and not cell.startswith("4:sdma…")
+            assert not (cell.startswith("4:sdma") and not cell.startswith("4:sdmap"))  # never cut mid-word
     assert fit_cell(2, "sdmap", "waiting", 30) == "2:sdmap waiting"  # room enough: the full name
 
 
