@@ -398,14 +398,24 @@ class CalBenchApp(App):
         else:
             lobby.show(frame)
 
+    def remote_unreachable(self, message: str) -> None:
+        """The first connection to the table failed: exit with the one-line reason (exit status 2)."""
+        self.status = None
+        self.error = message
+        self.exit(return_code=2)
+
     def remote_refused(self, message: str) -> None:
-        """The table refused the code or took the seat away: say so on the code screen."""
+        """The table refused the code (ask again on the code screen), or took the seat away,
+        was cancelled or stopped (the game stops, saying why)."""
         self.status = "stopped"
         if "unknown join code" in message:
             self.settings = self.settings.with_(code=None)
             while len(self.screen_stack) > 1:
                 self.pop_screen()
             self._start_remote(error="That code does not open a seat here. Check it and try again.")
+        else:
+            self.error = message  # said again on the command line after the app closes
+            self.post_message(GameFailed(message))
 
     # -- resume ---------------------------------------------------------------------------
     async def _prepare_resume(self) -> None:

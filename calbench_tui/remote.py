@@ -9,6 +9,8 @@ at the end — so the game, decision and end screens are the same as for a local
 
 A dropped connection is retried for ``rejoin_seconds``; the server replays the seat's
 events on every join, so the screen is rebuilt from them and play goes on where it was.
+A first connection that fails (a wrong address, no server there) is not retried: the app
+exits with one line saying so.
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ __all__ = ["RemoteGame", "RemoteError"]
 
 
 class RemoteError(Exception):
-    """The table refused us for good (bad code, seat taken over, table cancelled)."""
+    """The table refused us for good (bad code, seat taken over, table cancelled or stopped)."""
+
+
+def _reason(exc: BaseException) -> str:
+    """A short cause for a failed connection (aiohttp's own texts run long)."""
+    cause = getattr(exc, "os_error", None) or exc
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused"
+    text = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
+    return text.splitlines()[0][:120]
 
 
 class RemoteGame:
@@ -41,7 +52,6 @@ class RemoteGame:
         self.seat: int | None = None
         self.finished = False
         self.generation = 0  # bumped on every welcome: answers to older requests are not sent
-        self.lobby: Any = None
 
     async def run(self) -> None:
         import aiohttp
@@ -64,11 +74,13 @@ class RemoteGame:
                             if self.finished:
                                 return
                 except RemoteError as exc:
-                    self.app.post_message(GameFailed(str(exc)))
                     self.app.remote_refused(str(exc))
                     return
-                except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
-                    pass
+                except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                    if self.seat is None:  # never joined: a wrong address or no server, not a dropped line
+                        self.app.remote_unreachable(f"cannot reach a table at {self.url} ({_reason(exc)}); "
+                                                    f"check the address, and that 'calbench serve' runs there")
+                        return
                 finally:
                     self.ws = None
                 if self.finished:
@@ -121,7 +133,7 @@ class RemoteGame:
             if frame.get("fatal"):
                 raise RemoteError(frame.get("message") or "the table refused this connection")
             app.notify(f"Server: {frame.get('message')}", severity="warning", timeout=6)
-        elif t in ("taken_over", "cancelled"):
+        elif t in ("taken_over", "cancelled", "stopped"):
             self.finished = True
             raise RemoteError(frame.get("message") or t)
 

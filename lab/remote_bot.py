@@ -64,7 +64,7 @@ class RemoteBot:
                         await self._answer(ws, frame)
                         if self.stop_after is not None and self.answers >= self.stop_after:
                             return None
-                    elif t in ("game_over", "cancelled", "taken_over") or (t == "error" and frame.get("fatal")):
+                    elif t in ("game_over", "cancelled", "stopped", "taken_over") or (t == "error" and frame.get("fatal")):
                         self.result = frame
                         return frame
         return None
@@ -81,4 +81,7 @@ class RemoteBot:
         out = {"type": "reply", "id": frame["id"], "actions": actions_to_json(reply.actions), "text": reply.text}
         self.sent.append((time.perf_counter(), out))
         self.answers += 1
-        await ws.send_str(json.dumps(out))
+        try:
+            await ws.send_str(json.dumps(out))
+        except ConnectionResetError:
+            pass  # the server is closing: the frames it sent before (game_over, stopped) are still read

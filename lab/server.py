@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from .table import Table, TableError
 
@@ -122,7 +122,12 @@ class TableServer:
             self.add_table(t)
         self._extra_routes = extra_routes
         self._runner: web.AppRunner | None = None
-        self.connections = 0
+        self._sockets: set[web.WebSocketResponse] = set()
+
+    @property
+    def connections(self) -> int:
+        """Open websocket connections (joined or still to send their join frame)."""
+        return len(self._sockets)
 
     def add_table(self, table: Table) -> None:
         self.tables.append(table)
@@ -153,6 +158,10 @@ class TableServer:
             self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def stop(self) -> None:
+        """Close every open connection ("going away"), then stop listening; returns at once,
+        not after the clients' own timeouts."""
+        for ws in list(self._sockets):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the server is stopping")
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -162,7 +171,7 @@ class TableServer:
         ws = web.WebSocketResponse(heartbeat=20, max_msg_size=limits.max_frame)
         await ws.prepare(request)
         conn = _WsConnection(ws)
-        self.connections += 1
+        self._sockets.add(ws)
         table = seat = None
         try:
             try:
@@ -203,7 +212,7 @@ class TableServer:
         finally:
             if table is not None and seat is not None:
                 await table.leave(seat, conn)
-            self.connections -= 1
+            self._sockets.discard(ws)
             if not ws.closed:
                 await ws.close()
         return ws

@@ -79,7 +79,6 @@ class RemoteSeat:
     events: list[dict[str, Any]] = field(default_factory=list)  # projected events so far
     pending: HumanRequest | None = None
     request_id: int = 0
-    dropped_at: float | None = None
     timed_out: bool = False
     hold_task: asyncio.Task | None = None
     filled_by: str | None = None  # the persona that took the seat when the lobby gave up
@@ -135,7 +134,7 @@ class Table:
             raise TableError("the table has no human seat to serve (name one 'human' in --agents)")
         self.by_code = {rs.code: rs for rs in self.remote.values()}
         self.full = asyncio.Event()
-        self.status = "lobby"  # lobby | playing | over | cancelled
+        self.status = "lobby"  # lobby | playing | over | cancelled | stopped
         self.outcome: SessionOutcome | None = None
         self.lobby_record: dict[str, Any] = {}
         self.started_at = time.monotonic()
@@ -158,7 +157,6 @@ class Table:
                 await old.close("taken over")
             except Exception:
                 pass
-        rs.dropped_at = None
         rs.timed_out = False
         if rs.hold_task is not None:
             rs.hold_task.cancel()
@@ -182,7 +180,6 @@ class Table:
         if rs.conn is not conn:
             return
         rs.conn = None
-        rs.dropped_at = time.monotonic()
         if self.status == "playing":
             rs.hold_task = asyncio.ensure_future(self._hold(rs))
         await self._broadcast_lobby()
@@ -237,7 +234,26 @@ class Table:
 
     # -- the game ---------------------------------------------------------------------------
     async def run(self) -> SessionOutcome | None:
-        """Wait in the lobby, then play the game; None when the lobby cancelled the table."""
+        """Wait in the lobby, then play the game; None when the lobby cancelled the table.
+
+        Cancelled (the host's ctrl+c), it tells every connected seat with a ``stopped``
+        frame before re-raising; a game in play is then saved as stopped by the session
+        (status ``stopped``), a table still in its lobby saves nothing (status ``cancelled``).
+        """
+        try:
+            return await self._run()
+        except asyncio.CancelledError:
+            if self.status == "over":  # stopped while telling the seats the game is over: it is saved as it ended
+                raise
+            started = self.status == "playing"
+            self.status = "stopped" if started else "cancelled"
+            message = ("the host stopped the table; the game so far is saved" if started
+                       else "the host stopped the table before the game started")
+            for rs in self.remote.values():
+                await self._send(rs, {"type": "stopped", "message": message})
+            raise
+
+    async def _run(self) -> SessionOutcome | None:
         try:
             await asyncio.wait_for(self.full.wait(), self.lobby_wait)
         except asyncio.TimeoutError:

@@ -79,6 +79,11 @@ def _handle_join(args: argparse.Namespace) -> int:
     from calbench_tui.settings import Settings, SettingsError, load_keymap
 
     url = join_url(args.join)
+    local = [f"--{n.replace('_', '-')}" for n in ("seat", "agents", "task", "seed", "resume", "base_url")
+             if getattr(args, n) is not None] + (["--setup"] if args.setup else [])
+    if local:
+        raise UserError(f"{', '.join(local)} set up a game on this machine; with --join the table decides "
+                        "(leave them out)")
     code = args.code.strip() if args.code else None
     try:
         keymap = load_keymap(args.keys, binding_ids())
@@ -89,7 +94,11 @@ def _handle_join(args: argparse.Namespace) -> int:
     if not os.environ.get("TEXTUAL_DRIVER"):  # a browser session (textual-serve) has no tty, and needs none
         require_terminal("calbench-play")
     app.run()
-    if app.status in ("running", "stopped"):
+    if app.error and app.return_code == 2:
+        raise UserError(app.error)
+    if app.error:  # the table ended the seat: opened elsewhere, cancelled, or stopped by the host
+        print(f"The table closed your seat: {app.error}.")
+    elif app.status in ("running", "stopped"):
         print(f"You left the table. Rejoin with: calbench-play --join {url} --code {app.settings.code or 'CODE'}")
     return 0
 
@@ -100,7 +109,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.list_keys:
         return _list_keys(args)
 
-    if args.join:
+    if args.join is not None:
         return _handle_join(args)
     if args.code:
         raise UserError("--code goes with --join URL")

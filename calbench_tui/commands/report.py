@@ -108,7 +108,11 @@ def handle_report(args) -> int:
         raise UserError(f"--group-by must be one of {', '.join(GROUP_BY)}, not {args.group_by!r}")
     if sum(map(bool, (args.json, args.csv, args.tui))) > 1:
         raise UserError("choose one of --json, --csv and --tui")
-    if args.plot:
+    if args.plot is not None:
+        name = os.path.basename(os.path.normpath(args.plot)) if args.plot.strip() else ""
+        if not name or os.path.isdir(args.plot) or args.plot.endswith(("/", os.sep)) or name.startswith("."):
+            raise UserError(f"--plot {args.plot!r}: give a file name such as results.png "
+                            "(results-fairness.png and results-messages.png are written beside it)")
         folder = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(folder):
             raise UserError(f"cannot write {args.plot}: the folder {folder} does not exist")

@@ -108,7 +108,9 @@ def print_summary(task) -> None:
     opt = (row.get("optimal") or {}).get("cost")
     con.print(f"[bold]{task.task_id}[/]  seed={task.seed}  agents={task.num_agents}  slots={task.num_slots}  "
               f"meetings={len(task.meetings)}  cost={task.cost_mode} {list(task.cost_values)}")
-    con.print(f"difficulty={row.get('difficulty')}  feasible fraction={(cb.get('oracle') or {}).get('feasible_fraction', row.get('difficulty_score'))}  "
+    ff = (cb.get("oracle") or {}).get("feasible_fraction", row.get("difficulty_score"))
+    ff_text = f"{ff:.4g}" if isinstance(ff, float) else ff  # the --json row keeps every digit
+    con.print(f"difficulty={row.get('difficulty')}  feasible fraction={ff_text}  "
               f"optimal cost={opt}  greedy cost={(row.get('greedy') or {}).get('cost')}  "
               f"witness cost={(row.get('witness_solution') or {}).get('cost')}")
     mt = Table(title="Meetings", show_lines=False)

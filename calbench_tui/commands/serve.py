@@ -65,6 +65,8 @@ def _options(args: argparse.Namespace):
     from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
     from personas.spec import AgentsSpec, PersonaSpecError, SeatSpec
 
+    if not args.host.strip():
+        raise UserError("--host needs an address: 127.0.0.1 (this machine, the default) or 0.0.0.0 (the network)")
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port must be 0..65535, not {args.port}")
     for name in ("hold", "lobby_wait", "linger"):
@@ -153,8 +155,12 @@ def handle(args: argparse.Namespace) -> int:
                 await _linger(server, args.linger)
             return 0 if outcome is not None and outcome.status == "completed" else 1
         except asyncio.CancelledError:
-            print(f"Stopped. Game {table.game_id} is saved as {table.status if table.status != 'playing' else 'stopped'}.",
-                  file=sys.stderr)
+            if table.status == "stopped":
+                print(f"Stopped. Game {table.game_id} is saved as stopped.", file=sys.stderr)
+            elif table.status == "over":  # while lingering: the game's end was reported above
+                print("Stopped.", file=sys.stderr)
+            else:
+                print("Stopped before the game started: nothing was played or saved.", file=sys.stderr)
             return 130
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):

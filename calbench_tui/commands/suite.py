@@ -177,14 +177,6 @@ def handle_generate(args) -> int:
     return 0
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    return str(v)
-
-
 def _span(r, fmt: str = "{:.3g}") -> str:
     if not r:
         return "-"
@@ -202,7 +194,7 @@ def _print_generated(summary: dict, summary_path: Path | None) -> None:
               f"({len(cells)} cells × 3 buckets × {summary['config']['per_bucket']}) from "
               f"{summary['candidates']} candidates in {summary['seconds']:.2f} s "
               f"({summary['tasks_per_second']} tasks/s, {summary['candidates_per_second']} candidates/s, "
-              f"{summary['workers']} workers)", soft_wrap=True)
+              f"{summary['workers']} worker{'s' if summary['workers'] != 1 else ''})", soft_wrap=True)
     con.print(f"suite_version {summary['suite_version']}, scorer {summary['config']['scorer']}", soft_wrap=True)
     t = Table(title="Cells: each bucket's range of the measure that decided it")
     for col in ("cell", "usable", "by", "easy", "medium", "hard", "s"):
@@ -236,6 +228,10 @@ def handle_show(args) -> int:
     from lab.suites import inspect_suite
 
     path = Path(args.file)
+    if not args.file.strip():
+        raise UserError("suite show needs a task file, e.g. calbench suite show study.jsonl")
+    if path.is_dir():
+        raise UserError(f"{path} is a folder; give a task file (.jsonl) in it")
     if not path.is_file():
         raise UserError(f"no such file {path}")
     try:

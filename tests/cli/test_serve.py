@@ -67,13 +67,43 @@ def test_ctrl_c_stops_the_server_with_the_game_saved_as_stopped(tmp_path):
                 await asyncio.sleep(0.02)
             proc.send_signal(signal.SIGINT)
             await asyncio.wait(tasks, timeout=10)
+            return bots
 
-        asyncio.run(start_playing())
-        assert proc.wait(timeout=20) == 130
-        assert "saved" in proc.stderr.read()
+        bots = asyncio.run(start_playing())
+        # every participant is told, and the server is gone at once (not after the clients' timeouts)
+        assert all(b.result and b.result["type"] == "stopped" and "saved" in b.result["message"] for b in bots)
+        assert proc.wait(timeout=5) == 130
+        assert f"Game {info['game_id']} is saved as stopped" in proc.stderr.read()
     finally:
         proc.kill()
     assert _status(db) == [(info["game_id"], "stopped")]
+
+
+def test_ctrl_c_in_the_lobby_says_nothing_was_saved_and_closes_an_idle_connection_at_once(tmp_path):
+    proc, info, db = _serve(tmp_path, "--no-web")
+    try:
+        async def wait_in_lobby():
+            import aiohttp
+
+            async with aiohttp.ClientSession() as http, http.ws_connect(info["url"]) as ws:
+                await ws.send_str(json.dumps({"type": "join", "code": info["seats"][0]["code"]}))
+                assert (await ws.receive_json(timeout=10))["type"] == "welcome"
+                proc.send_signal(signal.SIGINT)
+                frames = []
+                while True:  # this client never closes on its own: the server must close it
+                    msg = await ws.receive(timeout=10)
+                    if msg.type != aiohttp.WSMsgType.TEXT:
+                        return frames
+                    frames.append(json.loads(msg.data))
+
+        frames = asyncio.run(wait_in_lobby())
+        assert {"type": "stopped", "message": "the host stopped the table before the game started"} in frames
+        assert proc.wait(timeout=5) == 130
+        err = proc.stderr.read()
+        assert "nothing was played or saved" in err and "saved as" not in err
+    finally:
+        proc.kill()
+    assert _status(db) == []
 
 
 def test_bad_serve_options_are_one_line(cli):
@@ -83,6 +113,8 @@ def test_bad_serve_options_are_one_line(cli):
     assert rc == 2 and "names 2 seats" in err
     rc, out, err = cli("serve", "--agents", "human", "--task", "canonical:3", "--lobby-fill", "wizard")
     assert rc == 2 and "--lobby-fill" in err
+    rc, out, err = cli("serve", "--agents", "human", "--task", "canonical:3", "--host", "")
+    assert rc == 2 and "--host needs an address" in err  # aiohttp would listen on every interface
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

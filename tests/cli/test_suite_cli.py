@@ -101,6 +101,8 @@ def test_a_bad_config_is_one_line_naming_the_field(cli, tmp_path):
         (("suite", "generate", str(_config(tmp_path)), "-o", str(tmp_path / "no" / "x.jsonl")), "does not exist"),
         (("suite", "generate", str(_config(tmp_path)), "-o", str(out), "--workers", "0"), "--workers"),
         (("suite", "show", str(tmp_path / "none.jsonl")), "no such file"),
+        (("suite", "show", str(tmp_path)), "is a folder"),
+        (("suite", "show", ""), "suite show needs a task file"),
     ):
         rc, _, err = cli(*args)
         assert rc == 2 and words in err and err.count("\n") == 1, (args, err)

@@ -150,6 +150,11 @@ def test_mistakes_are_one_line_and_exit_2(cli, db, tmp_path):
     assert rc == 2 and "does not exist" in one_error_line(err)
     rc, _, err = cli("report", "--db", db, "--plot", str(tmp_path / "f.xyz"))
     assert rc == 2 and "cannot write the plots" in one_error_line(err)
+    for not_a_file in ("", str(tmp_path), str(tmp_path) + "/", str(tmp_path / ".png")):
+        # a folder once wrote '.png.png' into it, or '/tmp-fairness.png' beside it
+        rc, _, err = cli("report", "--db", db, "--plot", not_a_file)
+        assert rc == 2 and "give a file name such as results.png" in one_error_line(err), not_a_file
+    assert not list(tmp_path.glob("*.png")) and not list(tmp_path.parent.glob(tmp_path.name + "-*.png"))
     notdb = tmp_path / "text.db"
     notdb.write_text("this is not sqlite")
     rc, _, err = cli("report", "--db", str(notdb))

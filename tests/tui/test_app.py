@@ -120,6 +120,9 @@ def test_binding_ids_are_unique_and_cover_the_game():
     (["--seat", "2", "--task", "seed:x"], "bad task reference"),
     (["--seat", "2", "--task", "canonical:0-3"], "names 4 tasks"),
     (["--seat", "2", "--max-turns", "0"], "--max-turns must be at least 1"),
+    (["--join", "", "--code", "abc"], "--join '' is not a table address"),  # once: a local game, or '--code goes with'
+    (["--join", "ws://127.0.0.1:9/table", "--seat", "2", "--task", "canonical:3"],
+     "--seat, --task set up a game on this machine; with --join the table decides"),
 ])
 def test_command_line_mistakes_are_one_line(argv, message, capsys):
     assert play_main(argv) == 2

@@ -73,9 +73,42 @@ async def test_the_code_is_asked_for_and_a_wrong_one_is_explained(tmp_path):
             await wait_for(pilot, lambda: isinstance(app.screen, JoinScreen) and app.screen.error,
                            what="the error on the code prompt")
             assert "does not open a seat" in screen_text(app)
+            # asked again, not told the game stopped (no game was ever joined)
+            assert not [n for n in app._notifications if "stopped" in str(n.message)]
             await pilot.press(*table.codes()[0]["code"], "enter")
             await wait_for(pilot, lambda: isinstance(app.screen, LobbyScreen), what="the lobby")
             assert "You are Agent 0" in screen_text(app)
     finally:
         await server.stop()
         await store.close()
+
+
+async def test_an_address_with_no_table_is_one_line_and_exit_2_not_a_blank_screen():
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = make_app(settings=Settings(join=f"ws://127.0.0.1:{port}/table", code="some-code"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.return_code == 2, timeout=10, what="the app to give up at once")
+    assert app.error.startswith(f"cannot reach a table at ws://127.0.0.1:{port}/table (connection refused)")
+
+
+async def test_the_host_stopping_the_table_is_said_on_screen_and_kept_for_the_command_line(tmp_path):
+    task, store, table, server = await _table(tmp_path)
+    codes = {c["seat"]: c["code"] for c in table.codes()}
+    app = make_app(settings=Settings(join=server.url, code=codes[0]))
+    game = asyncio.ensure_future(table.run())
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, LobbyScreen), what="the lobby")
+            game.cancel()  # what the host's ctrl+c does
+            await wait_for(pilot, lambda: app.error is not None, what="the stop to reach the app")
+            assert app.error == "the host stopped the table before the game started"
+            await wait_for(pilot, lambda: any("host stopped the table" in str(n.message) for n in app._notifications),
+                           what="the notice on screen")
+    finally:
+        await server.stop()
+        await store.close()
+    assert table.status == "cancelled"
