@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "llm",
     "replay",
     "report",
+    "study",
     "serve",
 ]
 

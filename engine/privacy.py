@@ -397,3 +397,76 @@ def _semantic_leaks(task: Task, events: list[dict[str, Any]], untyped: int) -> d
                 "threshold": LEAK_THRESHOLD}
     return semantic_leaks(task, [ev for ev in events
                                  if ev.get("type") not in MESSAGE_EVENTS or typed_message(ev.get("data") or {}) is None])
+
+
+# ---------------------------------------------------------------------------------------
+# The human-observer VPS: the same loss, from beliefs a participant stated
+# ---------------------------------------------------------------------------------------
+BELIEF_SCALE = 3  # the belief grid's -3..3 (paper F.3's reflection scale)
+
+
+def belief_to_feasibility(belief: int) -> float:
+    """A grid mark on −3..3 (−3 surely busy, 0 no idea, +3 surely free) as a feasibility
+    belief ``Bel[k]`` in 0..1: ``0.5 + belief/6`` (so 0 is the prior ``p0``)."""
+    b = max(-BELIEF_SCALE, min(BELIEF_SCALE, int(belief)))
+    return P0 + b / (2 * BELIEF_SCALE)
+
+
+def observer_vps(task: Task, events: list[dict[str, Any]],
+                 beliefs: Iterable[tuple[int, int, int, int, int]]) -> dict[str, Any]:
+    """SPEC §8's loss computed from *stated* beliefs instead of the estimator's.
+
+    ``beliefs``: ``(round, observer, target, slot, belief)`` rows with belief on −3..3
+    (:func:`belief_to_feasibility`).  For each (round, target, observer) the participant
+    marked, loss = ``Σ_k w_k·|Bel[k] − p0|`` with the truth and weights of the target's
+    calendar at the start of that round (as :func:`privacy_metrics`).  Beside it, the
+    estimator's VPS over exactly the same triples (``estimator_vps``), so the two can be
+    compared message for message.  Returns totals (uniform, weighted, calibrated),
+    ``per_target``, ``triples`` and ``estimator_vps`` / ``estimator_vps_calibrated``.
+    """
+    f = _Fold(task, collect=False)
+    f.run(events)
+    grid: dict[tuple[int, int, int], dict[int, float]] = {}
+    for r, j, t, k, b in beliefs:
+        grid.setdefault((int(r), int(t), int(j)), {})[int(k)] = belief_to_feasibility(b)
+    n = task.num_agents
+    per_t = [0.0] * n
+    total = weighted = calibrated = est = est_cal = 0.0
+    for (r, t, j), marks in grid.items():
+        if not 0 <= t < n or t == j:
+            continue
+        row = f.calendar(r, t)
+        for k, bel in marks.items():
+            if not 0 <= k < len(row):
+                continue
+            feasible, w = _cell(row[k])
+            d = bel - P0
+            ad = abs(d)
+            per_t[t] += ad
+            total += ad
+            weighted += w * ad
+            if d and (d > 0) == feasible:
+                calibrated += ad
+        eb = f.beliefs.get((r, t, j))
+        if eb is not None:
+            for k, b in enumerate(eb):
+                d = b - P0
+                est += abs(d)
+                if d and (d > 0) == _cell(row[k])[0]:
+                    est_cal += abs(d)
+    return {
+        "observer_vps": round(total, 6),
+        "observer_vps_weighted": round(weighted, 6),
+        "observer_vps_calibrated": round(calibrated, 6),
+        "per_target": [round(x, 6) for x in per_t],
+        "triples": len(grid),
+        "estimator_vps": round(est, 6),
+        "estimator_vps_calibrated": round(est_cal, 6),
+    }
+
+
+def feasibility_truth(task: Task, events: list[dict[str, Any]], round_: int, target: int) -> list[bool]:
+    """Whether each slot of ``target`` was feasible (free or a movable errand) at the start of ``round_``."""
+    f = _Fold(task, collect=False)
+    f.run(events)
+    return [_cell(it)[0] for it in f.calendar(round_, target)]

@@ -92,3 +92,77 @@ CREATE TABLE claims (
     claimed_at   TEXT NOT NULL,
     PRIMARY KEY (settings_key, unit)
 );
+
+-- migration 4: pilot studies: participants, their steps, answers, beliefs and timings
+-- (lab/study; one row per participant and step; games stay in `games`, linked by game_id)
+CREATE TABLE study_participants (
+    study_id        TEXT NOT NULL,
+    participant     TEXT NOT NULL,               -- a pseudonymous id given by the researcher
+    slot            INTEGER NOT NULL,            -- arrival number (counterbalancing row)
+    simulated       INTEGER NOT NULL DEFAULT 0,  -- 1 = a scripted participant (study check --dry-run)
+    assignment      TEXT NOT NULL,               -- JSON: the planned games
+    design_hash     TEXT,                        -- hash of the study file when the participant started
+    status          TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'completed')),
+    started_at      TEXT,
+    completed_at    TEXT,
+    completion_code TEXT,
+    PRIMARY KEY (study_id, participant)
+);
+CREATE UNIQUE INDEX study_participant_slots ON study_participants (study_id, simulated, slot);
+
+CREATE TABLE study_steps (
+    study_id     TEXT NOT NULL,
+    participant  TEXT NOT NULL,
+    step         INTEGER NOT NULL,               -- 0, 1, 2, ... in the participant's plan
+    name         TEXT NOT NULL,                  -- consent | instructions | quiz | questionnaire:ID | game:K | thanks
+    game_id      TEXT,                           -- for game steps, once started
+    started_at   TEXT,
+    completed_at TEXT,
+    seconds      REAL,                           -- wall time spent on the step (summed over resumes)
+    data         TEXT,                           -- JSON: step details (quiz retries, game status, ...)
+    PRIMARY KEY (study_id, participant, step),
+    FOREIGN KEY (study_id, participant) REFERENCES study_participants (study_id, participant) ON DELETE CASCADE
+);
+
+CREATE TABLE study_answers (
+    study_id      TEXT NOT NULL,
+    participant   TEXT NOT NULL,
+    step          INTEGER NOT NULL,
+    questionnaire TEXT NOT NULL,                 -- a questionnaire id, or 'quiz'
+    item          TEXT NOT NULL,
+    response      TEXT,
+    attempt       INTEGER NOT NULL DEFAULT 1,    -- quiz: 1 = first try
+    correct       INTEGER,                       -- quiz only
+    game_id       TEXT,                          -- after_game questionnaires
+    answered_at   TEXT,
+    PRIMARY KEY (study_id, participant, step, item, attempt),
+    FOREIGN KEY (study_id, participant) REFERENCES study_participants (study_id, participant) ON DELETE CASCADE
+);
+
+CREATE TABLE study_beliefs (
+    study_id    TEXT NOT NULL,
+    participant TEXT NOT NULL,
+    game_id     TEXT NOT NULL,
+    round       INTEGER NOT NULL,
+    observer    INTEGER NOT NULL,                -- the participant's seat
+    target      INTEGER NOT NULL,
+    slot        INTEGER NOT NULL,
+    belief      INTEGER NOT NULL CHECK (belief BETWEEN -3 AND 3),   -- -3 surely busy .. +3 surely free
+    recorded_at TEXT,
+    PRIMARY KEY (study_id, participant, game_id, round, target, slot),
+    FOREIGN KEY (study_id, participant) REFERENCES study_participants (study_id, participant) ON DELETE CASCADE
+);
+
+CREATE TABLE study_timings (
+    study_id    TEXT NOT NULL,
+    participant TEXT NOT NULL,
+    game_id     TEXT NOT NULL,
+    round       INTEGER,
+    turn        INTEGER,
+    phase       TEXT NOT NULL,                   -- talk | voluntary | decision | beliefs
+    seconds     REAL NOT NULL,
+    timed_out   INTEGER NOT NULL DEFAULT 0,
+    recorded_at TEXT,
+    FOREIGN KEY (study_id, participant) REFERENCES study_participants (study_id, participant) ON DELETE CASCADE
+);
+CREATE INDEX study_timings_by_participant ON study_timings (study_id, participant);

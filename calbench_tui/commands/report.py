@@ -44,6 +44,11 @@ def register(sub) -> None:
     p.add_argument("--prices", metavar="FILE.toml", default=None,
                    help="prices per million tokens per model ([models.\"NAME\"] prompt, cached, completion) to "
                         "show money per game beside the LLM tokens (see docs/llm.md)")
+    p.add_argument("--study", metavar="STUDY.toml", default=None,
+                   help="a pilot study's Table 2 by condition and seat kind (human / LLM / protocol) with N, "
+                        "95%% bootstrap intervals and the human-observer VPS (see 'calbench study')")
+    p.add_argument("--include-simulated", action="store_true",
+                   help="with --study: count the simulated participants of the dry run too")
     p.add_argument("--include-unverified", action="store_true",
                    help="also count imported traces that did not verify (stored with 'import --keep-unverified')")
     p.set_defaults(handler=handle_report)
@@ -104,6 +109,10 @@ def llm_table(llm: dict[str, Any]):
 
 
 def handle_report(args) -> int:
+    if args.study:
+        from .study import report_study
+
+        return report_study(args)
     if args.group_by not in GROUP_BY:
         raise UserError(f"--group-by must be one of {', '.join(GROUP_BY)}, not {args.group_by!r}")
     if sum(map(bool, (args.json, args.csv, args.tui))) > 1:

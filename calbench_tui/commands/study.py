@@ -1,0 +1,284 @@
+"""``calbench study``: pilot studies from one TOML file (docs/study-guide.md).
+
+    calbench study init PATH                      write an annotated example study file
+    calbench study check PATH [--dry-run] [--json] validate, print the design; simulate one cycle
+    calbench study run PATH --participant ID      one participant at this terminal
+    calbench study status PATH [--json] [--watch] where every participant is
+    calbench study export PATH --out DIR          tidy CSV files + codebook.md
+    calbench study withdraw PATH --participant ID delete a participant's data everywhere
+
+The logic lives in ``lab/study/`` (no Textual); this module parses and prints.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from . import UserError, add_db_option, db_path, with_store
+
+
+def register(sub) -> None:
+    p = sub.add_parser("study", help="pilot studies: design, simulate, run participants, monitor, export",
+                       description="Pilot studies with people at the table: one TOML file describes conditions, "
+                                   "tasks, counterbalancing, timing, consent, quiz, questionnaires and belief "
+                                   "elicitation. Start with 'calbench study init study.toml'. "
+                                   "See docs/study-guide.md.")
+    ss = p.add_subparsers(dest="study_command", metavar="ACTION")
+    p.set_defaults(handler=lambda a: (p.print_help(), 0)[1])
+
+    q = ss.add_parser("init", help="write an annotated example study file",
+                      description="Write an annotated example study (two conditions, a quiz, questionnaires, "
+                                  "belief elicitation) to PATH for you to edit.")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
+    q.set_defaults(handler=handle_init)
+
+    q = ss.add_parser("check", help="validate a study file, print the design, optionally simulate one cycle",
+                      description="Validate the study file and print its design: conditions × positions, "
+                                  "participants per counterbalancing cycle, games and expected time per "
+                                  "participant. --dry-run plays one full cycle of simulated participants "
+                                  "(scripted humans) end to end into the database, marked simulated; the exit "
+                                  "code is 0 only if every step completed.")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument("--dry-run", action="store_true", help="simulate one counterbalancing cycle into the database")
+    q.add_argument("--json", action="store_true", help="print the design (and dry run) as JSON")
+    add_db_option(q)
+    q.set_defaults(handler=handle_check)
+
+    q = ss.add_parser("run", help="one participant at this terminal",
+                      description="Walk one participant through consent, instructions, quiz, practice, the "
+                                  "assigned games, questionnaires and belief grids, to a completion code. The "
+                                  "next new id takes the next counterbalancing slot. Run it again with the same "
+                                  "id after a crash or ctrl+q to resume at the same step.")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument("--participant", required=True, metavar="ID", help="a pseudonymous id (e.g. P001), never a name")
+    add_db_option(q)
+    q.set_defaults(handler=handle_run)
+
+    q = ss.add_parser("status", help="where every participant is",
+                      description="Participants, their current step, game progress, time per step, stalls "
+                                  "(no progress for 10 minutes) and completions.")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--watch", type=float, metavar="SECONDS", default=None,
+                   help="refresh every SECONDS until interrupted (a live monitor)")
+    add_db_option(q)
+    q.set_defaults(handler=handle_status)
+
+    q = ss.add_parser("export", help="tidy CSV files and a codebook",
+                      description="Write participants.csv, steps.csv, games.csv, messages.csv, beliefs.csv, "
+                                  "questionnaires.csv, timings.csv and codebook.md to DIR.")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument("--out", required=True, metavar="DIR")
+    add_db_option(q)
+    q.set_defaults(handler=handle_export)
+
+    q = ss.add_parser("withdraw", help="delete one participant's data everywhere",
+                      description="Delete the participant's games (with their events and results), steps, "
+                                  "answers, beliefs and timings, and say what was removed.")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument("--participant", required=True, metavar="ID")
+    add_db_option(q)
+    q.set_defaults(handler=handle_withdraw)
+
+
+def _load(path: str):
+    from lab.study.model import StudyFileError, load_study
+
+    try:
+        return load_study(path)
+    except StudyFileError as exc:
+        raise UserError(str(exc)) from None
+
+
+def handle_init(args) -> int:
+    from lab.study.example import write_example
+    from lab.study.model import load_study
+
+    try:
+        p = write_example(args.path, force=args.force)
+    except FileExistsError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"cannot write {args.path}: {exc.strerror}") from None
+    load_study(p)  # the example must always validate
+    print(f"Wrote {p}. Edit it, then: calbench study check {p} --dry-run")
+    return 0
+
+
+def handle_check(args) -> int:
+    from lab.study.check import design, dry_run
+
+    study = _load(args.path)
+    d = design(study)
+    result = None
+    if args.dry_run:
+        def progress(pid, results):
+            if not args.json:
+                games = [r for r in results if r.name.startswith("game:")]
+                ok = sum(r.status == "completed" for r in games)
+                print(f"  {pid}: {len(results)} steps, {ok}/{len(games)} games completed", file=sys.stderr)
+
+        if not args.json:
+            print(f"Dry run: {d['participants_per_cycle']} simulated participants …", file=sys.stderr)
+        result = with_store(db_path(args.db), lambda store: dry_run(study, store, base=Path(args.path).parent,
+                                                                   progress=progress))
+    if args.json:
+        out = {"conditions": d["conditions"], "participants_per_cycle": d["participants_per_cycle"],
+               "games_per_participant": d["games_per_participant"], "practice": d["practice"],
+               "expected_minutes": d["expected_minutes"], "method": d["method"], "cycle": d["cycle"]}
+        if result is not None:
+            out["dry_run"] = {"participants": result["participants"], "games": result["games"],
+                              "completed": result["completed"], "steps": result["steps"],
+                              "steps_completed": result["steps_completed"], "failures": result["failures"]}
+        print(json.dumps(out, indent=2))
+    else:
+        print(_format_design(d))
+        if result is not None:
+            print(f"Dry run: {result['participants']} simulated participants, {result['games']} games, "
+                  f"{result['completed']} completed, {result['steps_completed']}/{result['steps']} steps"
+                  + (f" (replaced {result['replaced_simulated']} earlier simulated participants)"
+                     if result["replaced_simulated"] else ""))
+            for f in result["failures"]:
+                print(f"  FAILED {f}")
+    if result is not None and not result["ok"]:
+        return 1
+    return 0
+
+
+def _format_design(d) -> str:
+    lines = [f"Study {d['study']}: {len(d['conditions'])} conditions, assignment {d['method']}, "
+             f"{d['participants_per_cycle']} participants per counterbalancing cycle"]
+    for c in d["conditions"]:
+        partners = c["partners"] if isinstance(c["partners"], str) else ",".join(c["partners"])
+        lines.append(f"  {c['name']:<14} partners {partners}; channels {','.join(c['channels'])}; "
+                     f"{c['max_turns']} turns; seats {c['seats']}; positions {c['positions']}")
+    if d["latin_square"]:
+        lines.append("  order rows: " + " / ".join(" → ".join(r) for r in d["latin_square"]))
+    lines.append("One cycle (participants in order of arrival; the next cycle repeats it):")
+    for p, plan in enumerate(d["cycle"]):
+        games = [f"{g['condition']}@seat{g['seat']}:{g['task_id']}" for g in plan if not g["practice"]]
+        lines.append(f"  #{p + 1}: " + " → ".join(games))
+    lines.append(f"Per participant: {d['games_per_participant']} games"
+                 f"{' + 1 practice' if d['practice'] else ''}, {d['steps_per_participant']} steps, "
+                 f"about {d['expected_minutes']} minutes")
+    return "\n".join(lines)
+
+
+def handle_run(args) -> int:
+    from . import require_terminal
+
+    study = _load(args.path)
+    pid = args.participant.strip()
+    if not pid or not pid.replace("-", "").replace("_", "").isalnum() or pid.startswith("sim-"):
+        raise UserError(f"--participant {args.participant!r}: use letters, digits, '-' or '_' "
+                        "(ids starting 'sim-' are for simulated participants)")
+    if any(c.uses_llm for c in study.conditions):
+        _check_llm(study)
+    from calbench_tui.study_app import make_study_app
+
+    app = make_study_app(study, participant=pid, store_path=db_path(args.db), base=Path(args.path).parent)
+    require_terminal("calbench study run")
+    app.run()
+    if app.error:
+        raise UserError(app.error)
+    if app.finished:
+        print(f"Participant {pid} has completed the study. Completion code: {app.code}")
+    else:
+        print(f"Participant {pid} stopped at step {app.current_step!r}; run the same command to resume there.")
+    return 0
+
+
+def _check_llm(study) -> None:
+    from personas.llm.settings import LLMConfigError, LLMSettings
+
+    for c in study.conditions:
+        if c.uses_llm:
+            try:
+                s = LLMSettings(base_url=c.llm.base_url, api_key_env=c.llm.api_key_env)
+                s.check_base_url()
+                s.resolve_api_key()
+            except (LLMConfigError, ValueError) as exc:
+                raise UserError(f"condition {c.name!r}: {str(exc).splitlines()[0]}") from None
+
+
+def handle_status(args) -> int:
+    import time
+
+    from lab.study.status import format_status, study_status
+
+    study = _load(args.path)
+    path = _existing(args.db)
+    while True:
+        st = with_store(path, lambda store: study_status(study, store))
+        if args.json:
+            print(json.dumps(st, indent=2))
+        else:
+            if args.watch:
+                print("\033[2J\033[H", end="")
+            print(format_status(st))
+        if not args.watch:
+            return 0
+        try:
+            time.sleep(args.watch)
+        except KeyboardInterrupt:
+            return 0
+
+
+def handle_export(args) -> int:
+    from lab.study.export import export_study
+
+    study = _load(args.path)
+    path = _existing(args.db)
+    try:
+        counts = with_store(path, lambda store: export_study(study, store, args.out))
+    except OSError as exc:
+        raise UserError(f"cannot write to {args.out}: {exc.strerror}") from None
+    for name, n in counts.items():
+        print(f"{Path(args.out) / name}: {n} rows")
+    print(f"{Path(args.out) / 'codebook.md'}: every column described")
+    return 0
+
+
+def handle_withdraw(args) -> int:
+    from saves.study import StudyStore
+
+    study = _load(args.path)
+    path = _existing(args.db)
+
+    async def go(store):
+        db = StudyStore(store, study.name)
+        if await db.participant(args.participant) is None:
+            raise UserError(f"no participant {args.participant!r} in study {study.name}")
+        return await db.withdraw(args.participant)
+
+    counts = with_store(path, go)
+    parts = ", ".join(f"{n} {table}" for table, n in counts.items() if n)
+    print(f"Withdrew {args.participant} from {study.name}: removed {parts or 'nothing'}.")
+    return 0
+
+
+def report_study(args) -> int:
+    from lab.study.report import format_table, study_table
+
+    study = _load(args.study)
+    path = _existing(args.db)
+    t = with_store(path, lambda store: study_table(study, store, include_simulated=args.include_simulated))
+    print(json.dumps(t, indent=2) if args.json else format_table(t))
+    return 0
+
+
+def _existing(arg):
+    """The database path, which must exist (reading a study never creates an empty database)."""
+    import os
+
+    path = db_path(arg)
+    if not os.path.exists(path):
+        where = "--db" if arg else ("$CALBENCH_DB" if os.environ.get("CALBENCH_DB") else "the default location")
+        raise UserError(f"no save database at {path} ({where}); run 'calbench study check PATH --dry-run' or "
+                        "'calbench study run' first, or pass --db PATH")
+    if os.path.isdir(path):
+        raise UserError(f"{path} is a directory, not a save database")
+    return path

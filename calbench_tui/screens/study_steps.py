@@ -1,0 +1,267 @@
+"""The non-game screens of a study (``calbench study run``): consent, instructions, the
+comprehension quiz, questionnaires and the thank-you screen.  Each is dismissed with its
+result; the study app awaits them in order (``push_screen_wait``).  Keys only, no mouse
+needed; every screen says which keys it takes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Input, Markdown, Static
+
+from ..widgets.keybar import KeyBar
+
+_CSS = """
+StudyTextScreen, QuizScreen, QuestionnaireScreen, ThanksScreen { align: center top; }
+#study-body { width: 100%; max-width: 96; height: 1fr; padding: 1 2; }
+#study-head { height: auto; padding: 0 2; background: $panel; text-style: bold; }
+#study-feedback { height: auto; padding: 0 2; }
+#study-input { margin: 0 2; }
+"""
+
+
+class StudyTextScreen(Screen):
+    """Markdown to read; ``y`` agrees (consent) or ``enter`` continues; ``n`` declines (consent)."""
+
+    DEFAULT_CSS = _CSS
+    BINDINGS = [
+        Binding("enter", "go", "Continue", id="study_continue"),
+        Binding("y", "agree", "I agree", id="study_agree"),
+        Binding("n", "decline", "I do not agree", id="study_decline"),
+    ]
+
+    def __init__(self, markdown: str, *, title: str, consent: bool = False) -> None:
+        super().__init__()
+        self.markdown = markdown
+        self.title_text = title
+        self.consent = consent
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.title_text, id="study-head")
+        with VerticalScroll(id="study-body"):
+            yield Markdown(self.markdown)
+        yield KeyBar()
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action in ("agree", "decline"):
+            return self.consent
+        if action == "go":
+            return not self.consent
+        return True
+
+    def action_go(self) -> None:
+        self.dismiss(True)
+
+    def action_agree(self) -> None:
+        self.dismiss(True)
+
+    def action_decline(self) -> None:
+        self.dismiss(False)
+
+
+class QuizScreen(Screen):
+    """One question at a time; number keys answer; a wrong answer is explained and the
+    question asked again.  Dismissed with every attempt ``{item, response, attempt}``."""
+
+    DEFAULT_CSS = _CSS
+    BINDINGS = [Binding(str(k), f"answer({k})", str(k), show=False, id=f"quiz_{k}") for k in range(1, 10)]
+
+    def __init__(self, questions: list[Any]) -> None:
+        super().__init__()
+        self.questions = questions
+        self.index = 0
+        self.attempt = 1
+        self.records: list[dict[str, Any]] = []
+        self.wrong = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="study-head")
+        yield Static("", id="study-body")
+        yield Static("", id="study-feedback")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self._show()
+
+    def _show(self, feedback: Text | None = None) -> None:
+        q = self.questions[self.index]
+        self.query_one("#study-head", Static).update(
+            f"Quiz · question {self.index + 1} of {len(self.questions)}"
+            + (f" · try {self.attempt}" if self.attempt > 1 else ""))
+        body = Text(q.question + "\n\n", style="bold")
+        for k, c in enumerate(q.choices):
+            body.append(f"  {k + 1}  ", style="bold reverse")
+            body.append(f" {c}\n")
+        body.append("\nPress the number of your answer.", style="dim")
+        self.query_one("#study-body", Static).update(body)
+        self.query_one("#study-feedback", Static).update(feedback or "")
+
+    def action_answer(self, k: int) -> None:
+        q = self.questions[self.index]
+        if not 1 <= k <= len(q.choices):
+            return
+        choice = k - 1
+        self.records.append({"item": self.index, "response": choice, "attempt": self.attempt})
+        if choice != q.answer:
+            self.wrong += 1
+            self.attempt += 1
+            fb = Text("Not quite. ", style="bold red")
+            fb.append(q.explanation)
+            fb.append(" Try again.", style="bold")
+            self._show(fb)
+            return
+        self.index += 1
+        self.attempt = 1
+        if self.index >= len(self.questions):
+            self.dismiss(self.records)
+            return
+        self._show(Text("Right. ", style="bold green").append(q.explanation))
+
+
+class QuestionnaireScreen(Screen):
+    AUTO_FOCUS = None
+    """Items one at a time.  Likert and choice: number keys (``0`` is 10, ``-`` is 11 on an
+    11-point scale); text: type, then ``enter`` (empty is allowed for optional items)."""
+
+    DEFAULT_CSS = _CSS
+    BINDINGS = ([Binding(str(k % 10), f"pick({k})", str(k), show=False, id=f"item_{k}") for k in range(1, 11)]
+                + [Binding("minus", "pick(11)", "11", show=False, id="item_11"),
+                   Binding("s", "skip", "Skip (optional)", id="item_skip")])
+
+    def __init__(self, questionnaire: Any, *, subtitle: str = "") -> None:
+        super().__init__()
+        self.q = questionnaire
+        self.subtitle = subtitle
+        self.index = 0
+        self.answers: list[dict[str, Any]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="study-head")
+        yield Static("", id="study-body")
+        yield Input(placeholder="type your answer, then enter", id="study-input")
+        yield Static("", id="study-feedback")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self._show()
+
+    @property
+    def item(self):
+        return self.q.items[self.index]
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if self.index >= len(self.q.items):
+            return False
+        it = self.item
+        if action == "skip":
+            return it.optional and it.type != "text"
+        if action == "pick":
+            if it.type == "text":
+                return False
+            n = it.points if it.type == "likert" else len(it.choices)
+            return parameters[0] <= n
+        return True
+
+    def _show(self) -> None:
+        it = self.item
+        title = self.q.title or self.q.id
+        self.query_one("#study-head", Static).update(
+            f"{title}{' · ' + self.subtitle if self.subtitle else ''} · {self.index + 1} of {len(self.q.items)}")
+        body = Text(it.text + "\n\n", style="bold")
+        box = self.query_one("#study-input", Input)
+        if it.type == "likert":
+            body.append(f"  1 = {it.low}   …   {it.points} = {it.high}\n\n")
+            for k in range(1, it.points + 1):
+                body.append(f" {k} ", style="bold reverse")
+                body.append(" ")
+            body.append("\n\nPress a number.", style="dim")
+        elif it.type == "choice":
+            for k, c in enumerate(it.choices):
+                body.append(f"  {k + 1}  ", style="bold reverse")
+                body.append(f" {c}\n")
+            body.append("\nPress the number of your answer.", style="dim")
+        else:
+            body.append("Type your answer and press enter" + (" (or leave it empty)." if it.optional else "."),
+                        style="dim")
+        box.display = it.type == "text"
+        box.disabled = it.type != "text"  # a hidden input must not take the number keys
+        box.value = ""
+        if it.type == "text":
+            box.focus()
+        else:
+            self.set_focus(None)
+        self.query_one("#study-body", Static).update(body)
+        self.query_one("#study-feedback", Static).update("")
+        self.refresh_bindings()
+
+    def _record(self, response: Any) -> None:
+        self.answers.append({"item": self.item.id, "response": response})
+        self.index += 1
+        if self.index >= len(self.q.items):
+            self.dismiss(self.answers)
+        else:
+            self._show()
+
+    def action_pick(self, k: int) -> None:
+        it = self.item
+        self._record(k if it.type == "likert" else it.choices[k - 1])
+
+    def action_skip(self) -> None:
+        self._record(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text and not self.item.optional:
+            self.query_one("#study-feedback", Static).update(Text("Please write an answer.", style="bold red"))
+            return
+        self._record(text)
+
+
+class ThanksScreen(Screen):
+    """The end: the completion code; ``enter`` or ``q`` closes the app."""
+
+    DEFAULT_CSS = _CSS
+    BINDINGS = [Binding("enter", "close", "Close", id="thanks_close"),
+                Binding("q", "close", "Close", show=False, id="thanks_q")]
+
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        self.code = code
+
+    def compose(self) -> ComposeResult:
+        yield Static("Thank you", id="study-head")
+        body = Text("\nYou have finished the study. Thank you for taking part!\n\n")
+        body.append("Your completion code:  ")
+        body.append(f" {self.code} ", style="bold reverse")
+        body.append("\n\nWrite it down or copy it now; you will need it to be credited.")
+        yield Static(body, id="study-body")
+        yield KeyBar()
+
+    def action_close(self) -> None:
+        self.dismiss(True)
+
+
+class NoticeScreen(Screen):
+    """A short message between steps (a game's result); ``enter`` continues."""
+
+    DEFAULT_CSS = _CSS
+    BINDINGS = [Binding("enter", "go", "Continue", id="notice_continue")]
+
+    def __init__(self, title: str, text: Text | str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.title_text, id="study-head")
+        yield Static(self.text, id="study-body")
+        yield KeyBar()
+
+    def action_go(self) -> None:
+        self.dismiss(True)

@@ -1,0 +1,197 @@
+"""``calbench study run``: one participant's whole study in the terminal.
+
+The app is the terminal *driver* of ``lab.study.runner.StudyRunner``: the runner decides
+which step comes next and records it; this app shows each step and returns the person's
+answer.  Steps: consent → instructions → quiz → questionnaires → practice → the assigned
+games (the ordinary game screen and batch builder, with a countdown bar for the time
+limits) → after-game questionnaires → belief grids after the chosen rounds →
+questionnaires → thank-you with the completion code.
+
+It extends :class:`calbench_tui.app.CalBenchApp` only to reuse the game screens' wiring
+(human requests, events, the batch builder); the game itself is started by the runner
+through ``lab.session.run_session``, in the app's ``game`` worker group, so ``ctrl+q``
+cancels it the same way: the game is marked stopped, the step stays open, and running the
+same command again resumes there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+
+from lab.study.model import Study
+from personas.human import HumanPersona
+
+from .app import CalBenchApp
+from .messages import AppSink
+from .screens.game import GameScreen
+from .screens.study_beliefs import BeliefGridScreen
+from .screens.study_steps import NoticeScreen, QuestionnaireScreen, QuizScreen, StudyTextScreen, ThanksScreen
+from .settings import Settings
+from .widgets.study_countdown import Countdown
+
+__all__ = ["StudyApp", "make_study_app"]
+
+
+class TerminalDriver:
+    """The runner's driver: each step is a screen, awaited until dismissed."""
+
+    simulated = False
+
+    def __init__(self, app: "StudyApp") -> None:
+        self.app = app
+
+    async def _show(self, screen) -> Any:
+        return await self.app.push_screen_wait(screen)
+
+    async def consent(self, text: str) -> bool:
+        return await self._show(StudyTextScreen(text, title="Consent", consent=True))
+
+    async def instructions(self, text: str) -> None:
+        await self._show(StudyTextScreen(text, title="Instructions"))
+
+    async def quiz(self, questions) -> list[dict[str, Any]]:
+        return await self._show(QuizScreen(list(questions)))
+
+    async def questionnaire(self, q, *, game=None) -> list[dict[str, Any]]:
+        sub = ""
+        if game is not None:
+            sub = "about the practice game" if game.game.practice else f"about game {game.game.index}"
+        return await self._show(QuestionnaireScreen(q, subtitle=sub))
+
+    async def beliefs(self, ctx, req) -> dict[int, list[int]]:
+        return await self._show(BeliefGridScreen(req, title=self._game_title(ctx)))
+
+    def human_persona(self, ctx) -> HumanPersona:
+        self.app.human = HumanPersona(self.app._on_human_request)
+        return self.app.human
+
+    def draft(self):
+        """The batch on screen when a decision runs out of time: submitted if it is valid."""
+        ds = self.app.decision_screen
+        if ds is None:
+            return None
+        from engine.rules import BatchOutcome
+
+        return tuple(ds.plan.actions()) if isinstance(ds.plan.check(), BatchOutcome) else None
+
+    def listeners(self, ctx):
+        return [AppSink(self.app, ctx.game.seat)]
+
+    def _game_title(self, ctx) -> str:
+        g = ctx.game
+        if g.practice:
+            return "Practice game"
+        total = sum(1 for x in self.app.runner.games if not x.practice)
+        return f"Game {g.index if self.app.runner.games[0].practice else g.index + 1} of {total}"
+
+    async def game_started(self, ctx) -> None:
+        app = self.app
+        g, task = ctx.game, ctx.task
+        app.settings = app.settings.with_(seat=g.seat, channels=ctx.condition.channel_names())
+        app.game_task = task
+        app.game_id = ctx.game_id
+        app.status = "running"
+        gs = GameScreen(seat=g.seat, channels=ctx.condition.channel_names(), num_agents=task.num_agents,
+                        num_rounds=len(task.meetings))
+        app.game_screen = gs
+        await app.push_screen(gs)
+        app.countdown_seat = ctx.seat_persona
+        await gs.mount(Countdown(lambda: app.countdown_seat, title=self._game_title(ctx)), before=0)
+        if g.practice:
+            gs.chat.note(Text("This is a practice game: it does not count.", style="bold"))
+
+    async def game_over(self, ctx, outcome) -> None:
+        app = self.app
+        app._close_batch_builder()
+        app.status = outcome.status
+        app.countdown_seat = None
+        res = outcome.result
+        if outcome.status == "completed" and res is not None:
+            m = res.trace.get("metrics") or {}
+            text = Text(f"\n{self._game_title(ctx)} is over: {m.get('meetings_scheduled', '?')} of "
+                        f"{m.get('meetings_total', '?')} meetings were scheduled.\n\nPress enter to continue.")
+        else:
+            text = Text(f"\nThe game stopped because of a problem ({outcome.error}). It is recorded; "
+                        "press enter to continue with the study.")
+        while app.screen is not app.game_screen and len(app.screen_stack) > 1:
+            app.pop_screen()
+        if app.screen is app.game_screen:
+            app.pop_screen()
+        app.game_screen = None
+        await self._show(NoticeScreen("Game over", text))
+
+    async def thanks(self, code: str) -> None:
+        self.app.code = code
+        await self._show(ThanksScreen(code))
+
+
+class StudyApp(CalBenchApp):
+    """One participant (see the module docstring)."""
+
+    def __init__(self, study: Study, *, participant: str, store: Any = None, store_path: str | None = None,
+                 base: Path | None = None, settings: Settings | None = None) -> None:
+        super().__init__(settings=settings or Settings(seat=0, setup=False), store=store, store_path=store_path)
+        self.study = study
+        self.participant = participant
+        self.base = base
+        self.runner = None
+        self.code: str | None = None
+        self.finished = False
+        self.current_step: str | None = None
+        self.countdown_seat = None
+
+    async def on_mount(self, event) -> None:
+        event.prevent_default()  # not the play app's mount (setup screen, a game of its own)
+        if self.store is None and self.store_path:
+            from saves.store import Store
+
+            self.store = await Store.open(self.store_path)
+            self._own_store = True
+        self.title = self.study.study.title or self.study.name
+        self.run_study()
+
+    @work(exclusive=True, group="game", exit_on_error=False)
+    async def run_study(self) -> None:
+        from lab.study.runner import QuizFailed, StudyRunner
+
+        def on_step(i: int, name: str) -> None:
+            self.current_step = name
+
+        self.runner = StudyRunner(self.study, self.store, self.participant, TerminalDriver(self), base=self.base,
+                                  on_step=on_step)
+        try:
+            row = await self.runner.enroll()
+            self.code = row.get("completion_code")  # already finished: the code they were given
+            if self.runner.design_changed:
+                self.notify("The study file changed since this participant started; their stored "
+                            "assignment and steps are kept.", severity="warning", timeout=10)
+            step = self.runner.next_step()
+            self.current_step = self.runner.steps[step]["name"] if step is not None else None
+            await self.runner.run()
+        except QuizFailed as exc:
+            self.error = f"participant {self.participant} stopped: {exc}"
+            self.exit(return_code=1)
+            return
+        except Exception as exc:  # a broken file or database: one line, never a traceback
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.exit(return_code=2)
+            return
+        self.finished = True
+        self.current_step = None
+        self.exit(return_code=0)
+
+    def open_batch_builder(self, request) -> None:
+        super().open_batch_builder(request)
+        ds = self.decision_screen
+        if ds is not None and self.countdown_seat is not None:
+            ds.call_after_refresh(lambda: ds.mount(Countdown(lambda: self.countdown_seat, title="Decision"),
+                                                   before=0) if ds.is_attached else None)
+
+
+def make_study_app(study: Study, *, participant: str, store: Any = None, store_path: str | None = None,
+                   base: Path | None = None) -> StudyApp:
+    return StudyApp(study, participant=participant, store=store, store_path=store_path, base=base)

@@ -1,0 +1,80 @@
+"""``study check``: the design in numbers, and the dry run of one cycle of simulated participants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .assign import assignment, cycle_length, latin_square
+from .model import Study, pool_tasks
+from .runner import QuizFailed, StudyRunner, plan_steps
+from .simulate import SimulatedDriver, simulated_ids
+
+__all__ = ["design", "dry_run"]
+
+
+def design(study: Study) -> dict[str, Any]:
+    """What ``study check`` prints: conditions, positions, cycle, games and time per participant."""
+    tasks = pool_tasks(study)
+    n = cycle_length(study)
+    plans = [assignment(study, p, tasks) for p in range(n)]
+    games = study.games_per_participant + (1 if study.tasks.practice else 0)
+    conds = []
+    for c in study.conditions:
+        seats = sorted({g.seat for plan in plans for g in plan if g.condition == c.name and not g.practice})
+        positions = sorted({g.position for plan in plans for g in plan if g.condition == c.name and not g.practice})
+        conds.append({"name": c.name, "partners": c.partners, "channels": c.channels, "max_turns": c.max_turns,
+                      "seats": seats, "positions": positions, "uses_llm": c.uses_llm})
+    steps = plan_steps(study, plans[0])
+    return {
+        "study": study.name,
+        "method": study.assignment.method,
+        "conditions": conds,
+        "participants_per_cycle": n,
+        "games_per_participant": study.games_per_participant,
+        "practice": bool(study.tasks.practice),
+        "steps_per_participant": len(steps),
+        "expected_minutes": round(games * study.study.minutes_per_game + 2 + len(study.quiz) * 0.5
+                                  + sum(len(q.items) for q in study.questionnaires) * 0.25, 1),
+        "latin_square": [[study.conditions[i].name for i in row] for row in latin_square(len(study.conditions))]
+        if study.assignment.method == "latin" else None,
+        "cycle": [[{"condition": g.condition, "task_id": g.task_id, "seat": g.seat, "practice": g.practice}
+                   for g in plan] for plan in plans],
+    }
+
+
+async def dry_run(study: Study, store: Any, *, base: Path | None = None, progress=None) -> dict[str, Any]:
+    """One full cycle of simulated participants, end to end into ``store`` (earlier simulated
+    participants of this study are withdrawn first).  Every game goes through run_session."""
+    from saves.study import StudyStore
+
+    removed = await StudyStore(store, study.name).delete_simulated()
+    n = cycle_length(study)
+    out = {"participants": n, "games": 0, "completed": 0, "steps": 0, "steps_completed": 0,
+           "replaced_simulated": removed, "failures": [], "participant_ids": []}
+    for pid in simulated_ids(n):
+        runner = StudyRunner(study, store, pid, SimulatedDriver(study, pid), base=base)
+        await runner.enroll()
+        out["participant_ids"].append(pid)
+        out["steps"] += len(runner.steps)
+        try:
+            results = await runner.run()
+        except (QuizFailed, ValueError) as exc:
+            out["failures"].append(f"{pid}: {exc}")
+            results = runner.results
+        for r in results:
+            if r.name.startswith("game:"):
+                out["games"] += 1
+                out["completed"] += r.status == "completed"
+                if r.status != "completed":
+                    out["failures"].append(f"{pid} {r.name}: {r.data.get('error')}")
+                elif r.data.get("partner_failures"):
+                    # the game ended, but a partner could not answer: the setup is not ready for people
+                    out["failures"].append(f"{pid} {r.name}: {r.data['partner_failures']} partner call(s) failed "
+                                           f"({r.data.get('partner_failure')})")
+            out["steps_completed"] += r.status == "completed"
+        if progress is not None:
+            progress(pid, results)
+    out["ok"] = (not out["failures"] and out["steps_completed"] == out["steps"]
+                 and out["completed"] == out["games"])
+    return out

@@ -1,0 +1,145 @@
+"""The annotated example study that ``calbench study init PATH`` writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EXAMPLE = '''\
+# A CalBench pilot study.  Edit this file, then:
+#   calbench study check study.toml              # validate and print the design
+#   calbench study check study.toml --dry-run    # simulated participants play one full cycle
+#   calbench study run study.toml --participant P001
+#   calbench study status study.toml ; calbench study export study.toml --out data/
+# Every key is explained; delete what you do not need (defaults are shown).
+
+[study]
+name = "pilot-1"          # the study's id in the database (letters, digits, - _ .)
+title = "Scheduling with partners"
+seed = 7                  # completion codes and random assignment follow from it
+code_prefix = "CB"        # completion codes look like CB-7K2Q9M
+simulated_protocol = "imap"  # how simulated participants (study check --dry-run) play their seat
+minutes_per_game = 8      # for the time estimate only
+
+# -- conditions (treatments) ------------------------------------------------------------------
+# Each condition is a table: who sits in the other seats, the participant's seat, the channels
+# and the talk turns per round.  Partners: imap, sdmap, dsm-welfare, dsm-private, passive or
+# llm:MODEL[+variant]; one name for every other seat or a list with one name per other seat.
+[[conditions]]
+name = "scripted"
+description = "four IMAP protocol partners"
+partners = "imap"
+seat = 0                  # used when [assignment] does not rotate seats
+channels = ["dm"]         # dm, participant (the meeting's group chat), all (everyone's chat)
+max_turns = 6             # talk sweeps per round
+cost = "task"             # task (the tasks' own costs) | uniform | varied (re-costs seed:N scenarios)
+
+[[conditions]]
+name = "llm"
+description = "one LLM partner, three IMAP partners"
+partners = ["llm:mock-model", "imap", "imap", "imap"]
+seat = 0
+channels = ["dm"]
+max_turns = 6
+[conditions.llm]          # endpoint of this condition's llm: seats (the key stays in the environment)
+base_url = "http://127.0.0.1:8765/v1"   # 'calbench mock-llm' listens here; put your endpoint instead
+api_key_env = "OPENAI_API_KEY"          # the NAME of the variable holding the key, never the key
+timeout = 60
+
+# -- tasks ------------------------------------------------------------------------------------
+[tasks]
+pool = ["seed:100", "seed:101", "seed:102", "seed:103"]   # task references: seed:N, canonical:A-B, tasks.jsonl
+games_per_condition = 1   # each participant plays every condition this many times
+practice = "seed:99"      # one task played first and marked practice (delete for none)
+
+# -- assignment -------------------------------------------------------------------------------
+# latin: a Latin square over conditions (order), task blocks and seat positions; participants
+#        are numbered in order of arrival and one cycle balances every condition in every
+#        position.  random: shuffled per participant from seed.  fixed: everyone the same.
+[assignment]
+method = "latin"
+seed = 7
+seats = [0, 2]            # seat positions rotated over participants (delete: each condition's seat)
+
+# -- timing -----------------------------------------------------------------------------------
+[timing]
+talk_seconds = 90         # per talk turn; at 0 the turn ends (recorded as a timeout)
+decision_seconds = 120    # per decision; at 0 the batch is submitted as it stands (or no move)
+on_decision_timeout = "submit"   # submit | no_move
+
+# -- consent and instructions (Markdown; text = "..." or file = "consent.md") -------------------
+[consent]
+text = """
+# Consent
+You will schedule meetings with other players by chatting and moving items in a calendar.
+The session takes about 30 minutes. You may stop at any time. We store your moves, your
+messages and your answers under a code, never your name.
+
+Press **y** to agree and continue, or **ctrl+q** to leave.
+"""
+
+[instructions]
+text = """
+# How to play
+Each round one meeting is to be scheduled. Talk with the other participants of the meeting,
+then decide: put the meeting in a slot that is free for you (moving an errand costs its cost).
+A meeting counts only if every participant puts it in the same slot. Your calendar is private.
+"""
+
+# -- comprehension quiz (must be passed before play; wrong answers are explained) ---------------
+[[quiz]]
+question = "When is a meeting scheduled?"
+choices = ["When I put it in my calendar", "When every participant puts it in the same slot", "When someone proposes a slot"]
+answer = 1                # 0 = the first choice
+explanation = "Everyone in the meeting must place it in the same slot in the same round."
+
+[[quiz]]
+question = "Who sees your calendar?"
+choices = ["Everyone", "Only the participants of the meeting", "Nobody but me"]
+answer = 2
+explanation = "Your calendar is private: others learn only what you tell them."
+
+# -- questionnaires: when = before | after_game | after_study; items likert | choice | text -------
+[[questionnaires]]
+id = "pre"
+when = "before"
+title = "Before we start"
+items = [
+  { id = "experience", text = "How often do you schedule meetings with others?", type = "choice", choices = ["rarely", "monthly", "weekly", "daily"] },
+]
+
+[[questionnaires]]
+id = "game"
+when = "after_game"
+title = "About this game"
+items = [
+  { id = "satisfied", text = "I am satisfied with the meetings we scheduled.", type = "likert", points = 7 },
+  { id = "overshared", text = "I revealed more about my calendar than I wanted to.", type = "likert", points = 7 },
+]
+
+[[questionnaires]]
+id = "post"
+when = "after_study"
+title = "Last questions"
+items = [
+  { id = "partner_human", text = "Did any partner seem to be a person?", type = "choice", choices = ["yes", "no", "not sure"] },
+  { id = "comments", text = "Anything else you want to tell us?", type = "text", optional = true },
+]
+
+# -- belief elicitation (the human-observer VPS) -------------------------------------------------
+# After the chosen rounds the participant marks, for the chosen seats, every slot of that
+# seat's calendar from -3 (surely busy) to +3 (surely free); 0 = no idea.
+[beliefs]
+enabled = true
+rounds = "last"           # "last", "all" or a list of round numbers from 0, e.g. [0, 2]
+targets = "meeting"       # "meeting" (the other participants of that round), "all", or seat numbers
+practice = false          # ask in the practice game too
+'''
+
+
+def write_example(path: str | Path, *, force: bool = False) -> Path:
+    p = Path(path)
+    if p.exists() and not force:
+        raise FileExistsError(f"{p} exists; choose another path or pass --force to overwrite it")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(EXAMPLE, encoding="utf-8")
+    return p

@@ -1,0 +1,295 @@
+"""``study export``: tidy CSV files (one observation per row, one variable per column) and a
+codebook that describes every column.  :data:`CODEBOOK` is the single source of the column
+lists: the writer writes exactly those columns, and ``codebook.md`` is generated from it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.model import Task
+from engine.privacy import belief_to_feasibility, belief_updates, feasibility_truth, observer_vps, semantic_leaks
+from engine.protocol import MESSAGE_EVENTS, typed_message
+
+__all__ = ["CODEBOOK", "export_study", "study_rows", "seat_kind", "codebook_markdown"]
+
+CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "participants.csv": ("One row per participant.", [
+        ("participant", "the pseudonymous id given at `study run --participant` (simulated: sim-NNN)"),
+        ("simulated", "1 = a scripted participant from `study check --dry-run`, 0 = a person"),
+        ("slot", "arrival number within real (or simulated) participants; row of the counterbalancing"),
+        ("condition_order", "the conditions in playing order, separated by '|' (practice excluded)"),
+        ("seats", "the participant's seat in each of those games, separated by '|'"),
+        ("status", "active (not finished) or completed"),
+        ("started_at", "UTC ISO time the participant was registered"),
+        ("completed_at", "UTC ISO time of the thank-you screen (empty if not reached)"),
+        ("completion_code", "the code shown on the thank-you screen"),
+        ("steps_completed", "steps completed so far"),
+        ("steps_total", "steps in the participant's plan"),
+        ("quiz_retries", "wrong quiz answers before passing"),
+    ]),
+    "steps.csv": ("One row per participant × step of their plan.", [
+        ("participant", "participant id"),
+        ("step", "0-based position in the plan"),
+        ("name", "consent, instructions, quiz, questionnaire:ID[@GAME], game:K, thanks"),
+        ("game_id", "the game of a game step"),
+        ("started_at", "UTC ISO time the step was first shown"),
+        ("completed_at", "UTC ISO time it was completed (empty: not yet)"),
+        ("seconds", "wall seconds spent on the step, summed over resumes"),
+        ("status", "completed or failed (a game that failed)"),
+    ]),
+    "games.csv": ("One row per game × seat (every seat of every study game).", [
+        ("participant", "participant id"),
+        ("simulated", "1 for a simulated participant's game"),
+        ("condition", "the condition (treatment) of the game"),
+        ("game_id", "the game id (also in the saves database and its traces)"),
+        ("task_id", "the task id"),
+        ("study_game", "index in the participant's plan (0 = practice when there is one)"),
+        ("practice", "1 = the practice game"),
+        ("status", "completed, running, stopped or failed"),
+        ("seat", "seat number"),
+        ("kind", "human (the participant's seat), llm or protocol"),
+        ("persona", "the persona: human, imap, llm:MODEL ... (sim:PROTOCOL for a simulated participant)"),
+        ("is_participant_seat", "1 for the participant's own seat"),
+        ("coordination", "the game's coordination rate (scheduled / assigned participant-meetings)"),
+        ("success", "this seat's share of its meetings that were scheduled"),
+        ("excess_cost", "this seat's cost above the oracle's split, in shown units"),
+        ("fairness", "the seat's fairness figure (SPEC §6)"),
+        ("vps", "estimated VPS with this seat as the target: how much the others learned about it (SPEC §8)"),
+        ("observer_vps", "human seats: the participant's stated-belief VPS over all targets they marked (SPEC §8 on the belief grid)"),
+        ("estimator_vps_same_pairs", "human seats: the estimator's VPS over the same (round, target) pairs, for comparison"),
+        ("timeouts", "human seats: turns and decisions that ran out of time"),
+    ]),
+    "messages.csv": ("One row per message sent in a study game.", [
+        ("participant", "participant id"),
+        ("game_id", "game id"),
+        ("seq", "event number in the game"),
+        ("round", "round (0-based)"),
+        ("turn", "talk sweep within the round"),
+        ("sender", "sending seat"),
+        ("sender_kind", "human, llm or protocol"),
+        ("recipients", "receiving seats, separated by '|'"),
+        ("channel", "dm, participant_groupchat or all_groupchat"),
+        ("text", "the message text as shown"),
+        ("typed_kind", "protocol:kind of a typed protocol message (e.g. imap:costs), empty for free text"),
+        ("vps_contribution", "change in the estimator's |belief - 0.5| this message caused, summed over slots and readers"),
+        ("leak_tier", "highest tier (public < neutral < sensitive) of a private label the message revealed to an unentitled reader; empty if none"),
+    ]),
+    "beliefs.csv": ("One row per belief-grid cell the participant marked.", [
+        ("participant", "participant id"),
+        ("game_id", "game id"),
+        ("round", "the round after which the grid was shown"),
+        ("observer", "the participant's seat"),
+        ("target", "the seat the belief is about"),
+        ("slot", "calendar slot"),
+        ("belief", "-3 surely busy .. 0 no idea .. +3 surely free"),
+        ("feasibility_belief", "belief mapped to a probability the slot was feasible: 0.5 + belief/6"),
+        ("truth", "1 if the slot was feasible (free or a movable errand) for the target at the start of that round, else 0"),
+    ]),
+    "questionnaires.csv": ("Long format: one row per answer (quiz attempts included).", [
+        ("participant", "participant id"),
+        ("simulated", "1 for a simulated participant"),
+        ("questionnaire", "questionnaire id, or quiz"),
+        ("game_id", "the game an after-game questionnaire is about"),
+        ("item", "item id (quiz: question number from 0)"),
+        ("response", "the answer: a Likert point (1..points), a choice's text, free text; quiz: the chosen option's number"),
+        ("attempt", "quiz: attempt number (1 = first); 1 otherwise"),
+        ("correct", "quiz: 1 right, 0 wrong; empty otherwise"),
+    ]),
+    "timings.csv": ("One row per timed call of the participant's seat.", [
+        ("participant", "participant id"),
+        ("game_id", "game id"),
+        ("round", "round"),
+        ("turn", "talk sweep (talk phase only)"),
+        ("phase", "talk, voluntary, decision or beliefs"),
+        ("seconds", "seconds from the request to the answer (the limit, when it timed out)"),
+        ("timed_out", "1 if the time limit ran out (the turn ended / the batch went as it stood)"),
+    ]),
+}
+
+_TIERS = ("public", "neutral", "sensitive")
+
+
+def seat_kind(persona: str | None, model: str | None) -> str:
+    p, m = (persona or ""), (model or "")
+    if p == "human":
+        return "human"
+    if p == "llm" or m.startswith("llm") or p.startswith("llm"):
+        return "llm"
+    return "protocol"
+
+
+def codebook_markdown() -> str:
+    out = ["# Codebook", "",
+           "Written by `calbench study export`. Every file is UTF-8 CSV with a header row; empty cells "
+           "are missing values. Ids join the files: `participant` everywhere, `game_id` between games, "
+           "messages, beliefs, timings and after-game questionnaires. `study.json` beside them is the "
+           "study file as it was validated (conditions, timing, items), for the methods section.", ""]
+    for name, (desc, cols) in CODEBOOK.items():
+        out += [f"## {name}", "", desc, "", "| column | meaning |", "| --- | --- |"]
+        out += [f"| `{c}` | {m} |" for c, m in cols]
+        out.append("")
+    return "\n".join(out)
+
+
+async def study_rows(study, store) -> dict[str, list[dict[str, Any]]]:
+    """Every row of every file, as dicts keyed by the codebook's columns."""
+    from saves.study import StudyStore
+
+    db = StudyStore(store, study.name)
+    parts = await db.participants()
+    steps = await db.all_steps()
+    answers = await db.answers()
+    beliefs = await db.beliefs()
+    timings = await db.timings()
+    sim = {p["participant"]: p["simulated"] for p in parts}
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in CODEBOOK}
+    by_part_steps: dict[str, list] = {}
+    for s in steps:
+        by_part_steps.setdefault(s["participant"], []).append(s)
+    quiz_retries: dict[str, int] = {}
+    for a in answers:
+        if a["questionnaire"] == "quiz" and a["correct"] == 0:
+            quiz_retries[a["participant"]] = quiz_retries.get(a["participant"], 0) + 1
+    for p in parts:
+        plan = [g for g in p["assignment"] if not g["practice"]]
+        ps = by_part_steps.get(p["participant"], [])
+        out["participants.csv"].append({
+            "participant": p["participant"], "simulated": p["simulated"], "slot": p["slot"],
+            "condition_order": "|".join(g["condition"] for g in plan), "seats": "|".join(str(g["seat"]) for g in plan),
+            "status": p["status"], "started_at": p["started_at"], "completed_at": p["completed_at"],
+            "completion_code": p["completion_code"], "steps_completed": sum(1 for s in ps if s["completed_at"]),
+            "steps_total": len(ps), "quiz_retries": quiz_retries.get(p["participant"], 0)})
+    for s in steps:
+        out["steps.csv"].append({"participant": s["participant"], "step": s["step"], "name": s["name"],
+                                 "game_id": s["game_id"], "started_at": s["started_at"],
+                                 "completed_at": s["completed_at"],
+                                 "seconds": None if s["seconds"] is None else round(s["seconds"], 3),
+                                 "status": (s["data"] or {}).get("status")})
+    timeouts: dict[str, int] = {}
+    for t in timings:
+        timeouts[t["game_id"]] = timeouts.get(t["game_id"], 0) + int(t["timed_out"])
+        out["timings.csv"].append({k: t[k] for k in ("participant", "game_id", "round", "turn", "phase", "seconds",
+                                                      "timed_out")})
+    bel_by_game: dict[str, list] = {}
+    for b in beliefs:
+        bel_by_game.setdefault(b["game_id"], []).append(b)
+    plan_of = {p["participant"]: p["assignment"] for p in parts}
+    for s in steps:
+        if not s["name"].startswith("game:") or not s["game_id"]:
+            continue
+        gid, pid = s["game_id"], s["participant"]
+        g = plan_of[pid][int(s["name"].split(":")[1])]
+        try:
+            trace = await store.load_trace(gid)
+        except Exception:
+            continue
+        await _game_rows(out, trace, pid, sim[pid], g, bel_by_game.get(gid, []), timeouts.get(gid, 0))
+    for a in answers:
+        out["questionnaires.csv"].append({"participant": a["participant"], "simulated": sim.get(a["participant"]),
+                                          "questionnaire": a["questionnaire"], "game_id": a["game_id"],
+                                          "item": a["item"], "response": a["response"], "attempt": a["attempt"],
+                                          "correct": a["correct"]})
+    return out
+
+
+async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
+    events = trace.get("events") or []
+    task = Task.from_row(trace["task"])
+    cfg = trace.get("config") or {}
+    agents = cfg.get("agents") or []
+    metrics = trace.get("metrics") or {}
+    per_seat = metrics.get("per_seat") or []
+    status = (trace.get("saved") or {}).get("status")
+    priv = metrics.get("privacy") if isinstance(metrics.get("privacy"), dict) else None
+    per_target = (priv or {}).get("per_target_vps")
+    rows = [(b["round"], b["observer"], b["target"], b["slot"], b["belief"]) for b in beliefs]
+    obs = observer_vps(task, events, rows) if rows else None
+    kinds = []
+    for seat in range(task.num_agents):
+        a = agents[seat] if seat < len(agents) and isinstance(agents[seat], dict) else {}
+        kind = seat_kind(a.get("type"), a.get("model"))
+        kinds.append(kind)
+        ps = per_seat[seat] if seat < len(per_seat) and isinstance(per_seat[seat], dict) else {}
+        mine = seat == g["seat"]
+        out["games.csv"].append({
+            "participant": pid, "simulated": simulated, "condition": g["condition"], "game_id": trace["game_id"],
+            "task_id": task.task_id, "study_game": g["index"], "practice": int(g["practice"]), "status": status,
+            "seat": seat, "kind": kind, "persona": a.get("model") or a.get("type"),
+            "is_participant_seat": int(mine), "coordination": metrics.get("coordination_rate"),
+            "success": ps.get("success"), "excess_cost": ps.get("excess_shown", ps.get("excess")),
+            "fairness": ps.get("fairness"),
+            "vps": ps.get("vps", per_target[seat] if isinstance(per_target, list) and seat < len(per_target) else None),
+            "observer_vps": obs["observer_vps"] if (mine and obs) else None,
+            "estimator_vps_same_pairs": obs["estimator_vps"] if (mine and obs) else None,
+            "timeouts": timeouts if mine else None})
+    contrib: dict[Any, float] = {}
+    for u in belief_updates(task, events):
+        contrib[u["seq"]] = contrib.get(u["seq"], 0.0) + abs(u["after"] - 0.5) - abs(u["before"] - 0.5)
+    leaks = semantic_leaks(task, [e for e in events if e.get("type") not in MESSAGE_EVENTS
+                                  or typed_message(e.get("data") or {}) is None])
+    tier: dict[Any, str] = {}
+    for it in leaks.get("items") or []:
+        old = tier.get(it["seq"])
+        if old is None or _TIERS.index(it["tier"]) > _TIERS.index(old):
+            tier[it["seq"]] = it["tier"]
+    for ev in events:
+        if ev.get("type") not in MESSAGE_EVENTS:
+            continue
+        d = ev.get("data") or {}
+        sender = d.get("from_agent")
+        tm = typed_message(d)
+        out["messages.csv"].append({
+            "participant": pid, "game_id": trace["game_id"], "seq": ev.get("seq"), "round": d.get("round"),
+            "turn": d.get("turn"), "sender": sender,
+            "sender_kind": kinds[sender] if isinstance(sender, int) and 0 <= sender < len(kinds) else None,
+            "recipients": "|".join(str(r) for r in _recipients(d, task)), "channel": d.get("channel"),
+            "text": d.get("content"), "typed_kind": f"{tm[0]}:{tm[1]}" if tm else None,
+            "vps_contribution": round(contrib.get(ev.get("seq"), 0.0), 6), "leak_tier": tier.get(ev.get("seq"))})
+    truths: dict[tuple[int, int], list[bool]] = {}
+    for b in beliefs:
+        key = (b["round"], b["target"])
+        if key not in truths:
+            truths[key] = feasibility_truth(task, events, *key)
+        out["beliefs.csv"].append({
+            "participant": pid, "game_id": trace["game_id"], "round": b["round"], "observer": b["observer"],
+            "target": b["target"], "slot": b["slot"], "belief": b["belief"],
+            "feasibility_belief": round(belief_to_feasibility(b["belief"]), 6),
+            "truth": int(truths[key][b["slot"]]) if b["slot"] < len(truths[key]) else None})
+
+
+def _recipients(d: dict[str, Any], task: Task) -> list[int]:
+    for key in ("recipients", "to_agents"):
+        if isinstance(d.get(key), list):
+            return [int(x) for x in d[key]]
+    if isinstance(d.get("to_agent"), int):
+        return [d["to_agent"]]
+    sender = d.get("from_agent")
+    if d.get("channel") == "all_groupchat":
+        return [a for a in range(task.num_agents) if a != sender]
+    mid = d.get("meeting_id")
+    for m in task.meetings:
+        if m.id == mid:
+            return [a for a in m.participants if a != sender]
+    return []
+
+
+async def export_study(study, store, out_dir: str | Path) -> dict[str, int]:
+    """Write every CSV and ``codebook.md`` into ``out_dir``; returns rows per file."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = await study_rows(study, store)
+    counts = {}
+    for name, (_, cols) in CODEBOOK.items():
+        with open(out / name, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=[c for c, _ in cols], extrasaction="raise")
+            w.writeheader()
+            for r in rows[name]:
+                w.writerow({k: ("" if v is None else v) for k, v in r.items()})
+        counts[name] = len(rows[name])
+    (out / "codebook.md").write_text(codebook_markdown(), encoding="utf-8")
+    (out / "study.json").write_text(json.dumps(study.model_dump(mode="json"), indent=2), encoding="utf-8")
+    return counts

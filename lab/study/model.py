@@ -1,0 +1,446 @@
+"""The study file: a TOML design validated by pydantic (no Textual, no store).
+
+:func:`load_study` reads a file and returns a :class:`Study`; every mistake becomes a
+:class:`StudyFileError` whose message names the file, the line and the fix, e.g.::
+
+    study.toml line 31: conditions[1].seat: 7 is not a seat of a 5-seat table (use 0-4)
+
+The sections (``calbench study init`` writes an annotated example, ``lab.study.example``):
+
+``[study]``          name, seed, completion-code prefix, simulated-human protocol
+``[[conditions]]``   the treatments: partners per seat, the participant's seat, channels, turns, LLM endpoint
+``[tasks]``          the pool (a task reference), games per condition, an optional practice game
+``[assignment]``     latin (counterbalanced) | random (seeded) | fixed; the seat positions rotated
+``[timing]``         seconds per talk turn and per decision, what a decision timeout does
+``[consent]`` ``[instructions]``  Markdown inline (``text``) or from a file (``file``)
+``[[quiz]]``         comprehension questions that must be answered right before play
+``[[questionnaires]]`` before / after each game / after the study: likert, choice, text items
+``[beliefs]``        the belief grid: after which rounds, about which seats
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+__all__ = ["Study", "Condition", "StudyFileError", "load_study", "parse_study"]
+
+SCRIPTED = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive")
+CHANNELS = ("dm", "participant", "all")
+
+
+class StudyFileError(ValueError):
+    """A study file that cannot be used; the message is one line (file, line, what to do)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Text(_Model):
+    """Markdown given inline (``text``) or in a file (``file``, relative to the study file)."""
+
+    text: str | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "Text":
+        if (self.text is None) == (self.file is None):
+            raise ValueError("give exactly one of text = \"...\" or file = \"consent.md\"")
+        return self
+
+    def read(self, base: Path) -> str:
+        if self.text is not None:
+            return self.text
+        return (base / str(self.file)).read_text(encoding="utf-8")
+
+
+class LLMEndpoint(_Model):
+    """Endpoint settings for the ``llm:`` seats of a condition (the key stays in the environment)."""
+
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float | None = Field(None, ge=0, le=2)
+    timeout: float = Field(60.0, gt=0)
+    retries: int = Field(2, ge=0)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env(cls, v: str) -> str:
+        if not v.replace("_", "").isalnum():
+            raise ValueError("must be the NAME of an environment variable holding the key, never the key itself")
+        return v
+
+
+class Condition(_Model):
+    """One treatment: who sits at the table besides the participant, and the rules of talk."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    partners: list[str] | str = Field("imap", description="one persona for every other seat, or one per seat")
+    seat: int = Field(0, ge=0, description="the participant's seat when assignment does not rotate seats")
+    channels: list[str] = ["dm"]
+    max_turns: int = Field(6, ge=1, le=50)
+    cost: Literal["task", "uniform", "varied"] = Field(
+        "task", description="the tasks' own costs, or the same seed:N scenarios with uniform / varied costs")
+    llm: LLMEndpoint = LLMEndpoint()
+
+    @field_validator("partners")
+    @classmethod
+    def _partners(cls, v: list[str] | str) -> list[str] | str:
+        for name in [v] if isinstance(v, str) else v:
+            n = name.strip()
+            if n == "human":
+                raise ValueError("'human' is the participant's seat; partners are scripted or llm:MODEL seats")
+            if not (n in SCRIPTED or (n.startswith("llm:") and len(n) > 4)):
+                raise ValueError(f"unknown persona {n!r}; use {', '.join(SCRIPTED)} or llm:MODEL[+variant]")
+        return v
+
+    @field_validator("channels")
+    @classmethod
+    def _channels(cls, v: list[str]) -> list[str]:
+        bad = [c for c in v if c not in CHANNELS]
+        if bad or not v:
+            raise ValueError(f"channels must be a non-empty list of {', '.join(CHANNELS)} (got {v})")
+        return v
+
+    def partner_names(self, num_agents: int, seat: int) -> list[str]:
+        """One persona name per seat with ``human`` at ``seat``."""
+        if isinstance(self.partners, str):
+            others = [self.partners.strip()] * (num_agents - 1)
+        else:
+            others = [p.strip() for p in self.partners]
+            if len(others) == num_agents:  # one per seat: the participant's entry is replaced
+                others = others[:seat] + others[seat + 1:]
+            if len(others) != num_agents - 1:
+                raise ValueError(f"condition {self.name!r} names {len(self.partners)} partners for a "
+                                 f"{num_agents}-seat table; give one name, {num_agents - 1} or {num_agents}")
+        return others[:seat] + ["human"] + others[seat:]
+
+    @property
+    def uses_llm(self) -> bool:
+        names = [self.partners] if isinstance(self.partners, str) else self.partners
+        return any(n.strip().startswith("llm:") for n in names)
+
+    def channel_names(self) -> tuple[str, ...]:
+        return tuple({"dm": "dm", "participant": "participant_groupchat", "all": "all_groupchat"}[c]
+                     for c in self.channels)
+
+
+class Tasks(_Model):
+    pool: str | list[str] = Field(description="task references: canonical:1-12, tasks.jsonl, or a list "
+                                              "such as [\"seed:100\", \"seed:101\"]")
+    games_per_condition: int = Field(1, ge=1, le=20)
+    practice: str | None = Field(None, description="a task reference naming one task, played first and marked practice")
+
+
+class Assignment(_Model):
+    method: Literal["latin", "random", "fixed"] = "latin"
+    seed: int = 0
+    seats: list[int] | None = Field(None, description="seat positions rotated over participants (default: each "
+                                                      "condition's seat)")
+
+
+class Timing(_Model):
+    talk_seconds: float | None = Field(90, gt=0, description="per talk turn; none = no limit")
+    decision_seconds: float | None = Field(120, gt=0, description="per decision (and voluntary move)")
+    on_decision_timeout: Literal["submit", "no_move"] = "submit"
+
+
+class QuizQuestion(_Model):
+    question: str
+    choices: list[str] = Field(min_length=2)
+    answer: int = Field(ge=0, description="index of the right choice (0 = the first)")
+    explanation: str
+
+    @model_validator(mode="after")
+    def _answer_in_range(self) -> "QuizQuestion":
+        if self.answer >= len(self.choices):
+            raise ValueError(f"answer = {self.answer} but there are only {len(self.choices)} choices "
+                             f"(0-{len(self.choices) - 1})")
+        return self
+
+
+class Item(_Model):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    text: str
+    type: Literal["likert", "choice", "text"]
+    points: int = Field(7, ge=2, le=11, description="likert: number of points")
+    low: str = "strongly disagree"
+    high: str = "strongly agree"
+    choices: list[str] = []
+    optional: bool = False
+
+    @model_validator(mode="after")
+    def _choices(self) -> "Item":
+        if self.type == "choice" and len(self.choices) < 2:
+            raise ValueError(f"item {self.id!r} is a choice item: give choices = [\"...\", \"...\"]")
+        return self
+
+
+class Questionnaire(_Model):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    when: Literal["before", "after_game", "after_study"]
+    title: str = ""
+    items: list[Item] = Field(min_length=1)
+
+
+class Beliefs(_Model):
+    enabled: bool = True
+    rounds: list[int] | Literal["all", "last"] = "last"
+    targets: list[int] | Literal["meeting", "all"] = "meeting"
+    practice: bool = False
+
+
+class StudyMeta(_Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    title: str = ""
+    seed: int = 0
+    code_prefix: str = Field("CB", pattern=r"^[A-Z0-9]{0,8}$")
+    simulated_protocol: Literal["imap", "sdmap", "dsm-welfare", "dsm-private"] = "imap"
+    minutes_per_game: float = Field(8.0, gt=0, description="for the time estimate of study check")
+
+
+class Study(_Model):
+    study: StudyMeta
+    conditions: list[Condition] = Field(min_length=1)
+    tasks: Tasks
+    assignment: Assignment = Assignment()
+    timing: Timing = Timing()
+    consent: Text
+    instructions: Text
+    quiz: list[QuizQuestion] = []
+    questionnaires: list[Questionnaire] = []
+    beliefs: Beliefs = Beliefs()
+    _base: Path | None = PrivateAttr(None)  # the study file's folder: task files are relative to it
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Study":
+        names = [c.name for c in self.conditions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"condition names must differ (got {names})")
+        ids = [q.id for q in self.questionnaires]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"questionnaire ids must differ (got {ids})")
+        return self
+
+    # -- derived -----------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.study.name
+
+    def condition(self, name: str) -> Condition:
+        for c in self.conditions:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def games_per_participant(self) -> int:
+        return len(self.conditions) * self.tasks.games_per_condition
+
+    def questionnaires_at(self, when: str) -> list[Questionnaire]:
+        return [q for q in self.questionnaires if q.when == when]
+
+
+# -- loading, with the line and the fix ----------------------------------------------------------
+
+_FIX = {
+    "extra_forbidden": "remove it or check its spelling",
+    "missing": "add it",
+    "literal_error": "use one of the values listed",
+    "int_parsing": "write a whole number",
+    "int_type": "write a whole number",
+    "float_parsing": "write a number",
+    "string_type": "write it in quotes",
+    "string_pattern_mismatch": "use letters, digits, '-', '_' or '.' only",
+    "greater_than_equal": "use a larger value",
+    "greater_than": "use a larger value",
+    "less_than_equal": "use a smaller value",
+    "too_short": "add entries",
+    "list_type": "write a list, e.g. [\"a\", \"b\"]",
+    "bool_type": "write true or false",
+}
+
+
+def _line_of(text: str, loc: tuple) -> int | None:
+    """Best line for an error at ``loc`` (('conditions', 1, 'seat') ...): the key under the right table."""
+    lines = text.splitlines()
+    # find the table header: [name] or the k-th [[name]]
+    start, end = 0, len(lines)
+    parts = list(loc)
+    header_line = None
+    if parts and isinstance(parts[0], str):
+        top = parts[0]
+        idx = parts[1] if len(parts) > 1 and isinstance(parts[1], int) else None
+        seen = -1
+        for i, ln in enumerate(lines):
+            s = ln.strip()
+            if idx is not None and s == f"[[{top}]]":
+                seen += 1
+                if seen == idx:
+                    header_line = i
+                    break
+            elif idx is None and (s == f"[{top}]" or s.startswith(f"[{top}.")):
+                header_line = i
+                break
+        if header_line is not None:
+            start = header_line + 1
+            for j in range(start, len(lines)):
+                if re.match(r"^\s*\[\[?[A-Za-z]", lines[j]) and not lines[j].strip().startswith(f"[{top}.") \
+                        and not lines[j].strip().startswith(f"[[{top}."):
+                    end = j
+                    break
+        keys = [p for p in parts[1:] if isinstance(p, str)]
+        if keys:
+            for j in range(start, end):
+                if re.match(rf"^\s*{re.escape(keys[-1])}\s*=", lines[j]):
+                    return j + 1
+        if header_line is not None:
+            return header_line + 1
+        for j, ln in enumerate(lines):
+            if re.match(rf"^\s*{re.escape(top)}\s*=", ln):
+                return j + 1
+    return None
+
+
+def _where(loc: tuple) -> str:
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def parse_study(text: str, *, source: str = "study.toml", base: Path | None = None) -> Study:
+    """Validate study TOML text; raises :class:`StudyFileError` with the line and the fix."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyFileError(f"{source}: not valid TOML: {exc} (check quotes, brackets and '=' signs)") from None
+    try:
+        study = Study.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        line = _line_of(text, loc)
+        msg = err["msg"].removeprefix("Value error, ")
+        fix = _FIX.get(err["type"])
+        more = f" ({len(exc.errors()) - 1} more problem(s) after this one)" if len(exc.errors()) > 1 else ""
+        at = f" line {line}" if line else ""
+        raise StudyFileError(f"{source}{at}: {_where(loc) or 'the file'}: {msg}"
+                             f"{' — ' + fix if fix else ''}{more}") from None
+    study._base = base
+    _check_semantics(study, text, source, base)
+    return study
+
+
+def _check_semantics(study: Study, text: str, source: str, base: Path | None) -> None:
+    """What pydantic cannot see alone: tasks resolve, seats fit the table, files exist."""
+    from engine.model import TaskError
+    from engine.taskref import TaskRefError, resolve_tasks
+
+    def fail(loc: tuple, msg: str) -> None:
+        line = _line_of(text, loc)
+        raise StudyFileError(f"{source}{f' line {line}' if line else ''}: {_where(loc)}: {msg}")
+
+    try:
+        pool = pool_tasks(study)
+    except (TaskRefError, TaskError, OSError) as exc:
+        fail(("tasks", "pool"), f"{exc}")
+    need = len(study.conditions) * study.tasks.games_per_condition
+    if len(pool) < need:
+        fail(("tasks", "pool"), f"names {len(pool)} tasks but {len(study.conditions)} conditions × "
+                                f"{study.tasks.games_per_condition} games need {need}; name more tasks")
+    sizes = {t.num_agents for t in pool}
+    if study.tasks.practice:
+        try:
+            prac = resolve_tasks(_relative(study, study.tasks.practice))
+        except (TaskRefError, TaskError, OSError) as exc:
+            fail(("tasks", "practice"), f"{exc}")
+        if len(prac) != 1:
+            fail(("tasks", "practice"), f"names {len(prac)} tasks; name exactly one (e.g. seed:99)")
+        sizes.add(prac[0].num_agents)
+    n = min(sizes)
+    refs = ([study.tasks.pool] if isinstance(study.tasks.pool, str) else list(study.tasks.pool)) + \
+        ([study.tasks.practice] if study.tasks.practice else [])
+    for i, c in enumerate(study.conditions):
+        if c.cost != "task" and not all(r.strip().startswith("seed:") for r in refs):
+            fail(("conditions", i, "cost"), f"cost = {c.cost!r} re-costs seed:N scenarios only; list the pool as "
+                                            "seed:N references, or use cost = \"task\" and tasks of that cost")
+    seats = study.assignment.seats
+    for i, c in enumerate(study.conditions):
+        if c.seat >= n:
+            fail(("conditions", i, "seat"), f"{c.seat} is not a seat of a {n}-seat table (use 0-{n - 1})")
+        try:
+            c.partner_names(n, c.seat)
+        except ValueError as exc:
+            fail(("conditions", i, "partners"), str(exc))
+    for s in seats or ():
+        if not 0 <= s < n:
+            fail(("assignment", "seats"), f"{s} is not a seat of a {n}-seat table (use 0-{n - 1})")
+    if seats is not None and (not seats or len(set(seats)) != len(seats)):
+        fail(("assignment", "seats"), "give distinct seat numbers, e.g. seats = [0, 2]")
+    if isinstance(study.beliefs.targets, list):
+        for t in study.beliefs.targets:
+            if not 0 <= t < n:
+                fail(("beliefs", "targets"), f"{t} is not a seat (use 0-{n - 1}, 'meeting' or 'all')")
+    if base is not None:
+        for key in ("consent", "instructions"):
+            t: Text = getattr(study, key)
+            if t.file and not (base / t.file).is_file():
+                fail((key, "file"), f"{t.file!r} does not exist next to the study file; create it or use text = \"...\"")
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate a study file (see :func:`parse_study`)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StudyFileError(f"{p}: no such study file; write an example with 'calbench study init {p}'") from None
+    except OSError as exc:
+        raise StudyFileError(f"{p}: cannot read it: {exc.strerror}") from None
+    return parse_study(text, source=str(p), base=p.parent)
+
+
+def study_id_of(study: Study) -> str:
+    return study.name
+
+
+def pool_tasks(study: Study) -> list[Any]:
+    """The pool's tasks, in order, labels hydrated."""
+    from engine.taskref import hydrate_labels, resolve_tasks
+
+    refs = [study.tasks.pool] if isinstance(study.tasks.pool, str) else study.tasks.pool
+    return [hydrate_labels(t) for ref in refs for t in resolve_tasks(_relative(study, ref))]
+
+
+def condition_task(study: Study, condition: Condition, task: Any) -> Any:
+    """The task as a condition plays it: unchanged for ``cost = "task"``, else the same seed:N
+    scenario generated with that cost setting (same calendars and meetings, other costs)."""
+    if condition.cost == "task" or task.cost_mode == condition.cost:
+        return task
+    from engine.generate import generate_scenario
+    from engine.taskref import hydrate_labels
+
+    return hydrate_labels(generate_scenario(int(task.seed), cost_mode=condition.cost))
+
+
+def _relative(study: Study, ref: str) -> str:
+    """A task file named relative to the study file (seed:/canonical references unchanged)."""
+    base = study._base
+    if base is None or ref.startswith(("seed:", "canonical")) or Path(ref.split(":")[0]).is_absolute():
+        return ref
+    return str(base / ref)
+
+
+def practice_task(study: Study) -> Any | None:
+    from engine.taskref import resolve_tasks
+
+    from engine.taskref import hydrate_labels
+
+    return hydrate_labels(resolve_tasks(_relative(study, study.tasks.practice))[0]) if study.tasks.practice else None

@@ -1,0 +1,349 @@
+"""One participant's way through a study, step by step, into the database.
+
+A participant's plan is a list of named steps fixed when they first arrive::
+
+    consent, instructions, quiz, questionnaire:pre, game:0 (practice), game:1,
+    questionnaire:game@1, game:2, questionnaire:game@2, questionnaire:post, thanks
+
+:class:`StudyRunner` plays the steps from the first one not yet complete, so a crash or a
+ctrl+q resumes at the same step with the same assignment (the assignment is stored with
+the participant, never recomputed).  A game step that was cut short continues the same
+game from its last complete round (``engine.game.resume_point``); every game goes
+through ``lab.session.run_session``.
+
+What happens at each step is the *driver*'s business (:class:`Driver`): the terminal
+app asks a person, :class:`lab.study.simulate.SimulatedDriver` answers by script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+from engine.events import EventSink, LogicalClock
+from engine.game import GameConfig, resume_point
+
+from ..session import Session, SessionOutcome, run_session
+from .assign import Game, assignment
+from .model import Questionnaire, Study, condition_task, practice_task, pool_tasks
+from .seat import BeliefRequest, StudySeat, belief_rounds
+
+__all__ = ["StudyRunner", "Driver", "GameContext", "plan_steps", "completion_code", "design_hash",
+           "StepResult", "QuizFailed"]
+
+
+class QuizFailed(Exception):
+    """The driver gave up on the quiz (a person who leaves rather than answer)."""
+
+
+@dataclass
+class GameContext:
+    """What a driver is told about a game step."""
+
+    participant: str
+    step: int
+    game: Game
+    task: Any
+    condition: Any
+    game_id: str
+    resumed: bool
+    seat_persona: StudySeat | None = None
+
+
+@dataclass
+class StepResult:
+    name: str
+    status: str  # completed | failed
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Driver(Protocol):
+    """Who answers the steps (the terminal app or a script)."""
+
+    simulated: bool
+
+    async def consent(self, text: str) -> bool: ...
+    async def instructions(self, text: str) -> None: ...
+    async def quiz(self, questions: Sequence[Any]) -> list[dict[str, Any]]: ...
+    async def questionnaire(self, q: Questionnaire, *, game: GameContext | None) -> list[dict[str, Any]]: ...
+    async def beliefs(self, ctx: GameContext, req: BeliefRequest) -> dict[int, list[int]]: ...
+    def human_persona(self, ctx: GameContext) -> Any: ...
+    def draft(self) -> Sequence[Any] | None: ...
+    def listeners(self, ctx: GameContext) -> Sequence[EventSink]: ...
+    async def game_started(self, ctx: GameContext) -> None: ...
+    async def game_over(self, ctx: GameContext, outcome: SessionOutcome) -> None: ...
+    async def thanks(self, code: str) -> None: ...
+
+
+def design_hash(study: Study) -> str:
+    return hashlib.sha256(study.model_dump_json().encode()).hexdigest()[:16]
+
+
+def completion_code(study: Study, participant: str) -> str:
+    """A code the participant reports to the recruiting platform; reproducible from the seed."""
+    h = hashlib.sha256(f"{study.name}:{study.study.seed}:{participant}".encode()).digest()
+    alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+    code = "".join(alphabet[b % len(alphabet)] for b in h[:6])
+    return f"{study.study.code_prefix}-{code}" if study.study.code_prefix else code
+
+
+def plan_steps(study: Study, games: Sequence[Game]) -> list[str]:
+    steps = ["consent", "instructions"]
+    if study.quiz:
+        steps.append("quiz")
+    steps += [f"questionnaire:{q.id}" for q in study.questionnaires_at("before")]
+    for g in games:
+        steps.append(f"game:{g.index}")
+        if not g.practice:
+            steps += [f"questionnaire:{q.id}@{g.index}" for q in study.questionnaires_at("after_game")]
+    steps += [f"questionnaire:{q.id}" for q in study.questionnaires_at("after_study")]
+    steps.append("thanks")
+    return steps
+
+
+class StudyRunner:
+    """Plays one participant's remaining steps (see the module docstring)."""
+
+    def __init__(self, study: Study, store: Any, participant: str, driver: Driver, *,
+                 base: Path | None = None, deterministic: bool | None = None,
+                 on_step: Callable[[int, str], None] | None = None) -> None:
+        from saves.study import StudyStore
+
+        self.study = study
+        self.store = store
+        self.db = StudyStore(store, study.name)
+        self.participant = participant
+        self.driver = driver
+        self.base = base or Path(".")
+        self.deterministic = driver.simulated if deterministic is None else deterministic
+        self.games: list[Game] = []
+        self.steps: list[dict[str, Any]] = []
+        self.results: list[StepResult] = []
+        self._tasks: list[Any] | None = None
+        self._llm: dict[str, Any] = {}
+        self.design_changed = False
+        self.on_step = on_step  # told (index, name) as each step begins, e.g. for a status line
+
+    # -- registration ------------------------------------------------------------------------------
+    async def enroll(self) -> dict[str, Any]:
+        """Register the participant (the next counterbalancing slot) or load them; returns the row."""
+        row = await self.db.participant(self.participant)
+        if row is None:
+            slot = await self.db.next_slot(self.driver.simulated)
+            games = assignment(self.study, slot, self.pool())
+            await self.db.add_participant(self.participant, slot=slot, simulated=self.driver.simulated,
+                                          assignment=[g.to_json() for g in games],
+                                          steps=plan_steps(self.study, games), design_hash=design_hash(self.study))
+            row = await self.db.participant(self.participant)
+        elif bool(row["simulated"]) != self.driver.simulated:
+            raise ValueError(f"participant {self.participant!r} is "
+                             f"{'a simulated' if row['simulated'] else 'a real'} participant; use another id")
+        self.games = [Game(**g) for g in row["assignment"]]
+        self.steps = await self.db.steps(self.participant)
+        # the file was edited since this participant started: their stored plan is kept
+        self.design_changed = row["design_hash"] != design_hash(self.study)
+        return row
+
+    def pool(self) -> list[Any]:
+        if self._tasks is None:
+            self._tasks = pool_tasks(self.study)
+        return self._tasks
+
+    def next_step(self) -> int | None:
+        for s in self.steps:
+            if not s["completed_at"]:
+                return s["step"]
+        return None
+
+    # -- the loop ------------------------------------------------------------------------------------
+    async def run(self) -> list[StepResult]:
+        """Play every step not yet complete, in order; returns what was played now."""
+        if not self.steps:
+            await self.enroll()
+        while (i := self.next_step()) is not None:
+            name = self.steps[i]["name"]
+            if self.on_step is not None:
+                self.on_step(i, name)
+            await self.db.start_step(self.participant, i)
+            t0 = time.perf_counter()
+            result = await self._play_step(i, name)
+            secs = time.perf_counter() - t0
+            await self.db.complete_step(self.participant, i, seconds=secs, data={"status": result.status, **result.data})
+            self.steps[i]["completed_at"] = "now"
+            self.results.append(result)
+        await self._close_llm()
+        return self.results
+
+    async def _play_step(self, i: int, name: str) -> StepResult:
+        d = self.driver
+        if name == "consent":
+            if not await d.consent(self.study.consent.read(self.base)):
+                raise QuizFailed("consent was not given")
+            return StepResult(name, "completed", {"consent": True})
+        if name == "instructions":
+            await d.instructions(self.study.instructions.read(self.base))
+            return StepResult(name, "completed")
+        if name == "quiz":
+            return await self._quiz(i)
+        if name.startswith("questionnaire:"):
+            return await self._questionnaire(i, name)
+        if name.startswith("game:"):
+            return await self._game(i, int(name.split(":")[1]))
+        if name == "thanks":
+            code = completion_code(self.study, self.participant)
+            await self.db.complete_participant(self.participant, code)
+            await d.thanks(code)
+            return StepResult(name, "completed", {"completion_code": code})
+        raise ValueError(f"unknown step {name!r}")
+
+    async def _quiz(self, i: int) -> StepResult:
+        records = await self.driver.quiz(self.study.quiz)
+        qs = self.study.quiz
+        final: dict[int, bool] = {}
+        rows = []
+        for r in records:
+            k = int(r["item"])
+            ok = int(r["response"]) == qs[k].answer
+            final[k] = ok
+            rows.append({"item": str(k), "response": r["response"], "attempt": r["attempt"], "correct": ok})
+        if not all(final.get(k) for k in range(len(qs))):
+            raise QuizFailed("the quiz was not passed")
+        await self.db.add_answers(self.participant, i, "quiz", rows)
+        retries = sum(1 for r in rows if not r["correct"])
+        return StepResult("quiz", "completed", {"retries": retries, "attempts": len(rows)})
+
+    async def _questionnaire(self, i: int, name: str) -> StepResult:
+        qid, _, at = name.split(":", 1)[1].partition("@")
+        q = next(q for q in self.study.questionnaires if q.id == qid)
+        game_ctx = None
+        game_id = None
+        if at:
+            step = next(s for s in self.steps if s["name"] == f"game:{at}")
+            game_id = step.get("game_id")
+            g = self.games[int(at)]
+            game_ctx = GameContext(self.participant, step["step"], g, None, self.study.condition(g.condition),
+                                   game_id or "", False)
+        answers = await self.driver.questionnaire(q, game=game_ctx)
+        known = {it.id: it for it in q.items}
+        rows = []
+        for a in answers:
+            if a["item"] not in known:
+                raise ValueError(f"questionnaire {qid}: unknown item {a['item']!r}")
+            rows.append({"item": a["item"], "response": a.get("response")})
+        missing = [it.id for it in q.items if not it.optional and not any(r["item"] == it.id and
+                                                                           r["response"] not in (None, "")
+                                                                           for r in rows)]
+        if missing:
+            raise ValueError(f"questionnaire {qid}: no answer for {', '.join(missing)}")
+        await self.db.add_answers(self.participant, i, qid, rows, game_id=game_id)
+        return StepResult(name, "completed", {"items": len(rows)})
+
+    # -- games -----------------------------------------------------------------------------------------
+    def task_of(self, g: Game) -> Any:
+        base = practice_task(self.study) if g.task_ref == "practice" else self.pool()[int(g.task_ref.split(":")[1])]
+        return condition_task(self.study, self.study.condition(g.condition), base)
+
+    def _llm_settings(self, cond) -> Any:
+        if not cond.uses_llm:
+            return None
+        if cond.name not in self._llm:
+            from personas.llm.settings import LLMSettings
+
+            e = cond.llm
+            self._llm[cond.name] = LLMSettings(base_url=e.base_url, api_key_env=e.api_key_env,
+                                               temperature=e.temperature, timeout=e.timeout, retries=e.retries,
+                                               backoff_base=0.05)
+        return self._llm[cond.name]
+
+    async def _close_llm(self) -> None:
+        for s in self._llm.values():
+            try:
+                await s.pool.aclose()
+            except Exception:
+                pass
+        self._llm.clear()
+
+    async def _game(self, i: int, index: int) -> StepResult:
+        from personas.registry import make_personas
+
+        g = self.games[index]
+        cond = self.study.condition(g.condition)
+        task = self.task_of(g)
+        step = self.steps[i]
+        game_id = step.get("game_id")
+        resumed = False
+        resume_upto = None
+        if game_id:
+            status = await self._game_status(game_id)
+            if status == "completed":
+                return StepResult(f"game:{index}", "completed", {"game_id": game_id, "resumed": True})
+            if status in ("running", "stopped"):
+                events = await self.store.load_events(game_id)
+                resume_upto = resume_point(events)
+                resumed = True
+            else:  # failed or missing: a fresh game
+                game_id = None
+        if not game_id:
+            game_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"calbench-study:{self.study.name}:{self.participant}:"
+                                                         f"{index}")) if self.deterministic else str(uuid.uuid4())
+            await self.db.start_step(self.participant, i, game_id=game_id)
+            step["game_id"] = game_id
+        ctx = GameContext(self.participant, i, g, task, cond, game_id, resumed)
+        seat_persona = self._seat(ctx)
+        ctx.seat_persona = seat_persona
+        names = cond.partner_names(task.num_agents, g.seat)
+        spec = ",".join(names)
+        seats = make_personas(spec, task.num_agents, llm=self._llm_settings(cond), humans={g.seat: seat_persona})
+        config = GameConfig(max_turns_per_round=cond.max_turns, channels=cond.channel_names(),
+                            deterministic=self.deterministic)
+        extra = {"study": self.study.name, "participant": self.participant, "condition": cond.name,
+                 "practice": g.practice, "simulated": self.driver.simulated, "human_seat": g.seat,
+                 "study_game": index}
+        session = Session(task=task, seats=seats, config=config, game_id=game_id, agents=spec,
+                          settings_key=f"study:{self.study.name}:{cond.name}", extra_config=extra,
+                          clock=LogicalClock() if self.deterministic and not resumed else None)
+        await self.driver.game_started(ctx)
+        outcome = await run_session(session, store=self.store, stream=True,
+                                    listeners=list(self.driver.listeners(ctx)), resume_upto=resume_upto)
+        await self.driver.game_over(ctx, outcome)
+        infra = [e for e in outcome.trace.get("events") or () if e.get("type") == "seat_timeout"
+                 and (e.get("data") or {}).get("agent_id") != g.seat]
+        return StepResult(f"game:{index}", outcome.status,
+                          {"game_id": game_id, "condition": cond.name, "practice": g.practice, "seat": g.seat,
+                           "resumed": resumed, "timeouts": seat_persona.timeouts,
+                           # partner calls that never got an answer (an endpoint down, retries exhausted)
+                           "partner_failures": len(infra),
+                           **({"partner_failure": (infra[0].get("data") or {}).get("detail")} if infra else {}),
+                           **({"error": outcome.error} if outcome.error else {})})
+
+    async def _game_status(self, game_id: str) -> str | None:
+        async with self.store._db.execute("SELECT status FROM games WHERE game_id = ?", (game_id,)) as cur:
+            row = await cur.fetchone()
+        return row[0] if row else None
+
+    def _seat(self, ctx: GameContext) -> StudySeat:
+        study, g = self.study, ctx.game
+        t = study.timing
+        b = study.beliefs
+        rounds = belief_rounds(b.rounds, len(ctx.task.meetings)) if b.enabled and (b.practice or not g.practice) \
+            else set()
+
+        async def on_timing(*, phase, round_, turn, seconds, timed_out):
+            await self.db.add_timing(self.participant, ctx.game_id, round_=round_, turn=turn, phase=phase,
+                                     seconds=seconds, timed_out=timed_out)
+
+        async def ask(req: BeliefRequest):
+            return await self.driver.beliefs(ctx, req)
+
+        async def on_beliefs(req: BeliefRequest, grid):
+            await self.db.add_beliefs(self.participant, ctx.game_id, req.round, req.seat, grid)
+
+        inner = self.driver.human_persona(ctx)
+        model = "human" if not self.driver.simulated else f"sim:{study.study.simulated_protocol}"
+        return StudySeat(inner, model=model, talk_seconds=t.talk_seconds, decision_seconds=t.decision_seconds,
+                         on_decision_timeout=t.on_decision_timeout, on_timing=on_timing, rounds=rounds,
+                         targets=b.targets, ask_beliefs=ask, on_beliefs=on_beliefs, draft=self.driver.draft)

@@ -1,0 +1,160 @@
+"""The participant's seat in a study game: a persona wrapper that adds the time limits,
+records every call's time, and asks for the belief grid after the chosen rounds.
+
+The inner persona answers: a :class:`personas.human.HumanPersona` at the terminal, or a
+scripted protocol for a simulated participant.  The engine sees one persona of kind
+``human``.
+
+Time limits (``[timing]``): a talk turn that runs out ends the turn (no message); a
+decision (or voluntary move) that runs out submits the batch as it stands — what the
+``draft`` callback returns, the moves staged on screen — or no move (``no_move``).  A
+timeout is never silent: the reply carries ``human_input.timed_out = true`` (the engine
+writes it as a ``human_input`` event) and the timing row has ``timed_out = 1``.
+
+Belief grid: after RESOLUTION of a chosen round the engine calls ``reflect``; this seat
+asks ``ask_beliefs(BeliefRequest)`` for a grid ``{target: [belief per slot]}`` on −3..3
+(−3 surely busy, +3 surely free), hands it to ``on_beliefs`` and returns ``None`` — so
+no ``reflection`` event (whose scale is a *change*, not a level) is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Sequence
+
+from engine.actions import actions_to_json
+from engine.seats import Reply
+
+__all__ = ["StudySeat", "BeliefRequest", "belief_rounds", "belief_targets"]
+
+
+@dataclass(frozen=True)
+class BeliefRequest:
+    """What the grid shows: the round just resolved, the participant's own view, the seats asked about."""
+
+    round: int
+    seat: int
+    num_slots: int
+    targets: tuple[int, ...]
+    view: Any  # engine.observe.SeatView (the participant's own calendar)
+    messages: tuple[Any, ...]  # what was delivered to the participant this round
+
+
+def belief_rounds(spec: Any, num_rounds: int) -> set[int]:
+    if spec == "all":
+        return set(range(num_rounds))
+    if spec == "last":
+        return {num_rounds - 1}
+    return {int(r) for r in spec if 0 <= int(r) < num_rounds}
+
+
+def belief_targets(spec: Any, seat: int, num_agents: int, meeting_participants: Sequence[int]) -> tuple[int, ...]:
+    if spec == "meeting":
+        return tuple(p for p in meeting_participants if p != seat)
+    if spec == "all":
+        return tuple(a for a in range(num_agents) if a != seat)
+    return tuple(int(t) for t in spec if int(t) != seat and 0 <= int(t) < num_agents)
+
+
+Timing = Callable[..., Awaitable[None]]
+
+
+class StudySeat:
+    """Wraps the participant's persona for one study game (see the module docstring)."""
+
+    kind = "human"
+
+    def __init__(self, inner: Any, *, model: str, talk_seconds: float | None, decision_seconds: float | None,
+                 on_decision_timeout: str = "submit", on_timing: Timing | None = None,
+                 rounds: set[int] = frozenset(), targets: Any = "meeting",
+                 ask_beliefs: Callable[[BeliefRequest], Awaitable[dict[int, list[int]]]] | None = None,
+                 on_beliefs: Callable[[BeliefRequest, dict[int, list[int]]], Awaitable[None]] | None = None,
+                 draft: Callable[[], Sequence[Any] | None] | None = None) -> None:
+        self.inner = inner
+        self.model = model
+        self.talk_seconds = talk_seconds
+        self.decision_seconds = decision_seconds
+        self.on_decision_timeout = on_decision_timeout
+        self.on_timing = on_timing
+        self.rounds = set(rounds)
+        self.targets = targets
+        self.ask_beliefs = ask_beliefs
+        self.on_beliefs = on_beliefs
+        self.draft = draft
+        self.deadline: float | None = None  # time.monotonic() when the current call runs out
+        self.deadline_phase: str | None = None
+        self.timeouts = 0
+
+    # the persona protocol ---------------------------------------------------------------------
+    async def register(self, briefing: Any) -> Any:
+        return await self.inner.register(briefing)
+
+    async def speak(self, obs: Any) -> Reply:
+        return await self._timed("talk", self.inner.speak, obs, self.talk_seconds)
+
+    async def volunteer(self, obs: Any) -> Reply:
+        return await self._timed("voluntary", self.inner.volunteer, obs, self.decision_seconds)
+
+    async def decide(self, obs: Any) -> Reply:
+        return await self._timed("decision", self.inner.decide, obs, self.decision_seconds)
+
+    async def reflect(self, obs: Any) -> None:
+        if obs.round not in self.rounds or self.ask_beliefs is None:
+            return None
+        seat = obs.view.seat
+        targets = belief_targets(self.targets, seat, obs.view.num_agents, obs.meeting.participants)
+        if not targets:
+            return None
+        req = BeliefRequest(obs.round, seat, obs.view.num_slots, targets, obs.view, tuple(obs.round_messages))
+        t0 = time.perf_counter()
+        grid = await self.ask_beliefs(req)
+        clean = {int(t): [max(-3, min(3, int(v))) for v in list(row)[:req.num_slots]]
+                 + [0] * max(0, req.num_slots - len(row)) for t, row in (grid or {}).items() if int(t) in targets}
+        if self.on_timing is not None:
+            await self.on_timing(phase="beliefs", round_=obs.round, turn=None,
+                                 seconds=time.perf_counter() - t0, timed_out=False)
+        if self.on_beliefs is not None:
+            await self.on_beliefs(req, clean)
+        return None
+
+    # internals ------------------------------------------------------------------------------------
+    async def _timed(self, phase: str, fn, obs: Any, limit: float | None) -> Reply:
+        t0 = time.perf_counter()
+        self.deadline = time.monotonic() + limit if limit else None
+        self.deadline_phase = phase
+        timed_out = False
+        try:
+            if limit:
+                try:
+                    reply = await asyncio.wait_for(fn(obs), limit)
+                except asyncio.TimeoutError:
+                    timed_out = True
+                    reply = self._timeout_reply(phase, limit)
+            else:
+                reply = await fn(obs)
+        finally:
+            self.deadline = None
+            self.deadline_phase = None
+        seconds = time.perf_counter() - t0
+        if timed_out:
+            self.timeouts += 1
+        if self.on_timing is not None:
+            await self.on_timing(phase=phase, round_=getattr(obs, "round", None), turn=getattr(obs, "turn", None),
+                                 seconds=seconds, timed_out=timed_out)
+        return reply
+
+    def _timeout_reply(self, phase: str, limit: float) -> Reply:
+        actions: tuple = ()
+        outcome = "end_turn"
+        if phase != "talk":
+            outcome = "no_move"
+            if self.on_decision_timeout == "submit" and self.draft is not None:
+                staged = tuple(self.draft() or ())
+                if staged:
+                    actions, outcome = staged, "submitted_as_it_stands"
+        record = {"source": "human", "request": {"talk": "speak", "voluntary": "volunteer"}.get(phase, "decide"),
+                  "actions": actions_to_json(actions), "text": None, "timed_out": True,
+                  "limit_seconds": limit, "timeout_outcome": outcome}
+        return Reply(actions=actions, latency_ms=round(limit * 1000, 3), extra={"human_input": record})

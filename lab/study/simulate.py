@@ -1,0 +1,115 @@
+"""Simulated participants: scripted humans that run a whole study before any person does
+(oTree's bots).  ``calbench study check --dry-run`` plays one counterbalancing cycle of
+them into the database, marked ``simulated``.
+
+A simulated participant consents, reads, answers the quiz (the first question wrong on the
+first try, so retries are exercised, then right), answers every questionnaire item from a
+seeded random generator, plays its seat with the study's ``simulated_protocol`` (a scripted
+protocol persona behind the same :class:`lab.study.seat.StudySeat` as a person), and
+fills the belief grid: for each slot it has heard a typed statement about it marks the
+direction of that statement (±2), elsewhere 0 (no idea), with seeded ±1 noise on a few
+cells.  Everything is reproducible from the study seed and the participant id.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Sequence
+
+from .model import Study
+from .seat import BeliefRequest
+
+__all__ = ["SimulatedDriver", "simulated_ids"]
+
+
+def simulated_ids(n: int) -> list[str]:
+    return [f"sim-{i + 1:03d}" for i in range(n)]
+
+
+class SimulatedDriver:
+    simulated = True
+
+    def __init__(self, study: Study, participant: str) -> None:
+        self.study = study
+        self.participant = participant
+        self.rng = random.Random(f"{study.study.seed}:{participant}")
+        self.code: str | None = None
+        self.seen: list[str] = []
+
+    async def consent(self, text: str) -> bool:
+        self.seen.append("consent")
+        return True
+
+    async def instructions(self, text: str) -> None:
+        self.seen.append("instructions")
+
+    async def quiz(self, questions: Sequence[Any]) -> list[dict[str, Any]]:
+        self.seen.append("quiz")
+        out = []
+        for k, q in enumerate(questions):
+            attempt = 1
+            if k == 0 and len(q.choices) > 1:
+                out.append({"item": k, "response": (q.answer + 1) % len(q.choices), "attempt": attempt})
+                attempt += 1
+            out.append({"item": k, "response": q.answer, "attempt": attempt})
+        return out
+
+    async def questionnaire(self, q, *, game=None) -> list[dict[str, Any]]:
+        self.seen.append(f"questionnaire:{q.id}")
+        out = []
+        for it in q.items:
+            if it.type == "likert":
+                v: Any = self.rng.randint(1, it.points)
+            elif it.type == "choice":
+                v = self.rng.choice(it.choices)
+            else:
+                v = "" if it.optional else "(simulated answer)"
+            out.append({"item": it.id, "response": v})
+        return out
+
+    async def beliefs(self, ctx, req: BeliefRequest) -> dict[int, list[int]]:
+        heard: dict[int, dict[int, int]] = {t: {} for t in req.targets}
+        for m in req.messages:
+            p = getattr(m, "payload", None) or {}
+            if m.sender not in heard or not isinstance(p, dict):
+                continue
+            if p.get("kind") == "cost_request":  # IMAP: the sender's own feasible slots
+                for k in p.get("slots") or ():
+                    if isinstance(k, int):
+                        heard[m.sender][k] = 2
+            costs = p.get("costs")
+            if isinstance(costs, dict):  # IMAP costs: a number = feasible, null = not
+                for k, v in costs.items():
+                    try:
+                        heard[m.sender][int(k)] = 2 if v is not None else -2
+                    except (TypeError, ValueError):
+                        pass
+        grid = {}
+        for t in req.targets:
+            row = [heard[t].get(k, 0) for k in range(req.num_slots)]
+            for k in range(req.num_slots):
+                if self.rng.random() < 0.1:
+                    row[k] = max(-3, min(3, row[k] + self.rng.choice((-1, 1))))
+            grid[t] = row
+        return grid
+
+    def human_persona(self, ctx) -> Any:
+        from personas.registry import make_personas
+
+        return make_personas(self.study.study.simulated_protocol, 1)[0]
+
+    def draft(self):
+        return None
+
+    def listeners(self, ctx):
+        return ()
+
+    async def game_started(self, ctx) -> None:
+        self.seen.append(f"game:{ctx.game.index}")
+
+    async def game_over(self, ctx, outcome) -> None:
+        pass
+
+    async def thanks(self, code: str) -> None:
+        self.code = code
+        self.seen.append("thanks")

@@ -1,0 +1,190 @@
+"""Pilot-study rows beside the games (schema migration 4): participants, steps, answers,
+beliefs and timings.  A small API over one :class:`saves.store.Store`; games themselves
+stay in ``games`` / ``events`` / ``seat_results`` and are linked through ``study_steps.game_id``.
+
+Every write is one transaction (``Store._tx``), so a crash leaves a participant at the
+last step that was recorded complete.  ``withdraw`` removes every row of one participant,
+their games included.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+__all__ = ["StudyStore", "STUDY_TABLES"]
+
+STUDY_TABLES = ("study_participants", "study_steps", "study_answers", "study_beliefs", "study_timings")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _row(cur, row) -> dict[str, Any]:
+    return {d[0]: v for d, v in zip(cur.description, row)}
+
+
+class StudyStore:
+    """The study tables of one open store."""
+
+    def __init__(self, store: Any, study_id: str) -> None:
+        self.store = store
+        self.study_id = study_id
+
+    # -- reading -------------------------------------------------------------------------------
+    async def _all(self, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        async with self.store._db.execute(sql, tuple(args)) as cur:
+            return [_row(cur, r) for r in await cur.fetchall()]
+
+    async def participant(self, participant: str) -> dict[str, Any] | None:
+        rows = await self._all("SELECT * FROM study_participants WHERE study_id = ? AND participant = ?",
+                               (self.study_id, participant))
+        if not rows:
+            return None
+        r = rows[0]
+        r["assignment"] = json.loads(r["assignment"])
+        return r
+
+    async def participants(self, *, simulated: bool | None = None) -> list[dict[str, Any]]:
+        where, args = "study_id = ?", [self.study_id]
+        if simulated is not None:
+            where += " AND simulated = ?"
+            args.append(int(simulated))
+        rows = await self._all(f"SELECT * FROM study_participants WHERE {where} ORDER BY simulated, slot", args)
+        for r in rows:
+            r["assignment"] = json.loads(r["assignment"])
+        return rows
+
+    async def steps(self, participant: str) -> list[dict[str, Any]]:
+        rows = await self._all("SELECT * FROM study_steps WHERE study_id = ? AND participant = ? ORDER BY step",
+                               (self.study_id, participant))
+        for r in rows:
+            r["data"] = json.loads(r["data"]) if r["data"] else {}
+        return rows
+
+    async def all_steps(self) -> list[dict[str, Any]]:
+        rows = await self._all("SELECT * FROM study_steps WHERE study_id = ? ORDER BY participant, step",
+                               (self.study_id,))
+        for r in rows:
+            r["data"] = json.loads(r["data"]) if r["data"] else {}
+        return rows
+
+    async def answers(self, participant: str | None = None) -> list[dict[str, Any]]:
+        return await self._rows("study_answers", participant, "step, item, attempt")
+
+    async def beliefs(self, participant: str | None = None) -> list[dict[str, Any]]:
+        return await self._rows("study_beliefs", participant, "game_id, round, target, slot")
+
+    async def timings(self, participant: str | None = None) -> list[dict[str, Any]]:
+        return await self._rows("study_timings", participant, "rowid")
+
+    async def _rows(self, table: str, participant: str | None, order: str) -> list[dict[str, Any]]:
+        where, args = "study_id = ?", [self.study_id]
+        if participant is not None:
+            where += " AND participant = ?"
+            args.append(participant)
+        return await self._all(f"SELECT * FROM {table} WHERE {where} ORDER BY participant, {order}", args)
+
+    async def next_slot(self, simulated: bool) -> int:
+        rows = await self._all("SELECT COALESCE(MAX(slot) + 1, 0) AS n FROM study_participants "
+                               "WHERE study_id = ? AND simulated = ?", (self.study_id, int(simulated)))
+        return int(rows[0]["n"])
+
+    # -- writing -------------------------------------------------------------------------------
+    async def add_participant(self, participant: str, *, slot: int, simulated: bool,
+                              assignment: list[dict[str, Any]], steps: list[str], design_hash: str) -> None:
+        """Register a participant and their planned steps, in one transaction."""
+        async with self.store._tx() as db:
+            await db.execute("INSERT INTO study_participants (study_id, participant, slot, simulated, assignment, "
+                             "design_hash, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (self.study_id, participant, slot, int(simulated), json.dumps(assignment),
+                              design_hash, _now()))
+            await db.executemany("INSERT INTO study_steps (study_id, participant, step, name) VALUES (?, ?, ?, ?)",
+                                 [(self.study_id, participant, i, name) for i, name in enumerate(steps)])
+
+    async def start_step(self, participant: str, step: int, *, game_id: str | None = None) -> None:
+        async with self.store._tx() as db:
+            await db.execute("UPDATE study_steps SET started_at = COALESCE(started_at, ?), "
+                             "game_id = COALESCE(?, game_id) WHERE study_id = ? AND participant = ? AND step = ?",
+                             (_now(), game_id, self.study_id, participant, step))
+
+    async def add_seconds(self, participant: str, step: int, seconds: float) -> None:
+        async with self.store._tx() as db:
+            await db.execute("UPDATE study_steps SET seconds = COALESCE(seconds, 0) + ? "
+                             "WHERE study_id = ? AND participant = ? AND step = ?",
+                             (seconds, self.study_id, participant, step))
+
+    async def complete_step(self, participant: str, step: int, *, seconds: float = 0.0,
+                            data: dict[str, Any] | None = None) -> None:
+        async with self.store._tx() as db:
+            await db.execute("UPDATE study_steps SET completed_at = ?, seconds = COALESCE(seconds, 0) + ?, "
+                             "data = ? WHERE study_id = ? AND participant = ? AND step = ?",
+                             (_now(), seconds, json.dumps(data or {}), self.study_id, participant, step))
+
+    async def complete_participant(self, participant: str, code: str) -> None:
+        async with self.store._tx() as db:
+            await db.execute("UPDATE study_participants SET status = 'completed', completed_at = ?, "
+                             "completion_code = ? WHERE study_id = ? AND participant = ?",
+                             (_now(), code, self.study_id, participant))
+
+    async def add_answers(self, participant: str, step: int, questionnaire: str,
+                          answers: list[dict[str, Any]], *, game_id: str | None = None) -> None:
+        """``answers``: ``{"item", "response", "attempt"=1, "correct"=None}`` each."""
+        rows = [(self.study_id, participant, step, questionnaire, a["item"],
+                 None if a.get("response") is None else str(a["response"]), int(a.get("attempt", 1)),
+                 None if a.get("correct") is None else int(bool(a["correct"])), game_id, _now()) for a in answers]
+        async with self.store._tx() as db:
+            await db.executemany("INSERT OR REPLACE INTO study_answers (study_id, participant, step, questionnaire, "
+                                 "item, response, attempt, correct, game_id, answered_at) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    async def add_beliefs(self, participant: str, game_id: str, round_: int, observer: int,
+                          grid: dict[int, list[int]]) -> None:
+        rows = [(self.study_id, participant, game_id, round_, observer, int(t), k, int(b), _now())
+                for t, row in grid.items() for k, b in enumerate(row)]
+        async with self.store._tx() as db:
+            await db.executemany("INSERT OR REPLACE INTO study_beliefs (study_id, participant, game_id, round, "
+                                 "observer, target, slot, belief, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                 rows)
+
+    async def add_timing(self, participant: str, game_id: str, *, round_: int | None, turn: int | None,
+                         phase: str, seconds: float, timed_out: bool) -> None:
+        async with self.store._tx() as db:
+            await db.execute("INSERT INTO study_timings (study_id, participant, game_id, round, turn, phase, "
+                             "seconds, timed_out, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (self.study_id, participant, game_id, round_, turn, phase, round(seconds, 3),
+                              int(timed_out), _now()))
+
+    async def withdraw(self, participant: str) -> dict[str, int]:
+        """Delete every row of ``participant``, their games (events, seat results) included.
+        Returns the number of rows removed per table."""
+        counts: dict[str, int] = {}
+        async with self.store._tx() as db:
+            async with db.execute("SELECT game_id FROM study_steps WHERE study_id = ? AND participant = ? "
+                                  "AND game_id IS NOT NULL", (self.study_id, participant)) as cur:
+                games = [r[0] for r in await cur.fetchall()]
+            for table in ("events", "seat_results"):
+                n = 0
+                for g in games:
+                    cur = await db.execute(f"DELETE FROM {table} WHERE game_id = ?", (g,))
+                    n += cur.rowcount
+                counts[table] = n
+            n = 0
+            for g in games:
+                cur = await db.execute("DELETE FROM games WHERE game_id = ?", (g,))
+                n += cur.rowcount
+            counts["games"] = n
+            for table in reversed(STUDY_TABLES):
+                cur = await db.execute(f"DELETE FROM {table} WHERE study_id = ? AND participant = ?",
+                                       (self.study_id, participant))
+                counts[table] = cur.rowcount
+        return counts
+
+    async def delete_simulated(self) -> int:
+        """Withdraw every simulated participant (a new dry run replaces the last one)."""
+        sims = await self.participants(simulated=True)
+        for p in sims:
+            await self.withdraw(p["participant"])
+        return len(sims)
