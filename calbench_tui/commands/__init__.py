@@ -18,9 +18,15 @@ class UserError(Exception):
 
 
 def require_terminal(what: str) -> None:
-    """Refuse to start a full-screen app without a terminal (it would wait for ever)."""
+    """Refuse to start a full-screen app without a terminal (it would wait for ever).
+
+    A browser session (textual-serve sets ``TEXTUAL_DRIVER`` to its web driver) has no tty
+    and needs none.
+    """
     import sys
 
+    if os.environ.get("TEXTUAL_DRIVER"):
+        return
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UserError(f"{what} needs an interactive terminal, but standard input or output is not one")
 

@@ -91,8 +91,7 @@ def _handle_join(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     app = make_app(settings=Settings(join=url, code=code, keymap=keymap,
                                      show_help=args.help_screen or not args.no_intro))
-    if not os.environ.get("TEXTUAL_DRIVER"):  # a browser session (textual-serve) has no tty, and needs none
-        require_terminal("calbench-play")
+    require_terminal("calbench-play")
     app.run()
     if app.error and app.return_code == 2:
         raise UserError(app.error)

@@ -32,12 +32,18 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  calbench serve --agents human,imap,human,imap,imap --task canonical:3\n"
-               "  calbench serve --agents human,human,imap,imap,imap --task seed:7 --host 0.0.0.0 --json\n",
+               "  calbench serve --agents human,human,imap,imap,imap --task seed:7 --host 0.0.0.0 --json\n"
+               "  calbench serve --study study.toml --participants P01,P02,P03 --db study.db\n",
     )
-    p.add_argument("--agents", required=True, metavar="SPEC",
+    p.add_argument("--agents", metavar="SPEC",
                    help="one persona per seat; 'human' seats are served remotely (at least one), e.g. "
                         "human,imap,human,imap,imap")
-    p.add_argument("--task", required=True, metavar="REF", help="one task: canonical:3, seed:7, FILE.jsonl:ID")
+    p.add_argument("--task", metavar="REF", help="one task: canonical:3, seed:7, FILE.jsonl:ID")
+    p.add_argument("--study", metavar="PATH",
+                   help="serve a study's participants instead: each gets a private link to their whole session "
+                        "(consent to completion code) in a browser; needs --participants")
+    p.add_argument("--participants", metavar="IDS|N",
+                   help="with --study: the participant ids to serve (P01,P02,...) or a count N (P001..PNNN)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 opens it to the network)")
     p.add_argument("--port", type=int, default=8700, help="port (default 8700; 0 picks a free one)")
@@ -105,6 +111,12 @@ def _options(args: argparse.Namespace):
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.study:
+        return _handle_study(args)
+    if args.participants:
+        raise UserError("--participants goes with --study PATH")
+    if not args.agents or not args.task:
+        raise UserError("give --agents SPEC and --task REF (one table), or --study PATH (a study's participants)")
     task, names, channels, fill = _options(args)
     from engine.game import GameConfig
     from lab.server import TableServer
@@ -167,6 +179,90 @@ def handle(args: argparse.Namespace) -> int:
                 loop.remove_signal_handler(sig)
             await server.stop()
             await store.close()
+
+    return asyncio.run(main())
+
+
+def _participant_ids(raw: str | None) -> list[str]:
+    if not raw or not raw.strip():
+        raise UserError("--study needs --participants: ids (P01,P02) or a count (12)")
+    text = raw.strip()
+    if text.isdigit():
+        n = int(text)
+        if not 1 <= n <= 1000:
+            raise UserError(f"--participants {n}: serve 1 to 1000 participants at a time")
+        return [f"P{i:03d}" for i in range(1, n + 1)]
+    ids = [p.strip() for p in text.split(",")]
+    bad = [p for p in ids if not p or not p.replace("-", "").replace("_", "").isalnum() or p.startswith("sim-")]
+    if bad:
+        raise UserError(f"--participants: {bad[0]!r} is not an id; use letters, digits, '-' or '_' "
+                        "(ids starting 'sim-' are for simulated participants)")
+    if len(set(ids)) != len(ids):
+        raise UserError("--participants names an id twice")
+    return ids
+
+
+def _handle_study(args: argparse.Namespace) -> int:
+    """Serve a study: one private link per participant, each opening their whole session in a browser."""
+    from pathlib import Path
+
+    from lab.study.model import StudyFileError, load_study
+    from lab.table import new_code
+    from lab.server import TableServer
+
+    if args.agents or args.task:
+        raise UserError("--study serves the study's own conditions; drop --agents / --task")
+    if args.no_web:
+        raise UserError("--study serves participants in the browser; drop --no-web "
+                        "(or run 'calbench study run' at each terminal)")
+    if not args.host.strip():
+        raise UserError("--host needs an address: 127.0.0.1 (this machine, the default) or 0.0.0.0 (the network)")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be 0..65535, not {args.port}")
+    try:
+        load_study(args.study)
+    except (StudyFileError, OSError) as exc:
+        raise UserError(str(exc).splitlines()[0]) from None
+    ids = _participant_ids(args.participants)
+    try:
+        from calbench_tui.web import WebFront
+    except ImportError:
+        raise UserError("serving a study needs textual-serve (pip install textual-serve)") from None
+    links = {new_code(): pid for pid in ids}
+    study_path, db = str(Path(args.study).resolve()), str(Path(db_path(args.db)).resolve())
+
+    async def main() -> int:
+        web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links)
+        server = TableServer([], host=args.host, port=args.port, extra_routes=web.add_routes)
+        try:
+            await server.start()
+        except OSError as exc:
+            raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        rows = [{"participant": pid, "code": code, "link": f"{server.web_url}?code={code}"}
+                for code, pid in links.items()]
+        if args.json:
+            print(json.dumps({"web": server.web_url, "study": study_path, "participants": rows}), flush=True)
+        else:
+            print(f"Serving study {args.study} on {server.web_url} (database {db})")
+            for r in rows:
+                print(f"  {r['participant']}: {r['link']}")
+            print("Give each participant their own link. 'calbench study status' shows where everyone is; "
+                  "ctrl+c stops the server (each session resumes at its step when its link is opened again).",
+                  flush=True)
+        me = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, me.cancel)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            print("Stopped. Every participant's progress is saved.", file=sys.stderr)
+            return 130
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            await server.stop()
+        return 0
 
     return asyncio.run(main())
 

@@ -167,3 +167,92 @@ def test_a_participant_plays_from_a_real_browser(tmp_path):
         finally:
             proc.kill()
     assert _status(db)[0][1] == "stopped"
+
+
+def _serve_study(tmp_path, *extra):
+    study = tmp_path / "study.toml"
+    from calbench_tui.cli import main as cli_main
+
+    assert cli_main(["study", "init", str(study)]) == 0
+    db = tmp_path / "study.db"
+    cmd = [sys.executable, "-c", "import sys; from calbench_tui.cli import main; sys.exit(main())", "serve",
+           "--study", str(study), "--participants", "P01,P02", "--port", "0", "--json", "--db", str(db), *extra]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    line = proc.stdout.readline()
+    if not line:
+        proc.kill()
+        raise AssertionError(f"serve --study printed nothing: {proc.stderr.read()}")
+    return proc, json.loads(line), study, db
+
+
+def test_serve_study_gives_each_participant_a_private_link(tmp_path):
+    import urllib.error
+    import urllib.request
+
+    proc, info, study, db = _serve_study(tmp_path)
+    try:
+        assert [p["participant"] for p in info["participants"]] == ["P01", "P02"]
+        codes = [p["code"] for p in info["participants"]]
+        assert len(set(codes)) == 2 and all(len(c) >= 16 for c in codes)
+        page = urllib.request.urlopen(info["participants"][0]["link"], timeout=10).read().decode()
+        assert f"/ws/{codes[0]}" in page  # the page's app socket carries the participant's code
+        for bad in (info["web"], info["web"] + "?code=not-a-participant"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(bad, timeout=10)
+            assert err.value.code == 404
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 130
+        proc.kill()
+
+
+def test_serve_study_options_are_checked(cli, tmp_path):
+    rc, out, err = cli("serve", "--study", str(tmp_path / "missing.toml"), "--participants", "2")
+    assert rc == 2 and "Traceback" not in err
+    cli("study", "init", str(tmp_path / "ok.toml"))
+    rc, out, err = cli("serve", "--study", str(tmp_path / "ok.toml"))
+    assert rc == 2 and "--participants" in err
+    rc, out, err = cli("serve", "--study", str(tmp_path / "ok.toml"), "--participants", "P1,P1")
+    assert rc == 2 and "twice" in err
+    rc, out, err = cli("serve", "--participants", "3")
+    assert rc == 2 and "--study" in err
+    rc, out, err = cli("serve", "--task", "canonical:3")
+    assert rc == 2 and "--agents" in err
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)")
+def test_a_study_participant_starts_their_session_in_a_real_browser(tmp_path):
+    playwright = pytest.importorskip("playwright.async_api")
+    proc, info, study, db = _serve_study(tmp_path)
+    try:
+        async def main():
+            async with playwright.async_playwright() as p:
+                browser = await p.chromium.launch(
+                    executable_path=CHROMIUM,
+                    args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+                page = await browser.new_page(viewport={"width": 1200, "height": 800})
+                await page.goto(info["participants"][1]["link"])
+                await page.wait_for_selector("canvas", timeout=30_000)
+                t0 = time.monotonic()
+                while True:  # the session is recorded as started, at its first step, under its id
+                    out = subprocess.run([sys.executable, "-c",
+                                          "import sys; from calbench_tui.cli import main; sys.exit(main())",
+                                          "study", "status", str(study), "--db", str(db), "--json"],
+                                         cwd=REPO, capture_output=True, text=True)
+                    if out.returncode == 0 and '"P02"' in out.stdout:
+                        break
+                    assert time.monotonic() - t0 < 40, f"P02's session never started: {out.stdout}{out.stderr}"
+                    await asyncio.sleep(0.5)
+                await browser.close()
+            return json.loads(out.stdout)
+
+        status = asyncio.run(main())
+        assert "P01" not in json.dumps(status)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        finally:
+            proc.kill()
