@@ -147,7 +147,7 @@ def test_a_participant_plays_from_a_real_browser(tmp_path):
                 await page.wait_for_timeout(1500)
                 await page.screenshot(path=str(shot))
                 await page.mouse.click(600, 400)  # focus the terminal, as a person would
-                await page.keyboard.press("escape")  # close the instructions, which open first for everyone
+                await page.keyboard.press("q")  # close the instructions, which open first for everyone (escape + e would read as alt+e)
                 t0 = time.monotonic()
                 while not any(f["type"] == "event" and f["event"]["type"] == "turn_end"
                               and f["event"].get("agent_id") == 2 for f in bot.frames):
