@@ -149,6 +149,8 @@ class CalBenchApp(App):
         self.end_screen: EndScreen | None = None
         self.games_played = 0
         self.resume_trace: dict[str, Any] | None = None
+        self._resume_llm: dict[int, Any] = {}  # seat -> LLMSettings restored from the saved game
+        self._resume_nosy: tuple[int, ...] = ()
         self.intro_each_game = settings.show_help  # the instructions before every game (see the module doc)
         self.lobby_screen = None  # the waiting screen of a table served elsewhere
         if settings.keymap:
@@ -248,13 +250,20 @@ class CalBenchApp(App):
                 raise GameSetupError(f"cannot seat {spec!r}: {exc}") from None
         if len(seats) != task.num_agents:
             raise GameSetupError(f"{len(seats)} personas for a task with {task.num_agents} seats")
+        if self._resume_llm:  # --resume: every LLM seat gets back the settings it was saved with
+            from personas.llm.factory import make_llm_persona
+
+            for i, st in self._resume_llm.items():
+                if i != seat and i < len(seats):
+                    seats[i] = make_llm_persona(f"llm:{st.model}", st)
         seats[seat] = self.human
         return seats
 
     def game_config(self) -> GameConfig:
         s = self.settings
         return GameConfig(max_turns_per_round=s.max_turns_per_round, decision_retries=s.decision_retries,
-                          channels=tuple(s.channels), seat_timeout=None, deterministic=s.deterministic)
+                          channels=tuple(s.channels), seat_timeout=None, deterministic=s.deterministic,
+                          nosy_agent_ids=tuple(self._resume_nosy))
 
     def start_game(self) -> None:
         try:
@@ -299,10 +308,13 @@ class CalBenchApp(App):
         game_id = self._new_game_id(task, seats)
         spec = ",".join("human" if i == self.settings.seat else str(getattr(p, "model", None) or p.kind)
                         for i, p in enumerate(seats))
+        from personas.llm.restore import seats_llm_config
+
         resume_upto = self.resume_trace["_keep_upto_seq"] if self.resume_trace is not None else None
         session = Session(task=task, seats=seats, config=config, game_id=game_id, agents=spec,
                           settings_key=f"play:{spec}:{config.communication_protocol}",
-                          extra_config={"human_seat": self.settings.seat, "app": "calbench-play"},
+                          extra_config={"human_seat": self.settings.seat, "app": "calbench-play",
+                                        **seats_llm_config(seats)},  # public LLM settings per seat, for --resume
                           clock=LogicalClock() if self.settings.deterministic else None)
         self.game_id = game_id
         self.status = "running"
@@ -431,10 +443,26 @@ class CalBenchApp(App):
         agents = [a.get("model") or a.get("type") for a in cfg.get("agents") or []]
         saved_agents = (trace.get("saved") or {}).get("agents")
         spec = saved_agents or ",".join(str(a) for a in agents)
+        await self._restore_llm_seats(cfg)
         self.settings = self.settings.with_(seat=seat, channels=tuple(cfg.get("channels") or ("dm",)),
                                             agents=spec, setup=False,
                                             max_turns_per_round=cfg.get("max_turns_per_round", 15),
                                             decision_retries=cfg.get("decision_retries", 3))
+
+    async def _restore_llm_seats(self, cfg: dict[str, Any]) -> None:
+        """The saved game's LLM settings per seat and nosy seats; every endpoint must answer."""
+        from personas.llm.restore import check_endpoints, saved_llm_settings
+        from personas.llm.settings import LLMConfigError, LLMSettings
+
+        base = self.llm if isinstance(self.llm, LLMSettings) else LLMSettings()
+        overrides = {"base_url": base.base_url} if base.base_url else {}  # --base-url given again: the endpoint moved
+        try:
+            self._resume_llm = saved_llm_settings(cfg, base, overrides=overrides)
+            if self._resume_llm:
+                await check_endpoints(list(self._resume_llm.values()))
+        except LLMConfigError as exc:
+            raise GameSetupError(f"cannot resume game {self.resume_trace['game_id'][:8]}: {exc}") from None
+        self._resume_nosy = tuple(int(a) for a in cfg.get("nosy_agent_ids") or ())
 
     # -- quitting -------------------------------------------------------------------------
     def _game_worker(self) -> Worker | None:

@@ -49,6 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _resume_hint(args) -> str:
+    """For an interrupted ``calbench run``: the full command that picks the suite up again."""
+    if getattr(args, "command", None) != "run":
+        return ""
+    import shlex
+
+    argv = list(sys.argv[1:])
+    if "--resume" not in argv:
+        argv.append("--resume")
+    return "; the games so far are saved. Continue with: " + shlex.join(["calbench", *argv])
+
+
 def _run(handler, args) -> int:
     try:
         rc = handler(args)
@@ -59,7 +71,7 @@ def _run(handler, args) -> int:
         print(f"calbench: error: {redact(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("calbench: interrupted", file=sys.stderr)
+        print("calbench: interrupted" + _resume_hint(args), file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0

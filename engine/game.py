@@ -41,6 +41,21 @@ CALBENCH_VERSION = "0.1.0"
 NOSY_VARIANTS = frozenset({"nosy-highpressure", "redteam"})
 
 
+def failure_event_type(error: str) -> str:
+    """The event a failed persona call is recorded as (see ``engine.usage.failure_class``).
+
+    ``seat_timeout``: the seat could not answer (a timeout, an LLM endpoint down or failing
+    past its retries: infrastructure); ``context_overflow``: the seat's conversation does
+    not fit its model's context window (configuration); ``parse_error``: the seat answered
+    but its reply was unreadable or invalid (the agent's fault).
+    """
+    if error in ("seat_timeout", "infra_error"):
+        return "seat_timeout"
+    if error == "context_overflow":
+        return "context_overflow"
+    return "parse_error"
+
+
 def nosy_seats(seats: Sequence[Any], configured: Sequence[int] = ()) -> tuple[int, ...]:
     """Seats that are nosy: ``configured`` ∪ seats whose persona variant is in :data:`NOSY_VARIANTS`."""
     derived = {i for i, s in enumerate(seats) if getattr(s, "variant", None) in NOSY_VARIANTS}
@@ -159,10 +174,13 @@ class _Game:
         if reply.latency_ms is None and reply.error and not self.config.deterministic:
             reply.latency_ms = int((time.perf_counter() - t0) * 1000)
         if reply.error:
-            kind = "seat_timeout" if reply.error in ("seat_timeout", "infra_error") else "parse_error"
+            kind = failure_event_type(reply.error)
+            more = {}
+            if isinstance(reply.extra, dict) and reply.extra.get("failure_kind"):
+                more["failure"] = reply.extra["failure_kind"]  # e.g. unreachable, rate_limited, server_error
             ev = self.log.make(kind, round=round, turn=turn, phase=phase, agent_id=seat,
                                error=reply.error, detail=redact(reply.error_detail) if reply.error_detail else None,
-                               text=reply.text)
+                               text=reply.text, **more)
             if buffer is not None:
                 buffer.append(ev)
             else:

@@ -200,6 +200,7 @@ EVENT_ALLOWANCES: dict[str, EventAllowance] = {
     # the kind of failure is public ("seat_timeout", ...); its detail only to the seat
     "seat_timeout": EventAllowance(own=("error", "detail"), others_see=("error",)),
     "parse_error": EventAllowance(own=("error", "detail"), others_see=("error",)),
+    "context_overflow": EventAllowance(own=("error", "detail"), others_see=("error",)),
     "meeting_broken": EventAllowance(own=("meeting_id",), own_only=True),
     "game_end": EventAllowance(),
 }

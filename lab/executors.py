@@ -115,7 +115,8 @@ def portable_settings(settings: Any) -> Any:
     """
     llm = settings.llm
     personas = settings.personas
-    if llm is None and not personas:
+    judge = getattr(settings, "judge", None)
+    if llm is None and not personas and judge is None:
         return settings
     fresh: dict[int, Any] = {}
 
@@ -128,12 +129,14 @@ def portable_settings(settings: Any) -> Any:
 
     new_llm = remake(llm)
     new_personas = {k: remake(v) for k, v in personas.items()} if personas else personas
+    if judge is not None:
+        return replace(settings, llm=new_llm, personas=new_personas, judge=remake(judge))
     return replace(settings, llm=new_llm, personas=new_personas)
 
 
 def _pools(settings: Any) -> list[Any]:
     seen, out = set(), []
-    for s in [settings.llm, *(settings.personas or {}).values()]:
+    for s in [settings.llm, getattr(settings, "judge", None), *(settings.personas or {}).values()]:
         pool = getattr(s, "pool", None)
         if pool is not None and id(pool) not in seen:
             seen.add(id(pool))
@@ -261,7 +264,7 @@ class EndpointGate:
 def _endpoints_of(settings: Any) -> dict[str | None, int]:
     """Every endpoint the run's LLM seats may call, with the run's request limit."""
     out: dict[str | None, int] = {}
-    for s in [settings.llm, *(settings.personas or {}).values()]:
+    for s in [settings.llm, getattr(settings, "judge", None), *(settings.personas or {}).values()]:
         if s is None:
             continue
         replicas = list(getattr(s, "base_urls", None) or [])

@@ -45,6 +45,9 @@ from personas.spec import AgentsSpec, PersonaSpecError
 __all__ = ["RunSettings", "GameSummary", "RunError", "run_suite", "run_cli_suite", "summarise", "failure_counts", "shard",
            "settings_key", "make_seats", "make_seats_for", "prime_oracle", "spec_label"]
 
+# Settings added after runs were first saved, left out of the run's key at their default
+# so that `calbench run --resume` still finds the games of an earlier version.
+_LLM_KEY_DEFAULTS = {"structured": "auto", "history": "auto"}
 # LLM settings that never change what a game is (secrets, plumbing, patience).
 _LLM_KEY_EXCLUDE = {"api_key", "api_key_env", "concurrency", "timeout", "retries", "backoff_base",
                     "backoff_max", "retry_after_max", "base_urls", "endpoint_concurrency"}
@@ -66,6 +69,7 @@ class RunSettings:
     llm: Any = None
     personas: dict[int, Any] | None = None
     stream_events: bool | None = None  # None: stream to the store iff a seat is an LLM or a human
+    judge: Any = None  # LLMSettings of the optional LLM judge (paper I.2; personas.llm.judge)
 
     def game_config(self) -> GameConfig:
         return GameConfig(max_turns_per_round=self.max_turns, decision_retries=self.retries,
@@ -81,6 +85,8 @@ class RunSettings:
             "retries": self.retries,
             "deterministic": self.deterministic,
         }
+        if self.judge is not None:
+            d["judge"] = _llm_fields(self.judge)
         if _uses_llm(agents_spec):
             if self.llm is not None:
                 d["llm"] = _llm_fields(self.llm)
@@ -91,7 +97,7 @@ class RunSettings:
     async def aclose(self) -> None:
         """Close the LLM clients of this run (one pool, shared by every seat)."""
         seen = set()
-        for s in [self.llm, *(self.personas or {}).values()]:
+        for s in [self.llm, self.judge, *(self.personas or {}).values()]:
             pool = getattr(s, "pool", None)
             if pool is not None and id(pool) not in seen:
                 seen.add(id(pool))
@@ -106,7 +112,11 @@ def settings_key(agents_spec: str, settings: RunSettings) -> str:
 
 def _llm_fields(llm: Any) -> dict[str, Any]:
     raw = llm.public() if hasattr(llm, "public") else (llm.model_dump() if hasattr(llm, "model_dump") else dict(llm))
-    return {k: v for k, v in raw.items() if k not in _LLM_KEY_EXCLUDE and "secret" not in k and "key" != k[-3:]}
+    out = {k: v for k, v in raw.items() if k not in _LLM_KEY_EXCLUDE and "secret" not in k and "key" != k[-3:]}
+    for k, default in _LLM_KEY_DEFAULTS.items():  # settings added later: at their default, the key stays as it was
+        if out.get(k) == default:
+            out.pop(k)
+    return out
 
 
 def seat_llm_config(seats: Sequence[Any]) -> dict[str, Any]:
@@ -199,6 +209,19 @@ def remember_oracle(task: Task) -> None:
     from lab import oracle_cache
 
     oracle_cache.save(task)
+
+
+def _judge(task: Task, judge: Any):
+    """The optional LLM judge (paper I.2) as a session's ``after`` measurement, or None."""
+    if judge is None:
+        return None
+
+    async def run(trace: dict[str, Any]) -> None:
+        from personas.llm.judge import judge_trace
+
+        await judge_trace(trace, task, judge)
+
+    return run
 
 
 def shard(tasks: Sequence[Task], index: int, count: int) -> list[Task]:
@@ -354,7 +377,7 @@ async def play_one(task: Task, gid: str, agents_spec: str | AgentsSpec | SeatFac
         out = await fail_session(session, exc, store=store, stream=stream, saver=saver)
     else:
         session = Session(task, seats, config, gid, label, key, {**extra, **seat_llm_config(seats)})
-        out = await run_session(session, store=store, stream=stream, saver=saver)
+        out = await run_session(session, store=store, stream=stream, saver=saver, after=_judge(task, settings.judge))
         remember_oracle(task)
     if out.status == "completed":
         s = GameSummary.from_trace(out.trace, agents=label, game_id=gid)

@@ -102,14 +102,17 @@ def failure_trace(session: Session, events: list[dict[str, Any]], exc: BaseExcep
 
 async def run_session(session: Session, *, store: Any = None, stream: bool = True,
                       listeners: Sequence[EventSink] = (), resume_upto: int | None = None,
-                      saver: Saver | None = None) -> SessionOutcome:
+                      saver: Saver | None = None,
+                      after: Callable[[dict[str, Any]], Awaitable[Any]] | None = None) -> SessionOutcome:
     """Play ``session`` to its end, filing it in ``store`` (``saves.store.Store`` or None).
 
     ``resume_upto``: continue a stopped game of this id, keeping its events up to that
     ``seq`` (``engine.game.resume_point``); needs ``store`` and ``stream``.
     ``saver``: for batch games, an async callable given the finished trace (with its
     ``saved`` key) — the suite runner's burst writer; without it the trace is imported
-    at once.  Raises ``asyncio.CancelledError`` after marking a streamed game stopped.
+    at once.  ``after``: an async measurement given the finished trace before it is filed
+    (the optional LLM judge adds ``judge`` and ``metrics["judge_vps"]`` there).  Raises
+    ``asyncio.CancelledError`` after marking a streamed game stopped.
     """
     t0 = time.perf_counter()
     gid = session.game_id
@@ -148,6 +151,14 @@ async def run_session(session: Session, *, store: Any = None, stream: bool = Tru
         trace = failure_trace(session, [] if store_sink is not None else list(memory.events), exc)
         await _file(store, store_sink, saver, session, trace, "failed")
         return SessionOutcome(session, "failed", trace, error=trace["error"], seconds=time.perf_counter() - t0)
+    if after is not None:
+        try:
+            await after(result.trace)
+        except asyncio.CancelledError:
+            if store_sink is not None:
+                await _close_quietly(store_sink)
+                await asyncio.shield(_mark_stopped(store, gid))
+            raise
     await _file(store, store_sink, saver, session, result.trace, "completed")
     return SessionOutcome(session, "completed", result.trace, result=result, seconds=time.perf_counter() - t0)
 

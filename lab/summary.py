@@ -78,10 +78,12 @@ class GameSummary:
     # for --resume from the per-seat results, which keep no events).
     infra_failures: int | None = 0
     agent_failures: int | None = 0
+    config_failures: int | None = 0  # context overflows (engine.usage.failure_counts)
+    tokens: dict[str, int] | None = None  # LLM tokens of the game, judge included (engine.usage.token_usage)
 
     JSON_KEYS = ("game_id", "task_id", "cost_mode", "agents", "status", "coordination",
                  "meetings_scheduled", "meetings_total", "excess_cost", "messages_per_meeting",
-                 "fairness", "vps", "infra_failures", "agent_failures")
+                 "fairness", "vps", "infra_failures", "config_failures", "agent_failures", "tokens")
 
     def to_json(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.JSON_KEYS}
@@ -104,6 +106,10 @@ class GameSummary:
         per_seat = m.get("per_seat") or []
         cost_mode = m.get("cost_mode") or (task_row.get("calbench") or {}).get("cost_mode") or "?"
         infra, agent = failure_counts(trace.get("events") or [])
+        from engine.usage import failure_counts as failure_classes, token_usage
+
+        config = failure_classes(trace.get("events") or [])["configuration"]
+        tok = token_usage(trace.get("events") or [], (trace.get("judge") or {}).get("records") or [])
         return cls(
             game_id=game_id or trace.get("game_id"),
             task_id=str(cfg.get("task_id", task_row.get("task_id"))),
@@ -122,7 +128,8 @@ class GameSummary:
             fairness_sum=sum(s.get("fairness", 0) for s in per_seat),
             messages=int(m.get("total_cheap_talk_messages", 0)),
             scheduled_participant_meetings=sum(s.get("meetings_scheduled", 0) for s in per_seat),
-            infra_failures=infra, agent_failures=agent,
+            infra_failures=infra, agent_failures=agent, config_failures=config,
+            tokens=tok["total"] if tok["total"]["calls"] else None,
         )
 
     @classmethod
@@ -144,7 +151,7 @@ class GameSummary:
             excess_cost=excess / n if n else None, messages_per_meeting=sent / spm if spm else float(sent),
             fairness=fairness / n if n else None, vps=sum(s.get("vps") or 0 for s in seats),
             seats=n, excess_sum=excess, fairness_sum=fairness, messages=sent, scheduled_participant_meetings=spm,
-            infra_failures=None, agent_failures=None,  # the per-seat results keep no events
+            infra_failures=None, agent_failures=None, config_failures=None,  # the per-seat results keep no events
         )
 
 
@@ -153,8 +160,10 @@ def failure_counts(events: Iterable[dict[str, Any]]) -> tuple[int, int]:
 
     * infrastructure: ``seat_timeout`` events — a seat that could not answer at all: the
       engine records them for ``Reply.error`` ``"seat_timeout"`` and ``"infra_error"`` (an
-      LLM endpoint down or failing past its retries, a context-length error, a missing
-      key met during a call) and for a persona call that timed out;
+      LLM endpoint unreachable, rate limited or failing past its retries, a missing key
+      met during a call) and for a persona call that timed out.  Context overflows
+      (``context_overflow`` events) are configuration failures, counted apart
+      (``engine.usage.failure_counts``);
     * agent: ``parse_error`` events — the agent answered but got it wrong: unreadable
       output (``parse_error``), a persona exception (``seat_error``), a message that could
       not be delivered (``undeliverable``) and actions sent in the wrong phase
@@ -176,8 +185,8 @@ def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
     ``coordination`` is the mean share of meetings scheduled (0–1; the table shows %),
     ``excess`` and ``fairness`` are means over seats (levels), ``messages_per_meeting``
     is pooled (Σ messages / Σ scheduled participant-meetings) and ``vps`` is the mean
-    game VPS.  ``failed`` counts games that could not be played.  ``infra_failures`` and
-    ``agent_failures`` sum the games' :func:`failure_counts` (played and failed games;
+    game VPS.  ``failed`` counts games that could not be played.  ``infra_failures``,
+    ``config_failures`` (context overflows) and ``agent_failures`` sum the games' counts (played and failed games;
     games read back for ``--resume`` add nothing), and ``games_with_infra_failures``
     counts the games with at least one infrastructure failure.
     """
@@ -186,10 +195,11 @@ def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
     fails: dict[tuple[str, str], list[int]] = {}
     for g in games:
         k = (g.agents, g.cost_mode)
-        f = fails.setdefault(k, [0, 0, 0])
+        f = fails.setdefault(k, [0, 0, 0, 0])
         f[0] += g.infra_failures or 0
         f[1] += g.agent_failures or 0
         f[2] += 1 if g.infra_failures else 0
+        f[3] += g.config_failures or 0
         if g.status == "completed":
             groups.setdefault(k, [])
             groups[k].append(g)
@@ -198,7 +208,7 @@ def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
             groups.setdefault(k, [])
     out = []
     for (persona, mode), gs in sorted(groups.items(), key=lambda kv: (mode_rank(kv[0][1]), kv[0][0])):
-        f = fails.get((persona, mode), [0, 0, 0])
+        f = fails.get((persona, mode), [0, 0, 0, 0])
         t2 = table2_row([g.totals() for g in gs])
         out.append({
             "persona": persona,
@@ -207,6 +217,7 @@ def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
             "failed": failed.get((persona, mode), 0),
             **t2,
             "infra_failures": f[0],
+            "config_failures": f[3],
             "agent_failures": f[1],
             "games_with_infra_failures": f[2],
         })

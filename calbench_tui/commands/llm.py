@@ -24,9 +24,18 @@ def register(subparsers) -> None:
                     "prompts and plays a seat. Point LLM seats at it with --base-url http://127.0.0.1:PORT/v1.",
     )
     p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0 = any free port)")
-    p.add_argument("--policy", choices=("cooperative", "silent", "chaos"), default="cooperative",
+    p.add_argument("--policy", choices=("cooperative", "silent", "chaos", "sloppy", "judge"), default="cooperative",
                    help="cooperative: negotiates sensibly; silent: never acts; chaos: cooperative plus 429s, "
-                        "500s, prose, fenced JSON and invalid batches (deterministic from --seed)")
+                        "500s, prose, fenced JSON and invalid batches (deterministic from --seed); sloppy: like a "
+                        "small model (prose, invented keys, cut-off JSON) unless a JSON schema is sent; judge: "
+                        "cooperative, and answers --judge questions from what each message says")
+    p.add_argument("--context-limit", type=int, default=None, metavar="TOKENS",
+                   help="answer requests longer than this (estimated tokens + max_tokens) with HTTP 400, as a "
+                        "real server does (default: no limit)")
+    p.add_argument("--context-style", choices=("openai", "llamacpp"), default="openai",
+                   help="the text of that 400: vLLM/OpenAI's or llama.cpp's (default openai)")
+    p.add_argument("--advertise-context", action="store_true",
+                   help="list the limit as max_model_len in /v1/models, as vLLM does")
     p.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
                    help="simulated model time per request (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed for the chaos policy (default 0)")
@@ -47,8 +56,11 @@ def handle_mock(args) -> int:
         raise UserError("--latency must be 0 or more seconds")
     if args.retry_after < 0:
         raise UserError(f"--retry-after must be 0 or more seconds, not {args.retry_after:g}")
+    if args.context_limit is not None and args.context_limit < 64:
+        raise UserError(f"--context-limit must be at least 64 tokens, not {args.context_limit}")
     server = MockLLMServer(policy=args.policy, latency=args.latency, seed=args.seed, port=args.port,
-                           retry_after=args.retry_after)
+                           retry_after=args.retry_after, context_limit=args.context_limit,
+                           context_style=args.context_style, advertise_context=args.advertise_context)
 
     async def serve() -> None:
         try:
@@ -109,18 +121,28 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default 4; not the decision retries of --retries)")
     g.add_argument("--llm-concurrency", type=int, default=None, metavar="N",
                    help="LLM requests in flight across all seats and games of the run (default 8)")
+    g.add_argument("--structured", choices=("auto", "json_schema", "json_object", "off"), default=None,
+                   help="reply format constraint: auto (default) sends the envelope's JSON schema for each phase "
+                        "and falls back to what the endpoint accepts; off sends none")
+    g.add_argument("--context-window", type=int, default=None, metavar="TOKENS",
+                   help="the model's context in tokens (default: learned from /v1/models or the endpoint's 400); "
+                        "earlier rounds are digested so every request fits")
+    g.add_argument("--history", choices=("auto", "digest", "full"), default=None,
+                   help="earlier rounds in the thread: auto (default) digests the oldest only when needed, digest "
+                        "always, full never")
     g.add_argument("--reflection", action="store_true",
                    help="after each round ask every LLM seat for its belief changes (reflection-calibrated VPS)")
 
 
 _FLAGS = {"base_url": "base_url", "api_key_env": "api_key_env", "temperature": "temperature",
           "max_tokens": "max_tokens", "timeout": "timeout", "llm_retries": "retries",
-          "llm_concurrency": "concurrency", "reflection": "reflection",
+          "llm_concurrency": "concurrency", "reflection": "reflection", "structured": "structured",
+          "context_window": "context_window", "history": "history",
           "endpoint_concurrency": "endpoint_concurrency"}
 
 # Options that must be positive (0 would mean "no tokens", "no time", "no requests").
 _POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds",
-             "endpoint_concurrency": "at least 1"}
+             "context_window": "at least 1", "endpoint_concurrency": "at least 1"}
 
 
 def given_llm_options(args) -> dict[str, object]:
@@ -170,7 +192,7 @@ def settings_from_args(args) -> tuple["LLMSettings", dict[int, "LLMSettings"]]: 
     """
     from pydantic import ValidationError
 
-    from personas.llm.factory import LLMConfigError, LLMSettings, load_personas_file
+    from personas.llm.factory import LLMConfigError, LLMSettings, load_personas
 
     given = given_llm_options(args)
     try:
@@ -180,7 +202,7 @@ def settings_from_args(args) -> tuple["LLMSettings", dict[int, "LLMSettings"]]: 
     per_seat: dict[int, LLMSettings] = {}
     try:
         if getattr(args, "personas", None):
-            per_seat = load_personas_file(args.personas, base)
+            base, per_seat = load_personas(args.personas, base)  # [defaults] apply to every LLM seat
         for s in (per_seat.values() if per_seat else [base]):
             s.check_base_url()
             s.resolve_api_key()

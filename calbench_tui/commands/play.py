@@ -172,16 +172,63 @@ def handle(args: argparse.Namespace) -> int:
     )
     store_path = db_path(args.db)
     check_db(store_path)  # a bad --db is one line here, not a traceback from inside the app
+    if args.resume:  # before the screen opens: an LLM endpoint of the saved game that does not answer is one line
+        check_resume_endpoints(args.resume, store_path, llm)
     app = make_app(settings=settings, task=task, llm=llm, store_path=store_path)
     require_terminal("calbench-play")
     app.run()
     if app.error and app.return_code == 2:
         raise UserError(app.error)
     if app.game_id and app.status in ("stopped", "running"):
-        print(f"Game {app.game_id} saved as stopped. Continue it with: calbench-play --resume {app.game_id[:8]}")
+        print(f"Game {app.game_id} saved as stopped. Continue it with: {resume_command(app.game_id, args.db)}")
     elif app.game_id and app.status == "completed":
         print(f"Game {app.game_id} saved. Replay it with: calbench replay {app.game_id[:8]}")
     return 0
+
+
+def check_resume_endpoints(game: str, db: str, llm) -> None:
+    """Refuse (UserError, one line) to resume a game whose LLM seats' endpoints do not answer.
+
+    Anything else wrong with the game (unknown id, completed, no human seat) is left to the
+    app, which says so in its own words."""
+    import asyncio
+
+    from personas.llm.restore import check_endpoints, saved_llm_settings
+    from personas.llm.settings import LLMConfigError
+
+    from . import with_store
+
+    async def main(store):
+        try:
+            trace = await store.load_trace(game)
+        except Exception:
+            return None
+        return trace
+
+    if db != ":memory:" and not db.startswith("file:") and not os.path.exists(db):
+        return
+    trace = with_store(db, main)
+    if not trace:
+        return
+    overrides = {"base_url": llm.base_url} if llm is not None and llm.base_url else {}
+    try:
+        seats = saved_llm_settings(trace.get("config") or {}, llm, overrides=overrides)
+        if seats:
+            asyncio.run(check_endpoints(list(seats.values())))
+    except LLMConfigError as exc:
+        raise UserError(f"cannot resume game {trace['game_id'][:8]}: {exc}") from None
+
+
+def resume_command(game_id: str, db: str | None = None) -> str:
+    """The full command that continues a stopped game: its id and, when one was given, the
+    database.  LLM seats need nothing more: their endpoints, models and settings are saved
+    with the game (never a key: that stays in its environment variable)."""
+    import shlex
+
+    parts = ["calbench-play", "--resume", game_id[:8]]
+    if db:
+        parts += ["--db", db]
+    return shlex.join(parts)
 
 
 def _list_keys(args: argparse.Namespace) -> int:

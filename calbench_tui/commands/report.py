@@ -41,6 +41,9 @@ def register(sub) -> None:
     p.add_argument("--plot", metavar="FILE.png", default=None,
                    help="write FILE.png (privacy–cost plane), FILE-fairness.png and FILE-messages.png")
     p.add_argument("--tui", action="store_true", help="show the report and its charts in the terminal app")
+    p.add_argument("--prices", metavar="FILE.toml", default=None,
+                   help="prices per million tokens per model ([models.\"NAME\"] prompt, cached, completion) to "
+                        "show money per game beside the LLM tokens (see docs/llm.md)")
     p.add_argument("--study", metavar="STUDY.toml", default=None,
                    help="a pilot study's Table 2 by condition and seat kind (human / LLM / protocol) with N, "
                         "95%% bootstrap intervals and the human-observer VPS (see 'calbench study')")
@@ -77,6 +80,34 @@ def load(path: str, ids: list[str] | None,
     return with_store(path, main)
 
 
+def llm_table(llm: dict[str, Any]):
+    """LLM seats: tokens (and money) per game, failures by whose fault, the three VPS readings."""
+    from rich.table import Table
+
+    t = Table(title="LLM seats: tokens per game, failures, privacy readings", title_justify="left")
+    money = any(r.get("money_per_game") is not None for r in llm["rows"])
+    cols = ["Agents", "N", "Prompt tok.", "Cached", "Compl. tok."] + ([f"{llm.get('currency') or ''}/game"]
+                                                                     if money else [])
+    cols += ["Infra fail.", "Config fail.", "Agent fail.", "VPS", "Refl. VPS", "Judge VPS"]
+    for c in cols:
+        t.add_column(c, justify="left" if c == "Agents" else "right")
+
+    def f(v, pat="{:,.0f}"):
+        return "–" if v is None else pat.format(v)
+
+    for r in llm["rows"]:
+        cells = [r["agents"], str(r["games"]), f(r["prompt_tokens"]), f(r["cached_share"], "{:.0%}"),
+                 f(r["completion_tokens"])]
+        if money:
+            cells.append(f(r["money_per_game"], "{:.4f}") + (" *" if r.get("unpriced") else ""))
+        cells += [str(r["infra_failures"]), str(r["config_failures"]), str(r["agent_failures"]),
+                  f(r["vps"], "{:.2f}"), f(r["reflection_vps"], "{:.2f}"), f(r["judge_vps"], "{:.2f}")]
+        t.add_row(*cells)
+    if money and any(r.get("unpriced") for r in llm["rows"]):
+        t.caption = "* some models have no price: " + ", ".join(sorted({m for r in llm["rows"] for m in r["unpriced"]}))
+    return t
+
+
 def handle_report(args) -> int:
     if args.study:
         from .study import report_study
@@ -94,6 +125,14 @@ def handle_report(args) -> int:
         folder = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(folder):
             raise UserError(f"cannot write {args.plot}: the folder {folder} does not exist")
+    prices = None
+    if args.prices:
+        from lab.llm_costs import PricesError, load_prices
+
+        try:
+            prices = load_prices(args.prices)
+        except PricesError as exc:
+            raise UserError(str(exc)) from None
     path = existing_db(args.db)
     ids = task_ids(args.tasks)
     rows, traces = load(path, ids, getattr(args, "include_unverified", False))
@@ -103,6 +142,11 @@ def handle_report(args) -> int:
     from .. import report_view
 
     report = reporting.build_report(rows, traces, group_by=args.group_by, with_leaderboard=args.leaderboard)
+    from lab.llm_costs import llm_report
+
+    llm = llm_report(traces, prices)
+    if llm["rows"]:
+        report["llm"] = {"currency": llm["currency"], "rows": llm["rows"]}
     written: list[str] = []
     if args.plot:
         try:
@@ -143,6 +187,9 @@ def handle_report(args) -> int:
     console.print(f"[bold]CalBench report[/] — {path}{scope}", highlight=False)
     for part in report_view.report_renderables(report):
         console.print(part)
+        console.print()
+    if report.get("llm"):
+        console.print(llm_table(report["llm"]))
         console.print()
     for f in written:
         console.print(f"wrote {f}", highlight=False)

@@ -7,8 +7,9 @@
 
 Progress goes to stderr; the table (or, with ``--json``, one JSON document) to stdout.
 Exit status: 0; 2 for a usage mistake; 1 when some game had infrastructure failures
-(``seat_timeout`` events: an LLM endpoint that did not answer) — the table and JSON are
-still printed, with ``infra_failures`` / ``agent_failures`` per game and per row.
+(``seat_timeout`` events: an LLM endpoint unreachable, rate limited or failing) or context
+overflows (``context_overflow`` events: configuration) — the table and JSON are still
+printed, with ``infra_failures`` / ``config_failures`` / ``agent_failures`` per game and per row.
 """
 
 from __future__ import annotations
@@ -80,6 +81,14 @@ def register(subparsers) -> None:
     from .llm import add_llm_arguments
 
     add_llm_arguments(p)  # --base-url, --api-key-env, --personas, --temperature, ..., --llm-retries
+    j = p.add_argument_group("LLM judge (paper I.2; optional, measurement only)")
+    j.add_argument("--judge", metavar="MODEL", default=None,
+                   help="after each game, have MODEL read every message and rate the sender's slots it reveals; "
+                        "stored as judge_vps beside the VPS and the reflection VPS")
+    j.add_argument("--judge-base-url", metavar="URL", default=None,
+                   help="the judge's endpoint (default: --base-url, else $OPENAI_BASE_URL, else OpenAI)")
+    j.add_argument("--judge-api-key-env", metavar="NAME", default=None,
+                   help="environment variable holding the judge's key (default: --api-key-env's)")
     p.set_defaults(handler=handle)
 
 
@@ -126,6 +135,36 @@ def build_llm_settings(args, spec: AgentsSpec | str):
         return None, None
     base, per_seat = settings_from_args(args)
     return base, (per_seat or None)
+
+
+def build_judge_settings(args, llm):
+    """``LLMSettings`` of the ``--judge`` model (temperature 0), or None; its endpoint and key
+    are checked at start-up like the seats'."""
+    if not getattr(args, "judge", None):
+        if getattr(args, "judge_base_url", None) or getattr(args, "judge_api_key_env", None):
+            raise UserError("--judge-base-url and --judge-api-key-env need --judge MODEL")
+        return None
+    from pydantic import ValidationError
+
+    from personas.llm.settings import LLMConfigError, LLMSettings
+
+    base_url = args.judge_base_url or args.base_url
+    key_env = args.judge_api_key_env or args.api_key_env
+    try:
+        judge = LLMSettings(model=args.judge, temperature=0.0, max_tokens=400,
+                            **({"base_url": base_url} if base_url else {}),
+                            **({"api_key_env": key_env} if key_env else {}),
+                            **({"concurrency": args.llm_concurrency} if args.llm_concurrency else {}))
+        judge.check_base_url()
+        judge.resolve_api_key()
+    except ValidationError as exc:
+        from .llm import validation_message
+
+        raise UserError(validation_message(exc, {"judge_base_url": "base_url",
+                                                 "judge_api_key_env": "api_key_env"})) from None
+    except LLMConfigError as exc:
+        raise UserError(f"--judge: {exc}") from None
+    return judge
 
 
 def _check_spec(spec: AgentsSpec, num_agents: int, settings, task_id: str) -> None:
@@ -184,8 +223,9 @@ def handle(args) -> int:
     if not tasks:
         raise UserError(f"--tasks {args.tasks} names no tasks")
     llm, per_seat = build_llm_settings(args, spec)
+    judge = build_judge_settings(args, llm)
     settings = runner.RunSettings(channels=channels, max_turns=args.max_turns, retries=args.retries,
-                                  deterministic=args.deterministic, llm=llm, personas=per_seat)
+                                  deterministic=args.deterministic, llm=llm, personas=per_seat, judge=judge)
     for n, tid in sorted({t.num_agents: t.task_id for t in reversed(tasks)}.items()):
         _check_spec(spec, n, settings, tid)
     if sh:
@@ -226,11 +266,18 @@ def handle(args) -> int:
         print(f"calbench: {failed} game(s) failed; list them with 'calbench games --status failed --db {path}' "
               "and read the error with 'calbench export GAME -o -'", file=sys.stderr)
     infra = sum(1 for g in games if g.infra_failures)
+    config = sum(1 for g in games if g.config_failures)
+    code = 0
     if infra:  # an endpoint down or failing: the numbers measure the infrastructure, not the agents
-        print(f"calbench: {infra} game(s) had infrastructure failures (seat_timeout: the LLM endpoint did not "
-              "answer); their scores do not measure the agents", file=sys.stderr)
-        return 1
-    return 0
+        print(f"calbench: {infra} game(s) had infrastructure failures (the LLM endpoint was unreachable, rate "
+              "limited or failing); their scores do not measure the agents", file=sys.stderr)
+        code = 1
+    if config:  # the thread did not fit even trimmed: a setting to change, not the agent's fault
+        print(f"calbench: {config} game(s) had context overflows (a seat's conversation did not fit its model's "
+              "context window even with earlier rounds digested); use a longer-context model or lower "
+              "--max-tokens", file=sys.stderr)
+        code = 1
+    return code
 
 
 def print_table(summary: list[dict[str, Any]], games) -> None:
@@ -250,7 +297,8 @@ def print_table(summary: list[dict[str, Any]], games) -> None:
     table.add_column("Fair.", justify="right")
     table.add_column("VPS", justify="right")
     # Failure columns only when some row has failures (scripted suites never do).
-    fail_cols = [(key, title) for key, title in (("infra_failures", "Infra fail."), ("agent_failures", "Agent fail."))
+    fail_cols = [(key, title) for key, title in (("infra_failures", "Infra fail."), ("config_failures", "Config fail."),
+                                                 ("agent_failures", "Agent fail."))
                  if any(row.get(key) for row in summary)]
     for _, title in fail_cols:
         table.add_column(title, justify="right")
@@ -269,11 +317,17 @@ def print_table(summary: list[dict[str, Any]], games) -> None:
             *(str(row.get(key) or 0) for key, _ in fail_cols),
         )
     console.print(table)
+    toks = [g.tokens for g in games if getattr(g, "tokens", None)]
+    if toks:
+        p_, c_, k_ = (sum(t[k] for t in toks) for k in ("prompt_tokens", "completion_tokens", "cached_tokens"))
+        console.print(f"LLM tokens: {p_:,} prompt ({k_:,} cached), {c_:,} completion over {len(toks)} game(s); "
+                      "'calbench report --prices FILE.toml' turns them into money.", highlight=False)
     console.print("Coord. = % of meetings scheduled; Excess and Fair. in cost levels per seat; "
                   "Msgs. = messages per scheduled participant-meeting; VPS per game.", style="dim")
     if fail_cols:
-        console.print("Infra fail. = seat calls the endpoint could not answer (seat_timeout events); "
-                      "Agent fail. = unreadable or invalid replies (parse_error events).", style="dim")
+        console.print("Infra fail. = seat calls the endpoint could not answer (unreachable, rate limited, server "
+                      "errors: seat_timeout events); Config fail. = context overflows; Agent fail. = unreadable or "
+                      "invalid replies (parse_error events).", style="dim")
 
 
 def _fmt(v, scale, pattern) -> str:

@@ -128,6 +128,25 @@ def excess_words(excess: Any) -> str:
 VPS_SOURCES = (("typed_vps", "typed"), ("freetext_vps", "free text"), ("gossip_vps", "gossip"))
 
 
+def failure_line(trace: dict[str, Any]) -> str | None:
+    """Failed seat calls by whose fault, and the LLM seats' tokens; None when there is neither."""
+    from engine.usage import failure_counts, token_usage
+
+    events = trace.get("events") or []
+    f = failure_counts(events)
+    parts = []
+    if f["infra"] or f["configuration"] or f["agent"]:
+        kinds = ", ".join(f"{k} {n}" for k, n in f["kinds"].items())
+        parts.append(f"Failed seat calls: {f['infra']} infrastructure (the endpoint), {f['configuration']} "
+                     f"configuration (context overflow), {f['agent']} agent (unreadable or invalid replies)"
+                     + (f" — {kinds}" if kinds else ""))
+    tok = token_usage(events)["game"]
+    if tok["calls"]:
+        parts.append(f"LLM tokens: {tok['prompt_tokens']:,} prompt ({tok['cached_tokens']:,} cached), "
+                     f"{tok['completion_tokens']:,} completion over {tok['calls']} calls")
+    return "\n".join(parts) or None
+
+
 def vps_split_text(m: dict) -> str | None:
     """Where the VPS came from, as approximate shares of the (exact) total.
 
@@ -210,6 +229,9 @@ class EndScreen(Screen):
                 t.append(f" ({_fmt(me.get('cost_shown'))} on your calendar)", style="bold")
             t.append(f" · your share in the best schedule {_fmt(me.get('oracle_cost'))} · extra "
                      f"{_fmt(me.get('excess'))}", style="bold")
+        fails = failure_line(self.trace)
+        if fails:
+            t.append("\n" + fails, style="yellow")
         if self.trace.get("stopped"):
             t.append("\n(the game was stopped early)", style="italic")
         return t

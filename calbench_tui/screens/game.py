@@ -297,10 +297,10 @@ class GameScreen(Screen):
         if t == "resolution":
             self._resolution(ev)
             return
-        if t in ("seat_timeout", "parse_error"):
+        if t in ("seat_timeout", "parse_error", "context_overflow"):
             if agent == self.seat:
                 self.chat.note(Text(f"Your answer could not be used: {ev.get('detail')}", style="red"))
-            elif agent is not None and t == "seat_timeout":
+            elif agent is not None and t in ("seat_timeout", "context_overflow"):
                 seats.set_failed(agent, ev.get("error") or t)
                 self.chat.note(Text(f"Agent {agent} failed to answer ({ev.get('error')}).", style="red"))
             return

@@ -68,6 +68,7 @@ class CallResult:
     failure: str | None = None
     failure_detail: str | None = None
     status: int | None = None
+    context_window: int | None = None  # stated by a context-length error, when it says
 
     @property
     def ok(self) -> bool:
@@ -138,19 +139,30 @@ def _backoff(settings: LLMSettings, k: int, rng: random.Random) -> float:
 Sleep = Callable[[float], Awaitable[Any]]
 
 
+_DEFAULT = object()
+
+
 async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSettings, *, model: str,
                    pool: RunPool | None = None, rng: random.Random | None = None,
-                   sleep: Sleep = asyncio.sleep) -> CallResult:
-    """One chat completion for ``messages`` with the retry policy above."""
+                   sleep: Sleep = asyncio.sleep, response_format: Any = _DEFAULT,
+                   max_tokens: int | None = None) -> CallResult:
+    """One chat completion for ``messages`` with the retry policy above.
+
+    ``response_format``: the body's ``response_format`` (``None``: none); by default the
+    settings' (``{"type": "json_object"}`` when ``structured`` is json_object, else none).
+    ``max_tokens``: a smaller reply budget for this request (the context budget's), else the settings'.
+    """
     pool = pool or settings.pool
     rng = rng or random.Random(0)
     params: dict[str, Any] = {"model": model, "messages": messages}
     if settings.temperature is not None:
         params["temperature"] = settings.temperature
-    if settings.max_tokens is not None:
-        params[settings.max_tokens_param] = settings.max_tokens
-    if settings.json_mode:
-        params["response_format"] = {"type": "json_object"}
+    if max_tokens is not None or settings.max_tokens is not None:
+        params[settings.max_tokens_param] = max_tokens if max_tokens is not None else settings.max_tokens
+    if response_format is _DEFAULT:
+        response_format = {"type": "json_object"} if settings.structured_mode() == "json_object" else None
+    if response_format is not None:
+        params["response_format"] = response_format
     if settings.extra_body:
         params.update(settings.extra_body)
     res = CallResult()
@@ -190,6 +202,10 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
         kind, status = classify(exc)
         res.failure, res.status = kind, status
         res.failure_detail = redact(f"{kind}{f' (HTTP {status})' if status else ''}: {_error_message(exc)}")[:500]
+        if kind == "context_length":
+            from .context import window_from_error
+
+            res.context_window = window_from_error(_error_message(exc), getattr(exc, "body", None))
         if kind not in RETRYABLE or attempt == settings.retries:
             break
         wait = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
@@ -221,6 +237,17 @@ async def _send(client: Any, params: dict[str, Any], timeout: float) -> Any:
                                                          "max_completion_tokens", "response_format")}
     known = {k: v for k, v in params.items() if k not in extra}
     return await client.chat.completions.create(**known, extra_body=extra or None, timeout=timeout)
+
+
+async def fetch_models(client: Any, timeout: float = 10.0) -> Any:
+    """``GET /models`` as plain JSON (None when the endpoint has no such route or fails)."""
+    if not isinstance(client, openai.AsyncOpenAI):
+        return None
+    try:
+        page = await client.models.list(timeout=timeout)
+        return {"data": [m.model_dump(mode="json") for m in page.data]}
+    except Exception:  # metadata is optional: no route, no JSON, no answer
+        return None
 
 
 class _NoChoices(ValueError):

@@ -41,7 +41,7 @@ from .prompts import VARIANTS
 from .settings import LLMConfigError, LLMSettings, RunPool
 
 __all__ = ["LLMSettings", "LLMConfigError", "RunPool", "LLMPersona", "PersonasFileError", "parse_llm_spec",
-           "make_llm_persona", "load_personas_file", "VARIANTS"]
+           "make_llm_persona", "load_personas_file", "load_personas", "VARIANTS"]
 
 
 class PersonasFileError(LLMConfigError):
@@ -102,7 +102,17 @@ def load_personas_file(path: str | Path, base: LLMSettings | None = None) -> dic
 
     Returns ``{seat: LLMSettings}`` where each settings object has ``model`` set and
     shares ``base``'s run pool (so one concurrency limit holds for the whole run).
-    Raises :class:`PersonasFileError` with one clear sentence for a bad file.
+    Raises :class:`PersonasFileError` with one clear sentence for a bad file.  A file with
+    only ``[defaults]`` gives ``{}`` here: use :func:`load_personas` for the defaults.
+    """
+    return load_personas(path, base)[1]
+
+
+def load_personas(path: str | Path, base: LLMSettings | None = None) -> tuple[LLMSettings, dict[int, LLMSettings]]:
+    """``(settings for every LLM seat: base + [defaults], {seat: its own settings})``.
+
+    ``[defaults]`` alone is a complete file: it applies to every LLM seat (``llm:MODEL``
+    seats keep their model; a bare ``llm`` seat takes ``model`` from the defaults).
     """
     path = Path(path)
     base = base or LLMSettings()
@@ -125,8 +135,9 @@ def load_personas_file(path: str | Path, base: LLMSettings | None = None) -> dic
     seats = raw.get("seats") or {}
     if not isinstance(defaults, dict) or not isinstance(seats, dict):
         raise PersonasFileError(f"personas file {path}: [defaults] and [seats.N] must be tables")
-    if not seats:
-        raise PersonasFileError(f"personas file {path} defines no seats; add a [seats.N] table per LLM seat")
+    if not seats and not defaults:
+        raise PersonasFileError(f"personas file {path} is empty; add [defaults] (settings for every LLM seat) "
+                                "and/or a [seats.N] table per seat")
 
     def check_table(where: str, table: dict) -> None:
         if "api_key" in table:
@@ -162,4 +173,4 @@ def load_personas_file(path: str | Path, base: LLMSettings | None = None) -> dic
         if not settings.model:
             raise PersonasFileError(f"personas file {path}: [{where}] needs model = \"...\"")
         out[seat] = settings
-    return dict(sorted(out.items()))
+    return layered, dict(sorted(out.items()))

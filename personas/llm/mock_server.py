@@ -24,6 +24,30 @@ the inbox) and plays a seat:
     it is forgotten, so on a long-lived server every game that sends the same requests
     meets the same faults (a game is reproducible, not only the first one).
 
+``sloppy``
+    answers like a small model without a format constraint: per request (from ``seed``
+    and the body) prose with no JSON, JSON with invented keys and no ``actions`` list, a
+    reply cut off mid-JSON (``finish_reason: length``), or the cooperative envelope inside
+    chatty prose.  A request that carries a JSON schema (``response_format`` json_schema,
+    or json_object with a ``schema``) gets the cooperative envelope, restricted to the
+    action types the schema allows — what a grammar-constrained model returns; a plain
+    ``{"type": "json_object"}`` gets JSON with invented keys.
+``judge``
+    cooperative for seats; answers the LLM judge's questions (``personas.llm.judge``) by
+    reading the message with ``engine.freetext.slot_statements``: a slot said to be free
+    moves the observer's belief toward free (−2), busy or impossible toward occupied (+2),
+    a proposal −1.  Other policies answer the judge with no shift at all.
+
+Context limit: ``context_limit=N`` (tokens, estimated as characters / 4 + 3 per message,
+plus the request's ``max_tokens``) answers a longer request with HTTP 400 and the text real
+servers give: ``context_style="openai"`` (vLLM and OpenAI: "This model's maximum context
+length is N tokens. However, you requested ...") or ``"llamacpp"`` ("the request exceeds
+the available context size", with ``n_ctx`` in the body).  ``advertise_context=True``
+also lists ``max_model_len`` in ``/v1/models``, as vLLM does.
+
+``formats``: the ``response_format`` types it accepts (default json_schema and
+json_object); any other type gets a 400 saying it is not supported, as older servers do.
+
 Faults can also be injected one by one (``server.inject("429")``) for precise tests:
 ``429``, ``500``, ``context_length``, ``hang`` (answer after ``seconds``), ``prose``,
 ``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``, ``unauthorized_echo`` (a 401
@@ -68,7 +92,11 @@ from .prompts import HEADER_RE
 
 __all__ = ["MockLLMServer", "POLICIES", "FAULTS", "RequestRecord"]
 
-POLICIES = ("cooperative", "silent", "chaos")
+POLICIES = ("cooperative", "silent", "chaos", "sloppy", "judge")
+#: The ``response_format`` forms the mock accepts by default (see ``MockLLMServer(formats=...)``).
+FORMATS = ("json_schema", "json_object")
+_JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · Sender Agent (\d+) · (\d+) slots ===$",
+                       re.M)
 FAULTS = ("429", "500", "context_length", "hang", "prose", "fenced", "invalid_batch", "empty", "truncated",
           "unauthorized", "unauthorized_echo", "no_choices")
 
@@ -475,7 +503,9 @@ class MockLLMServer:
 
     def __init__(self, policy: str = "cooperative", *, latency: float = 0.0, seed: int = 0,
                  host: str = "127.0.0.1", port: int = 0, retry_after: float = 1.0,
-                 context_limit: int | None = None, chaos_rate: float = 0.4) -> None:
+                 context_limit: int | None = None, chaos_rate: float = 0.4, context_style: str = "openai",
+                 advertise_context: bool = False, formats: tuple[str, ...] = FORMATS,
+                 sloppy_rate: float = 1.0) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
         self.policy = policy
@@ -485,6 +515,12 @@ class MockLLMServer:
         self.port = int(port)
         self.retry_after = retry_after
         self.context_limit = context_limit
+        self.context_style = context_style
+        self.advertise_context = advertise_context
+        self.formats = tuple(formats)
+        self.sloppy_rate = sloppy_rate
+        self.formats_seen: Counter[str] = Counter()
+        self.models_requests = 0
         self.chaos_rate = chaos_rate
         self.records: list[RequestRecord] = []
         self.auth_headers_seen = 0
@@ -614,6 +650,7 @@ class MockLLMServer:
             "span_s": span,
             "requests_per_second": len(done) / span if span > 0 else 0.0,
             "auth_headers_seen": self.auth_headers_seen,
+            "response_formats": dict(sorted(self.formats_seen.items())),
         }
 
     # -- HTTP -----------------------------------------------------------------------------
@@ -692,8 +729,11 @@ class MockLLMServer:
 
     async def _dispatch(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], Any]:
         if method == "GET" and path.rstrip("/") in ("/v1/models", "/models"):
+            self.models_requests += 1
+            extra = {"max_model_len": self.context_limit} if self.advertise_context and self.context_limit else {}
             return 200, {}, {"object": "list", "data": [
-                {"id": f"mock-{p}", "object": "model", "created": 0, "owned_by": "calbench"} for p in POLICIES]}
+                {"id": f"mock-{p}", "object": "model", "created": 0, "owned_by": "calbench", **extra}
+                for p in POLICIES]}
         if method == "POST" and path.rstrip("/") in ("/v1/chat/completions", "/chat/completions"):
             try:
                 req = json.loads(body or b"{}")
@@ -740,8 +780,18 @@ class MockLLMServer:
     def _answer(self, req: dict[str, Any], th: _Thread, fault: _Injected | None, prompt_chars: int,
                 reused: int) -> tuple[int, dict[str, str], Any]:
         kind = fault.kind if fault else None
-        if self.context_limit is not None and prompt_chars > self.context_limit:
+        p_tok = estimate_tokens(req.get("messages") or [])
+        want = req.get("max_tokens") or req.get("max_completion_tokens") or 0
+        over = self.context_limit is not None and p_tok + int(want or 0) > self.context_limit
+        if over:
             kind = "context_length"
+        rf = req.get("response_format")
+        rf_type = rf.get("type") if isinstance(rf, dict) else None
+        self.formats_seen[(rf_type or "none") + ("+schema" if _request_schema(rf) is not None else "")] += 1
+        if rf_type is not None and rf_type not in self.formats and kind is None:
+            return 400, {}, _error(f"response_format type '{rf_type}' is not supported by this server",
+                                   "invalid_request_error", "unsupported_response_format")
+        schema = _request_schema(rf)
         if kind == "429":
             ra = fault.retry_after if fault and fault.retry_after is not None else self.retry_after
             return 429, {"Retry-After": f"{ra:g}"}, _error("Rate limit reached for requests (mock).",
@@ -755,14 +805,32 @@ class MockLLMServer:
                                    "invalid_api_key")
         if kind == "context_length":
             limit = self.context_limit or 4096
-            return 400, {}, _error(f"This model's maximum context length is {limit} characters; your messages "
-                                   f"resulted in {prompt_chars}. Please reduce the length of the messages.",
-                                   "invalid_request_error", "context_length_exceeded")
-        envelope = (silent if self.policy == "silent" else cooperative)(th)
+            if self.context_style == "llamacpp":
+                body = {"error": {"code": 400, "message": "the request exceeds the available context size, try "
+                                  "increasing it", "type": "exceed_context_size_error",
+                                  "n_prompt_tokens": p_tok, "n_ctx": limit}}
+                return 400, {}, body
+            return 400, {}, _error(f"This model's maximum context length is {limit} tokens. However, you "
+                                   f"requested {p_tok + int(want or 0)} tokens ({p_tok} in the messages, "
+                                   f"{int(want or 0)} in the completion). Please reduce the length of the "
+                                   "messages or completion.", "invalid_request_error", "context_length_exceeded")
+        judge_q = _JUDGE_RE.search(th.last)
         finish = "stop"
+        if judge_q:
+            envelope = _judge(th, judge_q) if self.policy == "judge" else {
+                "shift": [0] * int(judge_q.group(4)), "reason": "no change"}
+        else:
+            envelope = (silent if self.policy == "silent" else cooperative)(th)
+            if schema is not None:
+                envelope = _conform(envelope, schema)
+        sloppy = None
+        if self.policy == "sloppy" and schema is None and not judge_q:
+            sloppy = _sloppy(envelope, rf_type, random.Random(f"{self.seed}:sloppy:{hashlib.sha1(json.dumps(req.get('messages')).encode()).hexdigest()}"), self.sloppy_rate)
         if kind == "invalid_batch":
             envelope = _invalid(th, envelope)
         content = json.dumps(envelope)
+        if sloppy is not None:
+            content, finish = sloppy
         if kind == "prose":
             content = "I think we should find a slot that works for everyone; let me check my calendar first."
         elif kind == "fenced":
@@ -774,7 +842,6 @@ class MockLLMServer:
         if kind == "no_choices":
             return 200, {}, {"id": f"chatcmpl-mock-{len(self.records)}", "object": "chat.completion", "created": 0,
                              "model": req.get("model") or f"mock-{self.policy}", "choices": []}
-        p_tok = math.ceil(prompt_chars / 4)
         c_tok = math.ceil(len(content) / 4)
         return 200, {}, {
             "id": f"chatcmpl-mock-{len(self.records)}",
@@ -786,6 +853,99 @@ class MockLLMServer:
             "usage": {"prompt_tokens": p_tok, "completion_tokens": c_tok, "total_tokens": p_tok + c_tok,
                       "prompt_tokens_details": {"cached_tokens": reused // 4}},
         }
+
+
+def estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    """The mock's token count of a prompt: characters / 4 (rounded up) + 3 per message."""
+    n = 0
+    for m in messages:
+        c = m.get("content") if isinstance(m, dict) else m
+        n += math.ceil(len(c if isinstance(c, str) else json.dumps(c)) / 4) + 3
+    return n
+
+
+def _request_schema(rf: Any) -> dict[str, Any] | None:
+    """The JSON schema a ``response_format`` carries (json_schema, or llama.cpp's json_object + schema)."""
+    if not isinstance(rf, dict):
+        return None
+    if rf.get("type") == "json_schema" and isinstance(rf.get("json_schema"), dict):
+        sch = rf["json_schema"].get("schema")
+        return sch if isinstance(sch, dict) else None
+    if rf.get("type") == "json_object" and isinstance(rf.get("schema"), dict):
+        return rf["schema"]
+    return None
+
+
+def _allowed_types(schema: dict[str, Any]) -> set[str] | None:
+    items = ((schema.get("properties") or {}).get("actions") or {}).get("items")
+    if not isinstance(items, dict):
+        return None
+    if items == {}:
+        return set()
+    out: set[str] = set()
+    for alt in items.get("anyOf", [items]):
+        t = ((alt.get("properties") or {}).get("type") or {})
+        out.update(t.get("enum") or ([t["const"]] if "const" in t else []))
+    return out
+
+
+def _conform(envelope: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """What a grammar-constrained model can write: only the action types the schema allows,
+    every key the schema requires, nothing else."""
+    if "deltas" in (schema.get("properties") or {}) or "actions" not in (schema.get("properties") or {}):
+        return envelope
+    allowed = _allowed_types(schema)
+    acts = []
+    for a in envelope.get("actions") or []:
+        if allowed is not None and a.get("type") not in allowed:
+            continue
+        if a.get("type") == "reschedule":
+            a = {**a, "justification": a.get("justification") or ""}
+        acts.append(a)
+    return {"thinking": envelope.get("thinking") or "", "actions": acts}
+
+
+_SLOPPY_PROSE = ("I think we should find a time that works for everybody. Slot 3 might be good for me, "
+                 "but I need to check my calendar first.",
+                 "As Agent, I would like to propose that we meet soon. What do you all think?")
+
+
+def _sloppy(envelope: dict[str, Any], rf_type: str | None, rng: random.Random, rate: float) -> tuple[str, str] | None:
+    """A small model's answer without a schema: (content, finish_reason), or None to answer properly."""
+    if rng.random() >= rate:
+        return None
+    acts = envelope.get("actions") or []
+    invented = {"response": envelope.get("thinking") or "ok", "action": acts[0].get("type") if acts else "none",
+                "recipient": acts[0].get("to") if acts else None,
+                "message": acts[0].get("content") if acts else "I agree."}
+    if rf_type == "json_object":  # JSON is enforced, the envelope is not: invented keys
+        return json.dumps(invented), "stop"
+    x = rng.random()
+    if x < 0.3:
+        return rng.choice(_SLOPPY_PROSE), "stop"
+    if x < 0.6:
+        return "Here is my answer:\n" + json.dumps(invented, indent=2) + "\nI hope this helps!", "stop"
+    if x < 0.85:
+        full = json.dumps(envelope, indent=2)
+        return "Sure! " + full[: max(8, len(full) // 2)], "length"
+    return "Sure, here you go!\n" + json.dumps(envelope) + "\nLet me know if you need anything else.", "stop"
+
+
+def _judge(th: _Thread, q: re.Match) -> dict[str, Any]:
+    """The judge policy: belief shifts from what the message says about the sender's slots."""
+    sender, n_slots = int(q.group(3)), int(q.group(4))
+    m = re.search(r"^Message:\n(.*)$", th.last, re.M | re.S)
+    content = (m.group(1) if m else "").strip()
+    shift = [0] * n_slots
+    for st in slot_statements(content, sender=sender, recipients=(), num_agents=max(sender + 2, 2),
+                              num_slots=n_slots):
+        if st.target != sender or not 0 <= st.slot < n_slots:
+            continue
+        if st.evidence >= 0.7:  # free, a cost, a proposal: the slot looks free
+            shift[st.slot] = -2 if st.evidence >= 0.85 else -1
+        elif st.evidence <= 0.4:  # busy, impossible
+            shift[st.slot] = 2
+    return {"shift": shift, "reason": "from what the message says about the sender's slots"}
 
 
 def _error(message: str, type_: str, code: str | None = None) -> dict[str, Any]:

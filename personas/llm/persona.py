@@ -1,28 +1,42 @@
 """An LLM in a seat, over any OpenAI-compatible chat-completions endpoint.
 
-One conversation thread per seat for the whole game, append-only: the system prompt,
-then for every call the user message and the model's reply.  Nothing is ever rewritten,
-so a provider's prompt cache sees each request extend the previous one.  Reflection
-calls (paper F.3) are sent with the thread as context but their question and answer are
-not appended — they never enter the game's context.
+One *transcript* per seat for the whole game, append-only: the system prompt, then for
+every call the user message and the model's reply (``messages``).  What is *sent* is the
+transcript fitted to the model's context window (``personas.llm.context``): the system
+prompt, a digest of earlier rounds once they no longer fit, and the current round in
+full.  Rounds are digested only at round boundaries and never un-digested, so between two
+trims each request extends the previous one and a provider's prefix cache keeps working;
+every trim is recorded in the call's ``extra["context"]`` (and so in the trace).  The
+window is configured (``context_window``), read from ``/v1/models`` or learned from a
+context-length 400 (then the call is fitted again and resent once).  Reflection calls
+(paper F.3) are sent with the thread as context but their question and answer are not
+appended — they never enter the game's context.
 
-Replies are read with :func:`engine.actions.parse_envelope` (lenient).  Failures:
+Structured outputs (``personas.llm.schema``): each call carries the JSON schema of the
+envelope for its phase, in the form ``structured`` says; ``auto`` walks json_schema →
+json_object + schema → plain json_object → none as the endpoint refuses them, and keeps
+the first it accepts (``extra["structured"]``).  Replies are read with
+:func:`engine.actions.parse_envelope` (lenient) whatever the form.  Failures:
 
 * unreadable output → ``Reply(error="parse_error", text=raw)``: an *agent* failure; the
   engine records it and treats the turn as a pass (CHEAP_TALK) or a rejected batch
   (DECISION); the next prompt says why the reply could not be read;
-* endpoint trouble that outlives the retries (``personas.llm.client``), or a
-  context-length error → ``Reply(error="infra_error")``: an *infrastructure* failure;
-  the engine records ``seat_timeout`` and the game goes on.  So is a configuration
-  error met during a call (``LLMConfigError``: no API key, an unusable endpoint).  After a context-length
-  error the thread can only grow, so later calls fail at once without a request.
+* endpoint trouble that outlives the retries (``personas.llm.client``: unreachable, rate
+  limited, server errors) → ``Reply(error="infra_error")``: an *infrastructure* failure;
+  the engine records ``seat_timeout`` (with ``failure`` naming the kind) and the game goes
+  on.  So is a configuration error met during a call (``LLMConfigError``: no API key);
+* a thread that does not fit even with every earlier round digested →
+  ``Reply(error="context_overflow")``: a *configuration* failure (a longer-context model,
+  a larger ``context_window`` or a smaller ``max_tokens`` is needed); the engine records
+  ``context_overflow``.
 
-``counters`` keeps both kinds apart; every reply carries them in ``Reply.extra``.
+``counters`` keeps the kinds apart; every reply carries them in ``Reply.extra``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import zlib
 from typing import Any
@@ -36,15 +50,26 @@ from engine.observe import (
 )
 from engine.seats import Reply
 
-from .client import CallResult, complete
+from .client import CallResult, complete, fetch_models
+from .context import Estimator, digest_block, fits, message_rounds, window_from_models
 from .prompts import PromptBook, fragment
+from .schema import envelope_schema, reflection_schema, response_format
 from .settings import LLMConfigError, LLMSettings
 
 __all__ = ["LLMPersona"]
 
 COUNTER_KEYS = ("calls", "requests", "retries", "agent_failures", "parse_errors", "infra_failures",
                 "rate_limited", "server_errors", "timeouts", "connection_errors", "context_length",
-                "http_errors", "bad_responses", "reflections", "reflection_failures")
+                "http_errors", "bad_responses", "reflections", "reflection_failures", "config_failures",
+                "context_overflow", "context_trims", "format_fallbacks")
+#: The smallest reply budget a request is shrunk to before the thread itself must shrink.
+MIN_REPLY_TOKENS = 256
+#: The request forms ``structured="auto"`` tries, in order (see ``personas.llm.schema``).
+AUTO_FORMS = ("json_schema", "json_object", "json_object_plain", "off")
+#: What each client failure kind means for the results: infrastructure (the endpoint) or
+#: configuration (the seat's settings); unreadable replies are the agent's.
+FAILURE_NAMES = {"connection": "unreachable", "timeout": "unreachable", "rate_limit": "rate_limited",
+                 "server_error": "server_error", "http_error": "endpoint_error", "bad_response": "endpoint_error"}
 _KIND_COUNTER = {"rate_limit": "rate_limited", "server_error": "server_errors", "timeout": "timeouts",
                  "connection": "connection_errors", "context_length": "context_length",
                  "http_error": "http_errors", "bad_response": "bad_responses"}
@@ -74,7 +99,19 @@ class LLMPersona:
         self._seen: dict[int, int] = {}  # round -> delivered messages already shown
         self._joined: set[int] = set()  # rounds in which a non-participant had its first message
         self._notice = ""
-        self._context_exhausted: str | None = None
+        self._reset_context()
+
+    def _reset_context(self) -> None:
+        # The context budget (personas.llm.context): rounds < _upto are sent as a digest.
+        self._upto = 0
+        self._window: int | None = self.settings.context_window
+        self._window_source: str | None = "configured" if self._window else None
+        self._probed = False
+        self._est = Estimator()
+        mode = self.settings.structured_mode()
+        self._forms: tuple[str, ...] = AUTO_FORMS if mode == "auto" else (mode,)
+        self._form_i = 0
+        self._rform_i = 0  # reflection questions keep their own fallback (their schema differs)
 
     # -- plumbing -------------------------------------------------------------------------
     @property
@@ -82,6 +119,15 @@ class LLMPersona:
         if self._client is None:
             self._client = self.settings.pool.client(self.settings)
         return self._client
+
+    @property
+    def structured_used(self) -> str:
+        """The request form this seat uses now (``auto`` settles on the first the endpoint takes)."""
+        return self._forms[min(self._form_i, len(self._forms) - 1)]
+
+    @property
+    def context_window(self) -> int | None:
+        return self._window
 
     def describe(self) -> dict[str, Any]:
         """Settings a trace may record: model, variant, endpoint, sampling (never the key)."""
@@ -102,7 +148,7 @@ class LLMPersona:
         self._seen.clear()
         self._joined.clear()
         self._notice = ""
-        self._context_exhausted = None
+        self._reset_context()
         return system
 
     def prompt(self, obs) -> str | None:
@@ -131,12 +177,13 @@ class LLMPersona:
         model answered with some text, that ``text`` as the assistant message — the same
         rule :meth:`_call` follows (an endpoint failure leaves the user message alone; an
         unreadable reply is kept).  Also restored: the note the next prompt carries about
-        a failed last call (``parse_notice`` / ``infra_notice``), a context-length
-        exhaustion, what each round's messages showed of the inbox (``_seen`` /
-        ``_joined``; only the round being played reads them, and a resume starts a fresh
-        one) and the counters (the last reply's ``extra.counters`` plus the reflections
-        recorded after it; a reflection's retries are not in the trace).  The backoff
-        jitter generator starts again from its seed.
+        a failed last call (``parse_notice`` / ``infra_notice``), the context budget
+        (digested rounds, learned window, estimate calibration) and the structured-output
+        form in use (both from the last call's ``extra``), what each round's messages
+        showed of the inbox (``_seen`` / ``_joined``; only the round being played reads
+        them, and a resume starts a fresh one) and the counters (the last reply's
+        ``extra.counters`` plus the reflections recorded after it; a reflection's retries
+        are not in the trace).  The backoff jitter generator starts again from its seed.
         """
         if self.book is None:
             raise RuntimeError("register() must be called before resume()")
@@ -147,9 +194,11 @@ class LLMPersona:
         seen: dict[int, int] = {}
         talked: set[int] = set()  # rounds with a CHEAP_TALK turn
         decided: set[int] = set()  # rounds with a DECISION call (participants only)
-        notice, exhausted = "", None
+        notice = ""
         prompt: str | None = None  # the open call's user message
         failure_detail: str | None = None  # from the error event between a call's start and end
+        context: dict[str, Any] | None = None
+        form: str | None = None
         for ev in own_events:
             t, d = ev.get("type"), ev.get("data") or {}
             r = d.get("round")
@@ -160,7 +209,7 @@ class LLMPersona:
                     seen[r] = seen.get(r, 0) + len(d.get("inbox_drained") or ())
                 elif d.get("phase") == "DECISION":
                     decided.add(r)
-            elif t in ("parse_error", "seat_timeout") and prompt is not None:
+            elif t in ("parse_error", "seat_timeout", "context_overflow") and prompt is not None:
                 failure_detail = d.get("detail")
             elif t in ("turn_end", "decide_end") and prompt is not None:
                 messages.append({"role": "user", "content": prompt})
@@ -174,27 +223,34 @@ class LLMPersona:
                     counters.update({k: v for k, v in extra["counters"].items() if k in counters})
                 else:  # the engine answered for the seat (a timeout): the call still counted
                     counters["calls"] += 1
+                if isinstance(extra.get("context"), dict):
+                    context = extra["context"]
+                if isinstance(extra.get("structured"), str):
+                    form = extra["structured"]
                 notice = ""
-                if exhausted:
-                    continue
                 if failure == "parse_error":
                     notice = fragment("parse_notice", detail=failure_detail or "no detail")
-                elif failure == "context_length":
-                    exhausted = failure_detail or "context length exceeded"
-                elif failure is not None:
+                elif failure is not None and failure != "context_overflow":
                     notice = fragment("infra_notice")
             elif t == "reflection":
                 counters["reflections"] += 1
                 if d.get("error"):
                     counters["reflection_failures"] += 1
-                if not (exhausted and d.get("error")):
-                    counters["requests"] += 1
+                counters["requests"] += 1
         self.messages = messages
         self.counters = counters
         self._seen = seen
         self._joined = talked - decided
         self._notice = notice
-        self._context_exhausted = exhausted
+        if context:
+            self._upto = int(context.get("digested_upto") or 0)
+            if context.get("window") and not self.settings.context_window:
+                self._window, self._window_source = int(context["window"]), context.get("window_source")
+            self._probed = bool(context.get("probed", self._probed))
+            if context.get("ratio"):
+                self._est.ratio = float(context["ratio"])
+        if form in self._forms:
+            self._form_i = self._forms.index(form)
 
     # -- one game call --------------------------------------------------------------------
     def _shown(self, obs) -> None:
@@ -208,7 +264,22 @@ class LLMPersona:
             self._seen[r] = len(obs.round_messages)
         self._notice = ""
 
-    def _extra(self, res: CallResult | None, failure: str | None = None) -> dict[str, Any]:
+    def _context_info(self, est: int | None = None, trimmed: list[int] | None = None,
+                      kept: int | None = None) -> dict[str, Any] | None:
+        if self._window is None and not self._upto and not trimmed:
+            return None
+        info: dict[str, Any] = {"window": self._window, "window_source": self._window_source,
+                                "digested_upto": self._upto, "ratio": self._est.ratio, "probed": self._probed}
+        if est is not None:
+            info["est_prompt_tokens"] = est
+        if trimmed:
+            info["trimmed_rounds"] = trimmed
+        if kept is not None:
+            info["digest_rounds_kept"] = kept
+        return info
+
+    def _extra(self, res: CallResult | None, failure: str | None = None, *, context: dict | None = None,
+               structured: str | None = None) -> dict[str, Any]:
         extra: dict[str, Any] = {"counters": dict(self.counters)}
         if res is not None:
             extra.update(attempts=res.attempts, wall_ms=res.wall_ms, queue_ms=res.queue_ms)
@@ -218,8 +289,13 @@ class LLMPersona:
                 extra["reasoning"] = res.reasoning
             if res.finish_reason and res.finish_reason != "stop":
                 extra["finish_reason"] = res.finish_reason
+        if structured is not None:
+            extra["structured"] = structured
+        if context:
+            extra["context"] = context
         if failure:
             extra["failure"] = failure
+            extra["failure_kind"] = FAILURE_NAMES.get(failure, failure)
         return extra
 
     def _count(self, res: CallResult) -> None:
@@ -230,6 +306,182 @@ class LLMPersona:
         if res.failure:
             self.counters[_KIND_COUNTER[res.failure]] += 1
 
+    def _windows(self) -> tuple[dict, tuple]:
+        """The run's shared cache of context windows per (endpoint, model), and this seat's key."""
+        cache = self.settings.pool.model_windows
+        return cache, (self.settings.resolved_base_url(), self.model_name)
+
+    async def _probe_window(self, client: Any) -> None:
+        """Once per endpoint and model (shared by the run's seats): ``/v1/models`` metadata,
+        or a window another seat of the run already learned from a 400."""
+        if self._window is not None:
+            return
+        cache, key = self._windows()
+        learned = cache.get(("error",) + key)
+        if learned:
+            self._window, self._window_source = learned, "error"
+            return
+        if self._probed:
+            return
+        self._probed = True
+        if key not in cache:
+            cache[key] = window_from_models(await fetch_models(client, min(10.0, self.settings.timeout)),
+                                            self.model_name)
+        if cache[key]:
+            self._window, self._window_source = cache[key], "models"
+
+    def _request(self, extra: list[dict[str, str]] = (), *, commit: bool = True
+                 ) -> tuple[list[dict[str, str]] | None, dict[str, Any]]:
+        """The messages to send now: the thread trimmed to fit the window (see ``context``).
+
+        Tried in order until the request plus its reply budget fits: (1) digest earlier
+        rounds, oldest first, up to the current one; (2) a smaller reply budget, down to
+        :data:`MIN_REPLY_TOKENS` (``info["reply_tokens"]``); (3) a shorter digest, oldest
+        paragraphs first; (4) the oldest turns of the current round left out, in
+        user/assistant pairs after its first message (``info["dropped_messages"]``).
+        Returns ``(None, info)`` when none fits.  ``commit=False`` (reflection) leaves the
+        seat's digest point where it was.
+        """
+        msgs = self.messages + list(extra)
+        rounds = message_rounds(msgs)
+        current = max(rounds[-1], 0)
+        mode = self.settings.history
+        upto = max(self._upto, current) if mode == "digest" else self._upto
+        n = len(self.messages)
+        want = self.settings.max_tokens
+
+        def build(upto_: int, keep: int | None = None, drop: int = 0) -> list[dict[str, str]]:
+            system = msgs[0]["content"] + digest_block(msgs, rounds, upto_, keep)
+            kept = [m for m, r in zip(msgs[1:n], rounds[1:n]) if r >= upto_]
+            if drop:  # after the round's first message, never the message being answered
+                kept = kept[:1] + kept[1 + drop:]
+                system += "\n\n(Some earlier turns of this round are left out to fit the context.)"
+            return [{"role": "system", "content": system}] + kept + list(extra)
+
+        req = build(upto)
+        est = self._est.tokens(req)
+        info_more: dict[str, Any] = {}
+        kept = None
+        window = self._window
+        if window is not None and mode == "full" and not fits(est, window, want):
+            return None, {"window": window, "est_prompt_tokens": est, "max_tokens": want}
+        if window is not None and mode != "full":
+            floor = min(MIN_REPLY_TOKENS, want or MIN_REPLY_TOKENS)
+
+            def room(e: int) -> int:  # reply tokens left beside a prompt of e tokens
+                return window - e - math.ceil(window * 0.04) - 16
+
+            while not fits(est, window, want) and upto < current:  # (1)
+                upto += 1
+                req = build(upto)
+                est = self._est.tokens(req)
+            ok = fits(est, window, want) or room(est) >= floor  # (2)
+            if not ok:  # (3)
+                for kept in range(upto - 1, -1, -1):
+                    req = build(upto, kept)
+                    est = self._est.tokens(req)
+                    if room(est) >= floor:
+                        ok = True
+                        break
+            if not ok:  # (4)
+                in_round = sum(1 for r in rounds[1:n] if r >= upto)
+                for drop in range(2, max(0, in_round - 1), 2):
+                    req = build(upto, 0 if upto else None, drop)
+                    est = self._est.tokens(req)
+                    if room(est) >= floor:
+                        ok = True
+                        info_more["dropped_messages"] = drop
+                        break
+            if not ok:
+                return None, {"window": window, "est_prompt_tokens": est, "max_tokens": want}
+            if not fits(est, window, want):
+                info_more["reply_tokens"] = min(want or room(est), room(est))
+        trimmed = list(range(self._upto, upto)) if upto > self._upto else []
+        if commit and trimmed:
+            self._upto = upto
+            self.counters["context_trims"] += 1
+        info = {**(self._context_info(est, trimmed if commit else None, kept) or {}), **info_more}
+        if not commit:
+            info = {**info, "digested_upto": upto}
+        return req, info
+
+    def _learn_window(self, res: CallResult, req: list[dict[str, str]], reply: int | None = None) -> None:
+        """After a context-length 400: take the window the error states (else a guess), and
+        make the estimate of this request large enough that it no longer 'fits'."""
+        est = self._est.tokens(req)
+        window = res.context_window or self._window or int((est + (self.settings.max_tokens or 0)) * 0.8)
+        if self._window is not None and res.context_window is None:
+            window = min(window, self._window)
+        self._window, self._window_source = window, ("error" if res.context_window else "guessed")
+        if res.context_window:  # the other seats of the run on this endpoint and model need not hit it too
+            cache, key = self._windows()
+            cache[("error",) + key] = window
+        reply = reply if reply is not None else self.settings.max_tokens
+        if fits(est, window, reply):  # we thought it fitted: the tokenizer counts more
+            need = window - (reply or 0) - 16
+            self._est.ratio = round(self._est.ratio * (need + 1) / max(1, est) * 1.05 + 0.01, 4)
+
+    def _overflow(self, text: str, info: dict[str, Any], res: CallResult | None = None) -> Reply:
+        self.counters["config_failures"] += 1
+        self.counters["context_overflow"] += 1
+        window = info.get("window") or (res.context_window if res is not None else None)
+        if self.settings.history == "full":
+            what = "the whole conversation (history = full: nothing is digested) needs"
+        else:
+            what = "the system prompt and this round need"
+        detail = (f"context_overflow: {what} about {info.get('est_prompt_tokens')} tokens plus "
+                  f"{self.settings.max_tokens} for the reply, more than the context window of "
+                  f"{f'{window} tokens' if window else 'the model'}; use a model with a longer context, raise "
+                  f"context_window or lower max_tokens")
+        return Reply(prompt=text, error="context_overflow", error_detail=detail, latency_ms=0.0 if res is None
+                     else res.latency_ms, extra=self._extra(res, "context_overflow", context=info))
+
+    async def _send(self, client: Any, extra_msgs: list[dict[str, str]], schema: dict[str, Any], *,
+                    commit: bool = True, name: str = "calbench_envelope"
+                    ) -> tuple[CallResult | None, dict[str, Any], str]:
+        """One call with the context budget and the structured-output fallback.
+
+        Returns ``(result or None when nothing could be sent, context info, form used)``.
+        """
+        req, info = self._request(extra_msgs, commit=commit)
+        if req is None:
+            return None, info, self.structured_used
+        ctx_tries = 0
+        attr = "_form_i" if commit else "_rform_i"
+        shared = self.settings.pool.formats
+        fkey = (self.settings.resolved_base_url(), self.model_name, attr, self._forms)
+        if shared.get(fkey, 0) > getattr(self, attr):  # another seat of the run found a form refused
+            setattr(self, attr, shared[fkey])
+        while True:
+            i = getattr(self, attr)
+            form = self._forms[min(i, len(self._forms) - 1)]
+            res = await complete(client, req, self.settings, model=self.model_name, rng=self._rng,
+                                 response_format=response_format(form, schema, name),
+                                 max_tokens=info.get("reply_tokens") if info else None)
+            self._count(res)
+            if (res.failure == "http_error" and res.status in (400, 415, 422) and form != "off"
+                    and i < len(self._forms) - 1):
+                setattr(self, attr, i + 1)  # the endpoint refused this response_format: try the next form
+                shared[fkey] = max(shared.get(fkey, 0), i + 1)
+                self.counters["format_fallbacks"] += 1
+                continue
+            if res.failure == "context_length" and ctx_tries < 3 and self.settings.history != "full":
+                ctx_tries += 1
+                self._learn_window(res, req, (info or {}).get("reply_tokens"))
+                req, info = self._request(extra_msgs, commit=commit)
+                if req is None:
+                    return res, info, form
+                continue
+            if res.failure == "context_length":  # not fitted again (history = full, or tried enough)
+                if self.settings.history == "full":  # the thread only grows: later calls fail without a request
+                    self._learn_window(res, req, (info or {}).get("reply_tokens"))
+                info = {**(info or {}), "est_prompt_tokens": self._est.tokens(req),
+                        "window": (info or {}).get("window") or self._window or res.context_window}
+            if res.ok and res.usage:
+                self._est.observe(req, res.usage.get("prompt_tokens"))
+                info = {**info, "ratio": self._est.ratio} if info else info
+            return res, info, form
+
     async def _call(self, obs) -> Reply:
         if self.book is None:
             raise RuntimeError("register() must be called before the first turn")
@@ -237,12 +489,6 @@ class LLMPersona:
         self._shown(obs)
         self.counters["calls"] += 1
         self.messages.append({"role": "user", "content": text})
-        if self._context_exhausted:
-            self.counters["infra_failures"] += 1
-            self.counters["context_length"] += 1
-            return Reply(prompt=text, error="infra_error", latency_ms=0.0,
-                         error_detail=f"context_length: the conversation no longer fits ({self._context_exhausted})",
-                         extra=self._extra(None, "context_length"))
         try:
             client = self.client
         except LLMConfigError as exc:  # no key, a bad endpoint: infrastructure, not the agent's fault
@@ -250,16 +496,16 @@ class LLMPersona:
             self._notice = fragment("infra_notice")
             return Reply(prompt=text, error="infra_error", latency_ms=0.0, error_detail=f"configuration: {exc}",
                          extra=self._extra(None, "config_error"))
-        res = await complete(client, self.messages, self.settings, model=self.model_name, rng=self._rng)
-        self._count(res)
+        await self._probe_window(client)
+        res, info, form = await self._send(client, [], envelope_schema(obs))
+        if res is None or res.failure == "context_length":
+            return self._overflow(text, info, res)
         if not res.ok:
             self.counters["infra_failures"] += 1
-            if res.failure == "context_length":
-                self._context_exhausted = res.failure_detail or "context length exceeded"
-            else:
-                self._notice = fragment("infra_notice")
+            self._notice = fragment("infra_notice")
             return Reply(prompt=text, error="infra_error", error_detail=res.failure_detail,
-                         latency_ms=res.latency_ms, usage=res.usage, extra=self._extra(res, res.failure))
+                         latency_ms=res.latency_ms, usage=res.usage,
+                         extra=self._extra(res, res.failure, context=info, structured=form))
         raw_text = res.text or ""
         if raw_text.strip():
             self.messages.append({"role": "assistant", "content": raw_text})
@@ -273,10 +519,11 @@ class LLMPersona:
             self.counters["agent_failures"] += 1
             self._notice = fragment("parse_notice", detail=detail)
             return Reply(prompt=text, text=raw_text, error="parse_error", error_detail=detail, usage=res.usage,
-                         latency_ms=res.latency_ms, raw=res.raw, extra=self._extra(res, "parse_error"))
+                         latency_ms=res.latency_ms, raw=res.raw,
+                         extra=self._extra(res, "parse_error", context=info, structured=form))
         return Reply(actions=env.actions, thinking=env.thinking if env.thinking is not None else res.reasoning,
                      text=raw_text, usage=res.usage, latency_ms=res.latency_ms, raw=res.raw, prompt=text,
-                     extra=self._extra(res))
+                     extra=self._extra(res, context=info, structured=form))
 
     # -- reflection (paper F.3) -----------------------------------------------------------
     async def reflect(self, obs) -> dict[str, Any] | None:
@@ -288,18 +535,18 @@ class LLMPersona:
             return None
         question = self.book.reflection(obs)
         self.counters["reflections"] += 1
-        if self._context_exhausted:
-            self.counters["reflection_failures"] += 1
-            return {"prompt": question, "error": "infra_error",
-                    "error_detail": "context_length: the conversation no longer fits"}
-        messages = self.messages + [{"role": "user", "content": question}]  # not appended to the thread
         try:
             client = self.client
         except LLMConfigError as exc:
             self.counters["reflection_failures"] += 1
             return {"prompt": question, "error": "infra_error", "error_detail": f"configuration: {exc}"}
-        res = await complete(client, messages, self.settings, model=self.model_name, rng=self._rng)
-        self._count(res)
+        # Not appended to the thread; fitted to the window like a game call, without moving its digest point.
+        res, info, _form = await self._send(client, [{"role": "user", "content": question}],
+                                            reflection_schema(obs), commit=False, name="calbench_reflection")
+        if res is None or res.failure == "context_length":
+            self.counters["reflection_failures"] += 1
+            return {"prompt": question, "error": "context_overflow",
+                    "error_detail": "context_overflow: the question does not fit the context window"}
         out: dict[str, Any] = {"prompt": question, "usage": res.usage, "latency_ms": res.latency_ms,
                                "raw": res.raw, "text": res.text}
         if not res.ok:

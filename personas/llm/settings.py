@@ -45,6 +45,11 @@ class RunPool:
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests = 0
+        # Context windows per (endpoint, model): from /v1/models, or ("error", endpoint, model)
+        # learned from a 400 by one seat, so the run's other seats need not hit it too.
+        self.model_windows: dict[tuple, int | None] = {}
+        # The structured-output form an endpoint settled on per (endpoint, model, kind of call).
+        self.formats: dict[tuple, int] = {}
         #: cluster-wide limits per endpoint (the Ray executor sets it: lab/executors.py);
         #: an object with ``async acquire(endpoint)`` and ``async release(endpoint)``
         self.gate: Any = None
@@ -135,7 +140,15 @@ class LLMSettings(BaseModel):
     endpoint_concurrency: int | None = Field(None, ge=1, description="with base_urls: requests in flight per "
                                                                      "endpoint (default: concurrency)")
     reflection: bool = Field(False, description="ask each seat for belief changes after every round (paper F.3)")
-    json_mode: bool = Field(False, description='send response_format={"type": "json_object"}')
+    json_mode: bool = Field(False, description='old name of structured="json_object" (kept for personas files)')
+    structured: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        "auto", description="reply format constraint: auto tries the envelope's JSON schema (json_schema, then "
+                            "json_object + schema) and falls back; off sends none and reads replies leniently")
+    context_window: int | None = Field(None, ge=256, description="the model's context in tokens; None: learn it "
+                                                                 "from the endpoint (/v1/models or its 400)")
+    history: Literal["auto", "digest", "full"] = Field(
+        "auto", description="earlier rounds in the thread: auto keeps them in full until the context would "
+                            "overflow, then digests the oldest; digest always digests finished rounds; full never")
     extra_body: dict[str, Any] | None = Field(None, description="extra JSON fields for the endpoint")
 
     _pool: RunPool = PrivateAttr()
@@ -225,6 +238,12 @@ class LLMSettings(BaseModel):
         if problem:
             src = "--base-url" if self.base_url else "$OPENAI_BASE_URL"
             raise LLMConfigError(f"{src}: {problem}")
+
+    def structured_mode(self) -> str:
+        """The effective ``structured`` setting (``json_mode=True`` is the old spelling of json_object)."""
+        if self.json_mode and self.structured == "auto":
+            return "json_object"
+        return self.structured
 
     def public(self) -> dict[str, Any]:
         """What a trace may record about these settings (no key, by construction)."""

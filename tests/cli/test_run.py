@@ -48,7 +48,7 @@ def test_json_matches_the_saved_games(tmp_path, capsys):
     assert [g["task_id"] for g in games] == [t.task_id for t in resolve_tasks(SUITE)]
     keys = {"game_id", "task_id", "cost_mode", "agents", "status", "coordination", "meetings_scheduled",
             "meetings_total", "excess_cost", "messages_per_meeting", "fairness", "vps",
-            "infra_failures", "agent_failures"}
+            "infra_failures", "config_failures", "agent_failures", "tokens"}
     assert all(set(g) == keys for g in games)
     db_games = saved(db)
     assert set(db_games) == {g["game_id"] for g in games}

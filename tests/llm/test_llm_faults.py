@@ -65,18 +65,40 @@ async def test_a_timeout_is_retried(mock, make_settings, task):
     assert p.counters["timeouts"] == 1 and time.perf_counter() - t0 < 2.5
 
 
-async def test_context_length_is_not_retried(mock, make_settings, task):
+async def test_a_context_length_400_teaches_the_window_and_the_call_is_fitted_again(mock, make_settings, task):
+    """A 400 saying the context is exceeded is not retried as is: the window is learned from
+    its text, the request is fitted again (here: a smaller reply budget, round 0 has nothing
+    to digest) and sent once more."""
     p, seat = await seated(make_settings(mock, retries=4), task)
     mock.inject("context_length")
     reply = await p.speak(obs_for(task, seat))
-    assert reply.error == "infra_error" and reply.error_detail.startswith("context_length (HTTP 400)")
-    assert mock.stats()["requests"] == 1  # no retry
-    assert p.counters["context_length"] == 1 and p.counters["infra_failures"] == 1
-    assert p.counters["agent_failures"] == 0
-    # the thread only grows: later calls fail at once, without a request
-    again = await p.decide(obs_for(task, seat, decision=True))
-    assert again.error == "infra_error" and "no longer fits" in again.error_detail
-    assert mock.stats()["requests"] == 1
+    assert reply.error is None and reply.actions
+    assert mock.stats()["by_status"] == {200: 1, 400: 1}
+    assert p.counters["context_length"] == 1 and p.counters["context_overflow"] == 0
+    assert p.counters["infra_failures"] == 0 and p.counters["agent_failures"] == 0
+    ctx = reply.extra["context"]
+    assert p.context_window == 4096 and ctx["window"] == 4096 and ctx["window_source"] == "error"
+    assert ctx["reply_tokens"] < 1024
+
+
+async def test_a_context_that_cannot_hold_the_round_is_a_configuration_failure(make_settings, task):
+    """Not even the system prompt and this round fit: ``context_overflow`` (configuration),
+    never an infrastructure or agent failure, and later calls fail at once, without a request."""
+    from personas.llm.mock_server import MockLLMServer
+
+    async with MockLLMServer(context_limit=900) as small:
+        p, seat = await seated(make_settings(small, retries=4), task)
+        reply = await p.speak(obs_for(task, seat))
+        assert reply.error == "context_overflow" and reply.error_detail.startswith("context_overflow:")
+        assert "context window of 900 tokens" in reply.error_detail
+        assert small.stats()["by_status"] == {400: 1}  # the one that taught the window
+        assert p.counters["context_length"] == 1 and p.counters["context_overflow"] == 1
+        assert p.counters["config_failures"] == 1
+        assert p.counters["infra_failures"] == 0 and p.counters["agent_failures"] == 0
+        assert p.context_window == 900 and reply.extra["failure"] == "context_overflow"
+        again = await p.decide(obs_for(task, seat, decision=True))
+        assert again.error == "context_overflow"
+        assert small.stats()["requests"] == 1
 
 
 async def test_an_auth_error_is_not_retried(mock, make_settings, task):

@@ -106,7 +106,9 @@ async def test_the_api_key_never_reaches_the_trace(mock, make_settings, monkeypa
     seats = [make_llm_persona("llm:mock", settings) for _ in range(task.num_agents)]
     res = await run_game(task, seats, GameConfig(deterministic=True),
                          extra_config={"llm": [p.describe() for p in seats]})
-    assert mock.auth_headers_seen == mock.stats()["requests"] > 0  # the key was really sent
+    # the key was really sent (with every chat request and the one /v1/models look-up)
+    assert mock.auth_headers_seen == mock.stats()["requests"] + mock.models_requests > 0
+    assert mock.models_requests == 1
     blob = json.dumps(res.trace)
     assert secret not in blob and secret[8:30] not in blob
     assert res.trace["config"]["llm"][0]["api_key_env"] == "CALBENCH_TEST_KEY"

@@ -120,7 +120,7 @@ variant = "redteam"
     ("[seats.0]\nmodel = 'x'\napi_key = 'sk-123'", "api_key is not allowed"),
     ("[seats.0]\ntemperature = 1", r"\[seats\.0\] needs model"),
     ("[seats.zero]\nmodel = 'x'", "seat must be a number"),
-    ("[defaults]\nmodel = 'x'", "defines no seats"),
+    ("", "is empty"),
     ("[seat.0]\nmodel = 'x'", "unknown section"),
     ("[seats.1]\nmodel = 'x'\ntemperature = 'hot'", r"seats\.1\.temperature"),
     ("[seats.1]\nmodel = 'x'\nconcurrency = 3", "concurrency is not allowed"),
@@ -128,6 +128,38 @@ variant = "redteam"
 def test_personas_file_errors(tmp_path, text, words):
     with pytest.raises(PersonasFileError, match=words):
         load_personas_file(write(tmp_path, text))
+
+
+def test_a_personas_file_with_only_defaults_applies_to_every_llm_seat(tmp_path, monkeypatch):
+    """[defaults] alone is a complete file: `calbench run --personas` seats every LLM seat with it."""
+    import argparse
+
+    from calbench_tui.commands.llm import add_llm_arguments, settings_from_args
+    from lab import runner
+    from personas.llm.factory import load_personas
+
+    f = write(tmp_path, """
+[defaults]
+model = "tiny"
+base_url = "http://127.0.0.1:9/v1"
+structured = "json_object"
+context_window = 4096
+max_tokens = 256
+""")
+    layered, seats = load_personas(f, LLMSettings())
+    assert seats == {} and load_personas_file(f) == {}
+    assert (layered.model, layered.base_url, layered.structured, layered.context_window, layered.max_tokens) == \
+        ("tiny", "http://127.0.0.1:9/v1", "json_object", 4096, 256)
+    parser = argparse.ArgumentParser()
+    add_llm_arguments(parser)
+    base, per_seat = settings_from_args(parser.parse_args(["--personas", str(f)]))
+    assert per_seat == {} and base.model == "tiny" and base.context_window == 4096
+    rs = runner.RunSettings(llm=base)
+    made = runner.make_seats_for("imap,llm,llm:other,imap", 4, rs)
+    assert [getattr(p, "model_name", None) for p in made] == [None, "tiny", "other", None]
+    for p in made[1:3]:
+        assert p.settings.base_url == "http://127.0.0.1:9/v1" and p.settings.context_window == 4096
+        assert p.settings.structured == "json_object" and p.settings.max_tokens == 256
 
 
 def test_personas_file_missing(tmp_path):

@@ -1,0 +1,106 @@
+"""What a game's seats cost and how their calls failed, read from its events.
+
+* :func:`failure_counts` — failed persona calls by whose fault:
+
+  ``infra``          ``seat_timeout`` events: the seat could not answer — an LLM endpoint
+                     unreachable, rate limited past its retries, failing with 5xx, or a
+                     persona call that timed out.  The event's ``failure`` names the kind
+                     (``unreachable``, ``rate_limited``, ``server_error``, ``endpoint_error``).
+  ``configuration``  ``context_overflow`` events: the seat's conversation does not fit its
+                     model's context window even after trimming — a setting to change
+                     (a longer-context model, ``context_window``, ``max_tokens``).
+  ``agent``          ``parse_error`` events: the seat answered but the reply was unreadable
+                     or invalid (including undeliverable messages and actions in the wrong
+                     phase).
+
+* :func:`token_usage` — prompt, completion and cached prompt tokens per seat and for the
+  game, summed over every call that reports ``usage`` (game calls, reflections and, when
+  an LLM judge ran, the judge's calls under ``judge``).  ``cached`` is what the endpoint
+  says it served from its prefix cache (OpenAI's ``prompt_tokens_details.cached_tokens``,
+  DeepSeek's ``prompt_cache_hit_tokens``, Anthropic-style ``cache_read_input_tokens``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+__all__ = ["FAILURE_EVENTS", "failure_class", "failure_counts", "usage_tokens", "token_usage"]
+
+FAILURE_EVENTS = {"seat_timeout": "infra", "context_overflow": "configuration", "parse_error": "agent"}
+
+
+def failure_class(event: Mapping[str, Any]) -> str | None:
+    """``infra`` / ``configuration`` / ``agent`` for a failure event, else None."""
+    return FAILURE_EVENTS.get(event.get("type"))
+
+
+def failure_counts(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"infra", "configuration", "agent", "kinds": {kind: n}}`` for one game's events."""
+    out: dict[str, Any] = {"infra": 0, "configuration": 0, "agent": 0, "kinds": {}}
+    for e in events:
+        cls = failure_class(e)
+        if cls is None:
+            continue
+        out[cls] += 1
+        d = e.get("data") or {}
+        kind = d.get("failure") or (e["type"] if cls != "agent" else d.get("error") or "parse_error")
+        out["kinds"][kind] = out["kinds"].get(kind, 0) + 1
+    out["kinds"] = dict(sorted(out["kinds"].items()))
+    return out
+
+
+def usage_tokens(usage: Any) -> tuple[int, int, int] | None:
+    """``(prompt, completion, cached)`` tokens of one ``usage`` object, or None."""
+    if not isinstance(usage, Mapping):
+        return None
+    p = usage.get("prompt_tokens", usage.get("input_tokens"))
+    c = usage.get("completion_tokens", usage.get("output_tokens"))
+    if not isinstance(p, (int, float)) and not isinstance(c, (int, float)):
+        return None
+    details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    if cached is None:
+        cached = usage.get("prompt_cache_hit_tokens", usage.get("cache_read_input_tokens"))
+    return int(p or 0), int(c or 0), int(cached or 0)
+
+
+def _blank() -> dict[str, int]:
+    return {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+
+
+def _add(acc: dict[str, int], t: tuple[int, int, int]) -> None:
+    acc["calls"] += 1
+    acc["prompt_tokens"] += t[0]
+    acc["completion_tokens"] += t[1]
+    acc["cached_tokens"] += t[2]
+
+
+def token_usage(events: Iterable[Mapping[str, Any]], judge: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """``{"per_seat": {seat: {calls, prompt_tokens, completion_tokens, cached_tokens}}, "game": the
+    seats' sum, "judge": the judge's sum (only when it ran), "total": both}`` — seats that never
+    reported usage are left out; ``judge`` is the optional LLM judge's records (each with a
+    ``usage``)."""
+    per_seat: dict[int, dict[str, int]] = {}
+    for e in events:
+        if e.get("type") not in ("turn_end", "decide_end", "reflection"):
+            continue
+        d = e.get("data") or {}
+        t = usage_tokens(d.get("usage"))
+        seat = d.get("agent_id")
+        if t is None or seat is None:
+            continue
+        _add(per_seat.setdefault(int(seat), _blank()), t)
+    game = _blank()
+    for acc in per_seat.values():
+        for k in game:
+            game[k] += acc[k]
+    out: dict[str, Any] = {"per_seat": {str(k): v for k, v in sorted(per_seat.items())}, "game": game}
+    j = _blank()
+    for rec in judge:
+        t = usage_tokens(rec.get("usage"))
+        if t is not None:
+            _add(j, t)
+    if j["calls"]:
+        out["judge"] = j
+    out["total"] = {k: game[k] + j[k] for k in game}
+    return out
