@@ -190,7 +190,7 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
                 res.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
             if exc is not None and lease is not None:  # the endpoint is rested for retryable kinds
                 lease.failure = classify(exc)[0]
-                lease.detail = f"{lease.failure}: {_error_message(exc)}"[:300]
+                lease.detail = redact(f"{lease.failure}: {_error_message(exc)}")[:300]
                 lease.retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
                 failed_at.add(url)
         if exc is None:
