@@ -52,16 +52,31 @@ def record(out: Path, tasks: str) -> None:
                 raise SystemExit(f"{p}: calbench trace {g['game_id']} exited {rc}")
             traces.append(buf.getvalue())
         (out / f"trace_{p}.jsonl").write_text("".join(traces))
-        con = sqlite3.connect(db)
-        try:
-            h = hashlib.sha256()
-            for row in con.execute("SELECT game_id, seq, type, timestamp, round, agent_id, data FROM events "
-                                   "ORDER BY game_id, seq"):
-                h.update(repr(row).encode())
-            (out / f"events_{p}.sha256").write_text(h.hexdigest() + "\n")
-        finally:
-            con.close()
+        (out / f"events_{p}.sha256").write_text(_events_digest(db) + "\n")
         print(f"{p}: {len(traces)} games recorded", file=sys.stderr)
+
+
+def _events_digest(db: Path) -> str:
+    """One digest of every saved event of every game, read back through the store (rows or blobs)."""
+    import asyncio
+
+    from saves.store import Store
+
+    async def read() -> str:
+        store = await Store.open(db)
+        try:
+            con = sqlite3.connect(db)
+            ids = [r[0] for r in con.execute("SELECT game_id FROM games ORDER BY game_id")]
+            con.close()
+            h = hashlib.sha256()
+            for gid in ids:
+                for ev in await store.load_events(gid):
+                    h.update(json.dumps([gid, ev], sort_keys=True, separators=(",", ":")).encode())
+            return h.hexdigest()
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
 
 
 def _hashes(text: str) -> list[str]:

@@ -44,6 +44,7 @@ from engine.seats import Reply
 from engine.wire import observation_to_wire
 from personas.human import HumanPersona, HumanRequest
 
+from .runner import seat_llm_config
 from .session import Session, SessionOutcome, run_session, saved_trace
 
 __all__ = ["Connection", "Table", "TableError", "RemoteSeat", "new_code"]
@@ -270,7 +271,7 @@ class Table:
         self.status = "playing"
         await self._broadcast_lobby()
         session = Session(self.task, seats, self.config, self.game_id, ",".join(self.agents), self.settings_key,
-                          {**self.extra_config, "remote_seats": sorted(self.remote),
+                          {**self.extra_config, **seat_llm_config(seats), "remote_seats": sorted(self.remote),
                            **({"lobby": self.lobby_record} if self.lobby_record else {})})
         try:
             self.outcome = await run_session(session, store=self.store, stream=True, listeners=[_Projector(self)])

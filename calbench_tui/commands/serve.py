@@ -62,6 +62,9 @@ def register(subparsers) -> None:
     p.add_argument("--no-web", action="store_true", help="serve terminals only (no browser page)")
     p.add_argument("--json", action="store_true", help="print the join information as one JSON line first")
     add_db_option(p)
+    from .llm import add_llm_arguments
+
+    add_llm_arguments(p)  # llm:MODEL seats at the table: --base-url, --api-key-env, --personas, ...
     p.set_defaults(handler=handle)
 
 
@@ -98,8 +101,8 @@ def _options(args: argparse.Namespace):
         raise UserError(str(exc)) from None
     if not any(s.kind == "human" for s in seats):
         raise UserError("--agents has no 'human' seat to serve; e.g. human,imap,human,imap,imap")
-    if any(s.kind == "llm" for s in seats):
-        raise UserError("llm seats are not served yet; use scripted personas beside the human seats")
+    if any(s.bare_llm for s in seats):
+        raise UserError("a bare 'llm' seat needs a model: name it llm:MODEL")
     fill = None
     if args.lobby_fill.strip().lower() != "cancel":
         fill_seat = SeatSpec.parse(args.lobby_fill)
@@ -121,7 +124,15 @@ def handle(args: argparse.Namespace) -> int:
     from engine.game import GameConfig
     from lab.server import TableServer
     from lab.table import Table
+    from personas.registry import make_personas
     from saves.store import Store, StoreError
+
+    from .run import build_llm_settings
+
+    llm, per_seat = build_llm_settings(args, ",".join(names))  # (None, None) without llm seats
+
+    def make_persona(name: str, seat: int):
+        return make_personas(name, 1, llm=(per_seat or {}).get(seat, llm))[0]
 
     config = GameConfig(max_turns_per_round=args.max_turns, channels=channels)
     path = db_path(args.db)
@@ -133,7 +144,7 @@ def handle(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from None
         table = Table(task, names, config, game_id=str(uuid.uuid4()), store=store, settings_key="serve",
                       hold_seconds=args.hold, lobby_wait=args.lobby_wait, lobby_fill=fill,
-                      extra_config={"app": "calbench-serve"})
+                      extra_config={"app": "calbench-serve"}, make_persona=make_persona)
         web = None
         if not args.no_web:
             try:
@@ -179,6 +190,10 @@ def handle(args: argparse.Namespace) -> int:
                 loop.remove_signal_handler(sig)
             await server.stop()
             await store.close()
+            for settings in {id(x): x for x in [llm, *(per_seat or {}).values()] if x is not None}.values():
+                pool = getattr(settings, "pool", None)
+                if pool is not None:
+                    await pool.aclose()
 
     return asyncio.run(main())
 

@@ -290,3 +290,32 @@ async def test_lobby_cancels_the_table_when_told_and_records_it(tmp_path):
         await _close(store, server)
     assert listed[0]["status"] == "stopped"
     assert "lobby: cancelled" in trace["error"]
+
+
+async def test_a_human_human_llm_table_over_the_wire(tmp_path, monkeypatch):
+    """The interesting case of a pilot study: two remote people and an LLM seat (the loopback mock)."""
+    from personas.llm.factory import LLMSettings
+    from personas.llm.mock_server import MockLLMServer
+    from personas.registry import make_personas
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    async with MockLLMServer(policy="cooperative") as mock:
+        llm = LLMSettings(base_url=mock.base_url, backoff_base=0.01)
+        agents = ["human", "llm:mock-model", "human", "imap", "imap"]
+        store, table, server = await _serve(
+            tmp_path, agents=agents, make_persona=lambda name, seat: make_personas(name, 1, llm=llm)[0])
+        try:
+            codes = {c["seat"]: c["code"] for c in table.codes()}
+            bots = [RemoteBot(server.url, codes[s]) for s in (0, 2)]
+            runs = [asyncio.ensure_future(b.run()) for b in bots]
+            outcome = await asyncio.wait_for(table.run(), 120)
+            await asyncio.wait_for(asyncio.gather(*runs), 10)
+        finally:
+            await _close(store, server)
+            await llm.pool.aclose()
+        assert mock.stats()["requests"] > 0
+    assert outcome.status == "completed"
+    cfg = outcome.trace["config"]
+    assert cfg["llm"][1]["model"] == "mock-model" and cfg["llm"][0] is None
+    assert '"api_key":' not in json.dumps(cfg)  # the NAME of the key's variable only
+    assert [a["type"] for a in cfg["agents"]][:3] == ["human", "llm", "human"]
