@@ -45,3 +45,39 @@ def cli(capsys):
         out = capsys.readouterr()
         return rc, out.out, out.err
     return run
+
+
+@pytest.fixture
+def threaded_mock():
+    """``threaded_mock(**MockLLMServer options)`` -> ``(base_url, server)``: the loopback mock
+    endpoint served from a thread of its own, so a command under test can run its own event
+    loop (``asyncio.run`` inside ``calbench run``).  Every server is stopped afterwards."""
+    import asyncio
+    import threading
+
+    from personas.llm.mock_server import MockLLMServer
+
+    started = []
+
+    def start(**kw):
+        loop = asyncio.new_event_loop()
+        server = MockLLMServer(**kw)
+        ready = threading.Event()
+
+        def serve():
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(server.start())
+            ready.set()
+            loop.run_forever()
+
+        th = threading.Thread(target=serve, daemon=True)
+        th.start()
+        assert ready.wait(10), "the mock endpoint did not start"
+        started.append((loop, server, th))
+        return server.base_url, server
+
+    yield start
+    for loop, server, th in started:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        th.join(10)

@@ -7,11 +7,9 @@ trace holds prompts), and the blob must be much smaller.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import sqlite3
-import threading
 
 import orjson
 import pytest
@@ -21,26 +19,9 @@ from saves.store import _event_row, decode_events
 
 
 @pytest.fixture
-def mock_url():
-    from personas.llm.mock_server import MockLLMServer
-
-    loop = asyncio.new_event_loop()
-    server = MockLLMServer(policy="cooperative")
-    ready = threading.Event()
-
-    def serve():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    assert ready.wait(10)
-    yield server.base_url
-    asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    th.join(10)
+def mock_url(threaded_mock):
+    """The loopback mock served from its own thread, so the CLI can run its own event loop."""
+    return threaded_mock(policy="cooperative")[0]
 
 
 def as_rows(db: str, game_id: str) -> None:

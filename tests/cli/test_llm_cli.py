@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import pytest
 
@@ -13,27 +12,9 @@ from saves.store import Store
 
 
 @pytest.fixture
-def judge_mock():
-    """The mock (judge policy) served from its own thread, so the CLI can run its own loop."""
-    from personas.llm.mock_server import MockLLMServer
-
-    loop = asyncio.new_event_loop()
-    server = MockLLMServer(policy="judge")
-    ready = threading.Event()
-
-    def serve():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    assert ready.wait(10)
-    yield server.base_url, server
-    asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    th.join(10)
+def judge_mock(threaded_mock):
+    """The loopback mock served from its own thread, so the CLI can run its own event loop."""
+    return threaded_mock(policy="judge")
 
 
 def load(db: str, gid: str) -> dict:

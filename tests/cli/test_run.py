@@ -339,29 +339,9 @@ def test_settings_key_ignores_secrets_and_plumbing():
 
 # -- LLM seats through the command line (real HTTP to the loopback mock) -------------------
 @pytest.fixture
-def mock_url():
-    """The mock endpoint served from its own thread, so the CLI can run its own event loop."""
-    import threading
-
-    from personas.llm.mock_server import MockLLMServer
-
-    loop = asyncio.new_event_loop()
-    server = MockLLMServer(policy="cooperative", latency=0.005)
-    ready = threading.Event()
-
-    def serve():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    assert ready.wait(10)
-    yield server.base_url, server
-    asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    th.join(10)
+def mock_url(threaded_mock):
+    """The loopback mock served from its own thread, so the CLI can run its own event loop."""
+    return threaded_mock(policy="cooperative", latency=0.005)
 
 
 def test_llm_seats_with_settings_and_no_key_in_the_database(tmp_path, capsys, monkeypatch, mock_url):

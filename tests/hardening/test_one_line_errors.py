@@ -209,8 +209,11 @@ def test_ctrl_c_during_a_long_scenario_is_a_clean_stop(tmp_path):
     """Before: Ctrl-C raised 'RuntimeError: CP-SAT ended with status FEASIBLE'."""
     proc = subprocess.Popen([sys.executable, "-m", "calbench_tui.cli", "scenario", "--slots", "64",
                              "--meetings", "20"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_cpu(proc.pid, 3.0)  # well into the solve (wall time says nothing on a loaded machine)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        _wait_for_cpu(proc.pid, 3.0)  # well into the solve (wall time says nothing on a loaded machine)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # never leave a solver behind, whatever happened above
     assert proc.returncode == 130, err
     assert err.strip() == "calbench: interrupted"

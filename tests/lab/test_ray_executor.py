@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import threading
 
 import pytest
 
@@ -97,26 +96,9 @@ def test_without_ray_the_option_says_what_to_install(tmp_path, capsys, monkeypat
 
 
 @pytest.fixture
-def mock_url():
-    from personas.llm.mock_server import MockLLMServer
-
-    loop = asyncio.new_event_loop()
-    server = MockLLMServer(policy="cooperative", latency=0.02)
-    ready = threading.Event()
-
-    def serve():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    assert ready.wait(10)
-    yield server.base_url, server
-    asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    th.join(10)
+def mock_url(threaded_mock):
+    """The loopback mock served from its own thread, so the CLI can run its own event loop."""
+    return threaded_mock(policy="cooperative", latency=0.02)
 
 
 def test_llm_request_limit_holds_across_the_cluster(ray_local, tmp_path, capsys, monkeypatch, mock_url):
