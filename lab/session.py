@@ -159,6 +159,8 @@ async def run_session(session: Session, *, store: Any = None, stream: bool = Tru
                 await _close_quietly(store_sink)
                 await asyncio.shield(_mark_stopped(store, gid))
             raise
+        except Exception as exc:  # a measurement that broke never costs the game: filed, with the error
+            result.trace["after_error"] = redact(f"{type(exc).__name__}: {exc}")
     await _file(store, store_sink, saver, session, result.trace, "completed")
     return SessionOutcome(session, "completed", result.trace, result=result, seconds=time.perf_counter() - t0)
 

@@ -101,3 +101,17 @@ async def test_a_cancelled_session_is_marked_stopped_and_keeps_its_events(tmp_pa
         events = await store.load_events("g-1")
     assert games[0]["status"] == "stopped"
     assert events and events[0]["type"] == "game_start"
+
+
+async def test_a_broken_after_measurement_never_costs_the_game(tmp_path):
+    task = _task()
+
+    async def broken(trace):
+        raise RuntimeError("the judge fell over")
+
+    async with await Store.open(tmp_path / "s.db") as store:
+        out = await run_session(_session(task), store=store, stream=True, after=broken)
+        trace = await store.load_trace("g-1")
+    assert out.status == "completed" and trace["saved"]["status"] == "completed"
+    assert trace["after_error"] == "RuntimeError: the judge fell over"
+    assert trace["metrics"]["coordination_rate"] == out.trace["metrics"]["coordination_rate"]
