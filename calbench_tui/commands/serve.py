@@ -68,16 +68,20 @@ def register(subparsers) -> None:
     p.set_defaults(handler=handle)
 
 
+def _check_address(args: argparse.Namespace) -> None:
+    if not args.host.strip():  # aiohttp would listen on every interface
+        raise UserError("--host needs an address: 127.0.0.1 (this machine, the default) or 0.0.0.0 (the network)")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be 0..65535, not {args.port}")
+
+
 def _options(args: argparse.Namespace):
     from calbench_tui.settings import SettingsError, parse_channels
     from engine.model import TaskError
     from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
     from personas.spec import AgentsSpec, PersonaSpecError, SeatSpec
 
-    if not args.host.strip():
-        raise UserError("--host needs an address: 127.0.0.1 (this machine, the default) or 0.0.0.0 (the network)")
-    if not 0 <= args.port <= 65535:
-        raise UserError(f"--port must be 0..65535, not {args.port}")
+    _check_address(args)
     for name in ("hold", "lobby_wait", "linger"):
         v = getattr(args, name)
         if not 0 <= v <= 86400:
@@ -230,10 +234,7 @@ def _handle_study(args: argparse.Namespace) -> int:
     if args.no_web:
         raise UserError("--study serves participants in the browser; drop --no-web "
                         "(or run 'calbench study run' at each terminal)")
-    if not args.host.strip():
-        raise UserError("--host needs an address: 127.0.0.1 (this machine, the default) or 0.0.0.0 (the network)")
-    if not 0 <= args.port <= 65535:
-        raise UserError(f"--port must be 0..65535, not {args.port}")
+    _check_address(args)
     try:
         load_study(args.study)
     except (StudyFileError, OSError) as exc:

@@ -8,7 +8,6 @@ import sqlite3
 import sys
 from pathlib import Path
 
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))
 
@@ -120,29 +119,3 @@ async def test_no_choices_is_a_clear_bad_response(mock, make_settings):
                          model="mock")
     assert res.failure == "bad_response"
     assert "no choices" in res.failure_detail and "IndexError" not in res.failure_detail
-
-
-@pytest.fixture
-async def mock():
-    from personas.llm.mock_server import MockLLMServer
-
-    async with MockLLMServer(policy="cooperative") as server:
-        yield server
-
-
-@pytest.fixture
-async def make_settings(monkeypatch):
-    from personas.llm.factory import LLMSettings
-
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    made = []
-
-    def make(server, **kw):
-        kw.setdefault("backoff_base", 0.01)
-        s = LLMSettings(base_url=server.base_url, **kw)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        await s.pool.aclose()

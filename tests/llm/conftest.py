@@ -15,30 +15,3 @@ from llmkit import small_task  # noqa: E402
 @pytest.fixture
 def task():
     return small_task()
-
-
-@pytest.fixture
-async def mock():
-    from personas.llm.mock_server import MockLLMServer
-
-    async with MockLLMServer(policy="cooperative") as server:
-        yield server
-
-
-@pytest.fixture
-async def make_settings(monkeypatch):
-    """``make_settings(server, **overrides)`` -> LLMSettings for the mock; pools closed afterwards."""
-    from personas.llm.factory import LLMSettings
-
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    made = []
-
-    def make(server, **kw):
-        kw.setdefault("backoff_base", 0.01)
-        s = LLMSettings(base_url=server.base_url, **kw)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        await s.pool.aclose()
