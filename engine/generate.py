@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from engine.labelbank import assign_labels
-from engine.model import Errand, Task, TaskError
+from engine.model import COST_MODES, Errand, Task, TaskError
 
 __all__ = [
     "GENERATOR_VERSION",
@@ -103,7 +103,7 @@ def _check_blocked(where: str, v: Any) -> None:
 
 
 def _cost_values(cost_mode: str, cost_values: Sequence[int] | None) -> list[int]:
-    if cost_mode not in ("uniform", "varied"):
+    if cost_mode not in COST_MODES:
         raise TaskError(f"cost_mode={cost_mode!r} must be 'uniform' or 'varied'.")
     if cost_values is None:
         return [1] if cost_mode == "uniform" else list(DEFAULT_VARIED_COSTS)

@@ -66,6 +66,8 @@ Calendar = tuple[Item, ...]
 #: 10, 100 (the authors' harness uses up to 1000); anything near 2^63 would overflow the
 #: store and the oracle's weights, and a negative cost turns the oracle's minimum into nonsense.
 MAX_COST = 1_000_000
+#: a task's cost modes (SPEC §2): every errand costs the same, or costs vary by level
+COST_MODES = ("uniform", "varied")
 
 
 def check_cost(value: int, where: str) -> int:

@@ -56,7 +56,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from engine.model import Task, TaskError
+from engine.model import COST_MODES, Task, TaskError
 
 __all__ = [
     "SUITEGEN_VERSION",
@@ -389,7 +389,7 @@ def _parse_toml(doc: dict, w: _Where, default_name: str) -> SuiteConfig:
         blocked = _axis(w, (*base, "blocked"), g["blocked"], lambda p, v: _int(w, p, v, 0))
 
         def _mode(p, v):
-            if v not in ("uniform", "varied"):
+            if v not in COST_MODES:
                 raise w.error(p, f"{v!r} must be \"uniform\" or \"varied\".")
             return v
         modes = _axis(w, (*base, "cost"), g["cost"], _mode)

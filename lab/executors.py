@@ -29,6 +29,7 @@ refused with one line saying so (:data:`RAY_MISSING`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
@@ -36,7 +37,7 @@ from typing import Any, Callable, Sequence
 from engine.model import Task
 
 __all__ = ["EXECUTORS", "RAY_MISSING", "ExecutorError", "RayOptions", "ray_available", "play_on_ray",
-           "EndpointGate"]
+           "play_in_processes", "process_executor", "EndpointGate"]
 
 EXECUTORS = ("local", "ray")
 RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'calbench[ray]'"
@@ -310,41 +311,80 @@ class _RayGates:
 # ---------------------------------------------------------------------------------------
 # The driver
 # ---------------------------------------------------------------------------------------
-class _PackedSaver:
-    """The driver's writer: finished games in bursts of ``size``, their events packed by the worker.
+class _Driver:
+    """What every executor's driver does around the games it sends away.
 
-    Like the local runner's burst writer (``lab.runner._BatchSaver``): a game id saved
-    already is replaced unless it is completed (a deterministic rerun of a failed game).
+    It claims tasks in the store before they are sent (``lab.lease.Claimer``, as the local
+    runner does) and leaves the ones done or held by another live run; writes each game
+    as it comes back (``lab.runner.BurstSaver``) and never a second copy of an id; saves the games
+    of work that was lost as ``failed`` with the reason (``--resume`` plays them again);
+    and at the end flushes and drops its claims.
     """
 
-    def __init__(self, store: Any, size: int = 8) -> None:
-        self.store = store
-        self.size = size
-        self.pending: list[tuple[dict[str, Any], Any]] = []
+    def __init__(self, store: Any, settings: Any, agents_spec: Any, tasks: Sequence[Task], ids: Sequence[str],
+                 *, progress: Callable[[Any], Any] | None, lease: tuple | None) -> None:
+        from lab import runner
 
-    async def add(self, trace: dict[str, Any], encoded: Any = None) -> None:
-        self.pending.append((trace, encoded))
-        if len(self.pending) >= self.size:
-            await self.flush()
+        self.store, self.settings, self.progress = store, settings, progress
+        self.label = runner.spec_label(agents_spec)
+        self.key = runner.settings_key(self.label, settings)
+        self.tasks, self.ids = list(tasks), list(ids)
+        self.saver = runner.BurstSaver(store)
+        self.written: set[str] = set()
+        self.results: dict[str, Any] = {}
+        self.claimer = None
+        if lease is not None:
+            from lab.lease import Claimer
 
-    async def flush(self) -> None:
-        pending, self.pending = self.pending, []
-        for trace, encoded in pending:
-            if await self.store.import_trace(trace, encoded=encoded):
-                continue
-            gid = trace["game_id"]
-            old = [g for g in await self.store.list_games(task_id=trace["config"].get("task_id"))
-                   if g["game_id"] == gid]
-            if old and old[0]["status"] == "completed":
-                continue  # saved and completed already (an earlier run): never a second copy
-            await self.store.delete_game(gid)
-            await self.store.import_trace(trace, encoded=encoded)
+            units, skip_done, run_pid = lease
+            self.claimer = Claimer(store, self.key, self.tasks, self.ids, units, run_pid=run_pid,
+                                   skip_done=skip_done)
+
+    async def claim(self, indices: Sequence[int]) -> list[int]:
+        """The indices among ``indices`` this run plays (claimed now, or stale)."""
+        if self.claimer is None:
+            return list(indices)
+        return [i for i in indices if self.claimer.plays(await self.claimer.take(i))]
+
+    async def record(self, trace: dict[str, Any], summary: Any, encoded: Any = None) -> None:
+        from lab import runner
+
+        gid = trace["game_id"]
+        if gid in self.written:  # a retried task that answered twice: the game is saved once
+            return
+        self.written.add(gid)
+        await self.saver.add(trace, encoded)
+        self.results[gid] = summary
+        if self.progress is not None:
+            await runner._maybe_await(self.progress(summary))
+
+    async def lost(self, indices: Sequence[int], reason: str) -> None:
+        """The games at ``indices`` will not come back: each is saved ``failed`` with ``reason``."""
+        from lab import runner
+        from lab.session import Session, failure_trace, saved_trace
+
+        for i in indices:
+            task, gid = self.tasks[i], self.ids[i]
+            session = Session(task, [], self.settings.game_config(), gid, self.label, self.key,
+                              {"agents_spec": self.label, "settings_key": self.key})
+            trace = failure_trace(session, [], ExecutorError(reason))
+            summary = runner.GameSummary(gid, task.task_id, task.cost_mode, self.label, "failed",
+                                         error=trace["error"], meetings_total=len(task.meetings))
+            await self.record(saved_trace(session, trace, "failed"), summary)
+
+    async def close(self) -> None:
+        await self.saver.flush()  # also on Ctrl-C: every finished game is kept
+        if self.claimer is not None:
+            await self.claimer.release()  # after the flush: a claim outlives its unsaved game
+
+    def played(self) -> list[Any]:
+        """The summaries of the games written, in task order."""
+        order = {gid: i for i, gid in enumerate(self.ids)}
+        return sorted(self.results.values(), key=lambda s: order.get(s.game_id, len(order)))
 
 
 def ray_executor(options: RayOptions | None = None) -> Callable[..., Any]:
     """The ``executor`` for :func:`lab.runner.run_cli_suite`: :func:`play_on_ray` with ``options``."""
-    import functools
-
     return functools.partial(play_on_ray, options=options or RayOptions())
 
 
@@ -356,12 +396,9 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
     Returns one ``GameSummary`` per game played, in task order.  ``concurrency`` is how many
     of a task's games run at once inside one Ray task (LLM games).  ``lease = (units,
     skip_done, run_pid)``: the driver claims every task in the store before sending it
-    (``lab.lease.Claimer``, as the local runner does), leaves the ones done or held by
-    another live run, and drops its claims at the end.
+    (:class:`_Driver`), leaves the ones done or held by another live run, and drops its
+    claims at the end.
     """
-    from lab import runner
-    from lab.session import Session, failure_trace, saved_trace
-
     options = options or RayOptions()
     if callable(agents_spec):
         raise ExecutorError("--executor ray needs a persona spec (a seat factory cannot be sent to a worker)")
@@ -381,56 +418,28 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
         for endpoint, limit in _endpoints_of(settings).items():
             gate = endpoint_gate(endpoint, limit)
             await asyncio.wrap_future(gate.resize.remote(limit).future())
-    label = runner.spec_label(agents_spec)
-    key = runner.settings_key(label, settings)
-    tasks, ids = list(tasks), list(ids)
-    claimer = None
-    if lease is not None:
-        from lab.lease import Claimer
-
-        units, skip_done, run_pid = lease
-        claimer = Claimer(store, key, tasks, ids, units, run_pid=run_pid, skip_done=skip_done)
-        keep = [i for i in range(len(tasks)) if claimer.plays(await claimer.take(i))]
-        tasks, ids = [tasks[i] for i in keep], [ids[i] for i in keep]
-    chunks = [_Chunk(tuple(tasks[i:i + chunk_size]), tuple(ids[i:i + chunk_size]), agents_spec, portable,
-                     max(1, concurrency) if uses_llm else 1, uses_llm)
-              for i in range(0, len(tasks), chunk_size)]
-    refs = {remote.remote(c): c for c in chunks}
-    futures = {asyncio.wrap_future(ref.future()): ref for ref in refs}
-    saver = _PackedSaver(store)
-    written: set[str] = set()
-    results: dict[str, Any] = {}
-
-    async def record(trace: dict[str, Any], summary: Any, encoded: Any = None) -> None:
-        gid = trace["game_id"]
-        if gid in written:  # a retried task that answered twice: the game is saved once
-            return
-        written.add(gid)
-        await saver.add(trace, encoded)
-        results[gid] = summary
-        if progress is not None:
-            await runner._maybe_await(progress(summary))
-
+    driver = _Driver(store, settings, agents_spec, tasks, ids, progress=progress, lease=lease)
+    refs: dict[Any, list[int]] = {}
     try:
+        keep = await driver.claim(range(len(driver.tasks)))
+        for c in range(0, len(keep), chunk_size):
+            idx = keep[c:c + chunk_size]
+            chunk = _Chunk(tuple(driver.tasks[i] for i in idx), tuple(driver.ids[i] for i in idx), agents_spec,
+                           portable, max(1, concurrency) if uses_llm else 1, uses_llm)
+            refs[remote.remote(chunk)] = idx
+        futures = {asyncio.wrap_future(ref.future()): ref for ref in refs}
         pending = set(futures)
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for fut in done:
-                chunk = refs[futures[fut]]
                 try:
                     played = fut.result()
                 except Exception as exc:  # retries exhausted, the cluster lost: the games fail, --resume replays
-                    reason = f"the Ray task was lost ({type(exc).__name__}: {str(exc).splitlines()[0][:300]})"
-                    for task, gid in zip(chunk.tasks, chunk.ids):
-                        session = Session(task, [], settings.game_config(), gid, label, key,
-                                          {"agents_spec": label, "settings_key": key})
-                        trace = failure_trace(session, [], ExecutorError(reason))
-                        summary = runner.GameSummary(gid, task.task_id, task.cost_mode, label, "failed",
-                                                     error=trace["error"], meetings_total=len(task.meetings))
-                        await record(saved_trace(session, trace, "failed"), summary)
+                    await driver.lost(refs[futures[fut]], f"the Ray task was lost ({type(exc).__name__}: "
+                                                          f"{str(exc).splitlines()[0][:300]})")
                     continue
                 for trace, summary, encoded in played:
-                    await record(trace, summary, encoded)
+                    await driver.record(trace, summary, encoded)
     except BaseException:
         for ref in refs:
             try:
@@ -439,9 +448,143 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
                 pass
         raise
     finally:
-        await saver.flush()  # also on Ctrl-C: every finished game is kept
-        if claimer is not None:
-            await claimer.release()  # after the flush: a claim outlives its unsaved game
-    order = {gid: i for i, gid in enumerate(ids)}
-    return sorted(results.values(), key=lambda s: order.get(s.game_id, len(order)))
+        await driver.close()
+    return driver.played()
 
+
+# ---------------------------------------------------------------------------------------
+# Local worker processes (the local executor of a CPU-bound scripted suite)
+# ---------------------------------------------------------------------------------------
+def process_executor(processes: int, *, chunk: int = 8, ahead: int = 2) -> Callable[..., Any]:
+    """The ``executor`` for :func:`lab.runner.run_cli_suite`: :func:`play_in_processes`."""
+    return functools.partial(play_in_processes, processes=processes, chunk=chunk, ahead=ahead)
+
+
+def _worker_main(tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, settings: Any, conn: Any,
+                 parent_pid: int) -> None:
+    """A forked worker: play the chunks ``(number, [task index, ...])`` the driver sends, answer
+    each with ``("done", number, played)`` (as :func:`play_chunk` gives it) until it sends None."""
+    import signal
+
+    from lab.lease import die_with_parent
+
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it ends this process
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            break
+        if job is None:
+            break
+        number, idx = job
+        chunk = _Chunk(tuple(tasks[i] for i in idx), tuple(ids[i] for i in idx), agents_spec, settings, 1, False)
+        try:
+            conn.send(("done", number, play_chunk(chunk)))
+        except BaseException as exc:  # noqa: BLE001 - told to the driver, which fails these games
+            from engine.redact import redact
+
+            conn.send(("error", number, redact(f"{type(exc).__name__}: {exc}")))
+    conn.close()
+
+
+def _received(conn: Any) -> "asyncio.Future[Any]":
+    """The next message on ``conn`` without blocking the event loop (EOFError: the worker is gone)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    fd = conn.fileno()
+
+    def ready() -> None:
+        loop.remove_reader(fd)
+        if fut.done():
+            return
+        try:
+            fut.set_result(conn.recv())
+        except BaseException as exc:  # noqa: BLE001 - EOFError / OSError: the worker died
+            fut.set_exception(exc)
+
+    loop.add_reader(fd, ready)
+    fut.add_done_callback(lambda _f: loop.remove_reader(fd))
+    return fut
+
+
+async def play_in_processes(tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, *, store, settings: Any,
+                            concurrency: int = 1, progress: Callable[[Any], Any] | None = None,
+                            lease: tuple | None = None, processes: int = 2, chunk: int = 8,
+                            ahead: int = 2) -> list[Any]:
+    """Play ``tasks`` in ``processes`` forked workers; this process is the only writer of ``store``.
+
+    The driver hands each worker ``ahead`` chunks of ``chunk`` games at a time, claiming a
+    chunk just before it is sent (so two resumed runs share a suite chunk by chunk), and
+    writes the games as the workers send them back with their events already packed.
+    Workers hold no database connection, so they never queue for SQLite's write lock.  A
+    worker that dies loses the chunks it held: their games are saved ``failed`` and the
+    other workers play the rest.  Workers die with this process.
+    """
+    import multiprocessing as mp
+
+    if callable(agents_spec):
+        raise ExecutorError("worker processes need a persona spec, not a seat factory")
+    from personas.spec import AgentsSpec
+
+    agents_spec = AgentsSpec.parse(agents_spec) if isinstance(agents_spec, str) else agents_spec
+    ctx = mp.get_context("fork")
+    driver = _Driver(store, settings, agents_spec, tasks, ids, progress=progress, lease=lease)
+    n = len(driver.tasks)
+    starts = iter(range(0, n, max(1, chunk)))
+    lock = asyncio.Lock()
+    workers = []
+    for _ in range(max(1, processes)):
+        here, there = ctx.Pipe()
+        proc = ctx.Process(target=_worker_main, daemon=True,
+                           args=(driver.tasks, driver.ids, agents_spec, settings, there, os.getpid()))
+        proc.start()
+        there.close()  # the worker's end lives in the worker only: its death closes the pipe
+        workers.append((proc, here))
+
+    async def next_job() -> tuple[int, list[int]] | None:
+        async with lock:  # one claim at a time, in suite order
+            for start in starts:
+                keep = await driver.claim(range(start, min(n, start + chunk)))
+                if keep:
+                    return start, keep
+            return None
+
+    async def feed(proc: Any, conn: Any) -> None:
+        held: dict[int, list[int]] = {}
+
+        async def send_next() -> None:
+            job = await next_job()
+            if job is not None:
+                conn.send(job)
+                held[job[0]] = job[1]
+
+        for _ in range(max(1, ahead)):
+            await send_next()
+        while held:
+            try:
+                kind, number, body = await _received(conn)
+            except (EOFError, OSError):
+                proc.join(timeout=1)
+                for idx in held.values():
+                    await driver.lost(idx, f"the worker process died (exit code {proc.exitcode})")
+                return
+            idx = held.pop(number)
+            await send_next()  # keep the worker busy while its games are written
+            if kind == "error":
+                await driver.lost(idx, f"the worker process failed ({body})")
+                continue
+            for trace, summary, encoded in body:
+                await driver.record(trace, summary, encoded)
+        conn.send(None)
+
+    try:
+        await asyncio.gather(*(feed(proc, conn) for proc, conn in workers))
+    finally:
+        for proc, conn in workers:
+            if proc.is_alive():
+                proc.terminate()  # Ctrl-C or an error here: the games in play are dropped, --resume replays
+            proc.join(timeout=5)
+            conn.close()
+        await driver.close()
+    return driver.played()

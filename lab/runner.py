@@ -8,14 +8,14 @@ bar it is given (``progress_bar``).  Every game is played by :func:`lab.session.
 * Every game is saved.  Games with LLM or human seats are slow, so they are saved as
   they happen: ``create_game`` (status ``running``), events through the store's sink,
   ``finish_game``.  Scripted games take milliseconds; they are saved whole, in bursts
-  (:class:`_BatchSaver`), which costs far less than a round trip to the database thread
+  (:class:`BurstSaver`), which costs far less than a round trip to the database thread
   per phase.  A game whose persona or engine raises is saved ``failed`` with the error
   and the suite goes on; Ctrl-C marks running games ``stopped`` (finished ones are kept).
 * ``resume=True`` marks games a crash left ``running`` under the same
   :func:`settings_key` as ``stopped`` and skips tasks already completed under it.
 * ``concurrency`` games are in flight at once (asyncio): what LLM suites need.  Scripted
-  suites are CPU-bound; :func:`run_cli_suite` splits them over forked processes, each
-  with its own connection to the same WAL database.
+  suites are CPU-bound; :func:`run_cli_suite` plays them in forked worker processes and
+  this process alone writes the database (``lab.executors.play_in_processes``).
 * The oracle is solved once per task and shared by the full and scheduled-only lookups
   (:func:`prime_oracle`).
 
@@ -315,41 +315,48 @@ async def _refuse_saved_ids(store, key: str, ids: list[str]) -> None:
                        "add --resume to skip them, or use another --db")
 
 
-class _BatchSaver:
-    """Saves finished scripted games whole, ``size`` games per flush (one transaction each).
+class BurstSaver:
+    """Saves finished games whole, ``size`` games per flush, in one transaction each.
 
     Scripted games are pure CPU and take a few milliseconds, so their events are not
     streamed one by one (a hand-over to the database thread per event costs more than the
-    game).  Each game is written whole by ``store.import_trace`` (status, agents and
-    settings key under the trace's ``saved`` key).  Flushing every game made the worker
-    processes of a suite queue for SQLite's single writer lock (measured: IMAP suite
-    1.41–1.49 s with size 1, 1.16–1.26 s with size 8); so a kill loses at most the last
-    ``size`` finished games (tens of milliseconds of work) and the one in play, which
-    ``--resume`` plays again.
+    game); a burst of games is one ``store.import_traces`` call (status, agents and settings
+    key under each trace's ``saved`` key).  A kill loses at most the last ``size`` finished
+    games (tens of milliseconds of work) and the ones in play, which ``--resume`` plays
+    again.  ``encoded``: the game's events packed already (``saves.store.encode_events``,
+    done by the worker that played it).  A game id saved already is replaced unless it is
+    completed (a deterministic rerun of a failed game); a completed one is kept, and with
+    ``strict`` that is an error.
     """
 
-    def __init__(self, store, size: int = 8) -> None:
+    def __init__(self, store, size: int = 8, *, strict: bool = False) -> None:
         self.store = store
         self.size = size
-        self.pending: list[dict[str, Any]] = []
+        self.strict = strict
+        self.pending: list[tuple[dict[str, Any], Any]] = []
 
-    async def add(self, trace: dict[str, Any]) -> None:
-        self.pending.append(trace)
+    async def add(self, trace: dict[str, Any], encoded: Any = None) -> None:
+        self.pending.append((trace, encoded))
         if len(self.pending) >= self.size:
             await self.flush()
 
     async def flush(self) -> None:
         pending, self.pending = self.pending, []
-        for trace in pending:
-            if not await self.store.import_trace(trace):
-                # The same (deterministic) id is saved already: replace it unless it is completed.
-                gid = trace["game_id"]
-                old = [g for g in await self.store.list_games(task_id=trace["config"].get("task_id"))
-                       if g["game_id"] == gid]
-                if old and old[0]["status"] == "completed":
+        if not pending:
+            return
+        fresh = await self.store.import_traces(pending)
+        for (trace, encoded), ok in zip(pending, fresh):
+            if ok:
+                continue
+            gid = trace["game_id"]
+            old = [g for g in await self.store.list_games(task_id=trace["config"].get("task_id"))
+                   if g["game_id"] == gid]
+            if old and old[0]["status"] == "completed":
+                if self.strict:
                     raise RunError(f"game {gid} is already saved and completed")
-                await self.store.delete_game(gid)
-                await self.store.import_trace(trace)
+                continue  # never a second copy
+            await self.store.delete_game(gid)
+            await self.store.import_trace(trace, encoded=encoded)
 
 
 async def play_one(task: Task, gid: str, agents_spec: str | AgentsSpec | SeatFactory, *, settings: RunSettings,
@@ -424,7 +431,7 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
     stream = settings.stream_events
     if stream is None:  # LLM and human seats: save events as they happen; scripted: in bursts
         stream = isinstance(agents_spec, AgentsSpec) and agents_spec.streams
-    saver = None if stream else _BatchSaver(store)
+    saver = None if stream else BurstSaver(store, strict=True)
     claimer = None
     if lease is not None:
         from lab.lease import Claimer
@@ -492,9 +499,9 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: s
 
     Returns the games played now plus, with ``resume``, the games of these tasks already
     completed under the same settings (so the table covers the whole suite).
-    ``processes > 1`` splits the suite over that many forked processes, each writing to
-    the same WAL database through its own connection (worth it for CPU-bound scripted
-    suites; an LLM suite waits on the network and uses ``concurrency`` instead).
+    ``processes > 1`` plays the suite in that many forked worker processes while this one
+    writes every game (worth it for CPU-bound scripted suites; an LLM suite waits on the
+    network and uses ``concurrency`` instead).
     ``executor``: play the games elsewhere (``lab.executors.ray_executor``); this process
     stays the only writer of the database.
     """
@@ -516,9 +523,13 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: s
         with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
             played = asyncio.run(_play_with_store(todo, ids, agents_spec, db=db, settings=settings,
                                                   concurrency=concurrency, progress=advance, lease=lease))
-    else:
-        played = _play_in_processes(todo, ids, agents_spec, db=db, settings=settings, concurrency=concurrency,
-                                    processes=procs, progress_bar=progress_bar, lease=lease)
+    else:  # worker processes play, this one writes (lab.executors.play_in_processes)
+        from lab.executors import process_executor
+
+        with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
+            played = asyncio.run(_play_elsewhere(process_executor(procs), todo, ids, agents_spec, db=db,
+                                                 settings=settings, concurrency=concurrency, progress=advance,
+                                                 lease=lease))
     return previous + played
 
 
@@ -575,82 +586,6 @@ async def _play_elsewhere(executor, tasks, ids, agents_spec, *, db, settings, co
     finally:
         await settings.aclose()
         await store.close()
-
-
-def _child_main(tasks, ids, agents_spec, db, settings, concurrency, queue, lease=None, parent_pid=None) -> None:
-    """One forked worker: play its share, report each game on ``queue``, then ``None``.
-    It dies with its parent (``lab.lease.die_with_parent``): no orphan keeps writing."""
-    if parent_pid is not None:
-        from lab.lease import die_with_parent
-
-        die_with_parent(parent_pid)
-    try:
-        asyncio.run(_play_with_store(tasks, ids, agents_spec, db=db, settings=settings,
-                                     concurrency=concurrency, progress=queue.put, lease=lease))
-    except KeyboardInterrupt:
-        pass  # running games were marked stopped on the way out
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        from engine.redact import redact
-
-        queue.put(("error", redact(f"{type(exc).__name__}: {exc}")))
-    finally:
-        queue.put(None)
-        queue.close()
-        queue.join_thread()
-
-
-def _play_in_processes(tasks, ids, agents_spec, *, db, settings, concurrency, processes,
-                       progress_bar: ProgressBar | None, lease=None) -> list[GameSummary]:
-    import multiprocessing as mp
-    import queue as queue_mod
-
-    ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    per_proc = max(1, concurrency // processes)
-    procs = []
-    for p in range(processes):
-        idx = list(range(p, len(tasks), processes))
-        share = None if lease is None else ([lease[0][i] for i in idx], lease[1], lease[2])
-        procs.append(ctx.Process(target=_child_main, daemon=True,
-                                 args=([tasks[i] for i in idx], [ids[i] for i in idx], agents_spec, db,
-                                       settings, per_proc, q, share, os.getpid())))
-    for pr in procs:  # fork before the progress bar starts its thread
-        pr.start()
-    results: dict[str, GameSummary] = {}
-    errors: list[str] = []
-    open_children = processes
-    try:
-        with (progress_bar or _no_bar)(len(tasks), spec_label(agents_spec)) as advance:
-            gone = False
-            while open_children:
-                try:
-                    item = q.get(timeout=0.1 if gone else 0.5)
-                except queue_mod.Empty:
-                    if gone:
-                        break  # every worker has exited and their messages are read
-                    gone = not any(pr.is_alive() for pr in procs)
-                    continue
-                if item is None:
-                    open_children -= 1
-                elif isinstance(item, tuple):
-                    errors.append(item[1])
-                else:
-                    results[item.game_id] = item
-                    advance(item)
-    except KeyboardInterrupt:
-        for pr in procs:  # the children got the same Ctrl-C; let them mark their games stopped
-            pr.join(timeout=10)
-        raise
-    for pr in procs:
-        pr.join(timeout=30)
-    if open_children:  # a worker died without saying goodbye (killed, out of memory, ...)
-        codes = ", ".join(str(pr.exitcode) for pr in procs if pr.exitcode)
-        errors.append(f"{open_children} worker process(es) died (exit code {codes or 'unknown'}); "
-                      f"{len(results)} of {len(tasks)} games were reported — run again with --resume")
-    if errors:
-        raise RunError("a worker process failed: " + "; ".join(errors))
-    order = {gid: i for i, gid in enumerate(ids)}
-    return sorted(results.values(), key=lambda s: order.get(s.game_id, len(order)))
 
 
 async def _previous_games(store, key: str, tasks: list[Task], todo: list[Task]) -> list[GameSummary]:

@@ -87,9 +87,10 @@ class SessionOutcome:
 
 
 def saved_trace(session: Session, trace: dict[str, Any], status: str) -> dict[str, Any]:
-    """``trace`` with the ``saved`` key the store's import reads (agents, settings key, status)."""
+    """``trace`` with the ``saved`` key the store's import reads (agents, settings key, status,
+    and the task's cost mode, which the store would otherwise rebuild the task to learn)."""
     return {**trace, "saved": {"agents": session.agents, "settings_key": session.settings_key,
-                               "status": status, "source": "calbench"}}
+                               "status": status, "source": "calbench", "cost_mode": session.task.cost_mode}}
 
 
 def failure_trace(session: Session, events: list[dict[str, Any]], exc: BaseException) -> dict[str, Any]:

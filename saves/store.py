@@ -41,6 +41,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import aiosqlite
 
+from engine.model import COST_MODES
 from engine.redact import redact
 from engine.trace import cost_mode as trace_cost_mode
 from engine.trace import cost_mode_of_row, headline, seat_results
@@ -219,6 +220,10 @@ def decode_events(codec: str, blob: bytes, task_row: Any = None) -> list[dict[st
     return evs
 
 
+_INSERT_GAME = ("INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "
+                "ended_at, final_state, metrics, cost_mode, source, calbench_version, coordination, excess_cost, "
+                "extra, verification, verification_problems) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?, ?)")
 _INSERT_BLOB = "INSERT OR REPLACE INTO event_blobs (game_id, codec, events, last_seq, data) VALUES (?, ?, ?, ?, ?)"
 
 
@@ -670,8 +675,9 @@ class Store:
                 "(SELECT last_seq FROM event_blobs WHERE game_id = ?) FROM games WHERE game_id = ?",
                 (game_id, game_id, game_id))
         if not found:
+            rows = self._game_rows(dict(trace, game_id=game_id), status)
             async with self._tx() as db:
-                await self._insert_game(db, dict(trace, game_id=game_id), status)
+                await self._write_games(db, [rows])
             return
         agents, has_task, cost_mode, top, blob_top = found[0]
         if blob_top is not None:
@@ -721,9 +727,11 @@ class Store:
             return cur.rowcount > 0
 
     # -- import / export ------------------------------------------------------------------
-    async def _insert_game(self, db: aiosqlite.Connection, trace: dict[str, Any], status: str,
-                           verification: str | None = None, problems: list[str] | None = None,
-                           encoded: tuple | None = None) -> None:
+    @staticmethod
+    def _game_rows(trace: dict[str, Any], status: str, verification: str | None = None,
+                   problems: list[str] | None = None, encoded: tuple | None = None) -> tuple[tuple, tuple | None,
+                                                                                              list[tuple], list[tuple]]:
+        """What saving ``trace`` writes: ``(games row, event_blobs row or None, events rows, seat rows)``."""
         gid = trace["game_id"]
         config = trace.get("config") if isinstance(trace.get("config"), dict) else {}
         task = trace.get("task") if isinstance(trace.get("task"), dict) else None
@@ -736,31 +744,24 @@ class Store:
         if not isinstance(settings_key, str):
             settings_key = f"{source}:{config.get('experiment_name') or agents}"
         task_id = (task or {}).get("task_id") or config.get("task_id")
-        cost_mode = trace_cost_mode(trace)
+        cost_mode = saved.get("cost_mode") if saved.get("cost_mode") in COST_MODES else trace_cost_mode(trace)
         coord, excess = headline(trace)
         extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
-        await db.execute(
-            "INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "
-            "ended_at, final_state, metrics, cost_mode, source, calbench_version, coordination, excess_cost, extra, "
-            "verification, verification_problems) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (gid, str(task_id) if task_id is not None else None, _dumps(task) if task else None, _dumps(config),
-             agents, settings_key, status, trace.get("started_at"), trace.get("ended_at"),
-             _dumps(trace["final_state"]) if "final_state" in trace else None,
-             _dumps(trace["metrics"]) if "metrics" in trace else None,
-             cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None,
-             verification, _dumps(problems) if problems else None))
+        game = (gid, str(task_id) if task_id is not None else None, _dumps(task) if task else None, _dumps(config),
+                agents, settings_key, status, trace.get("started_at"), trace.get("ended_at"),
+                _dumps(trace["final_state"]) if "final_state" in trace else None,
+                _dumps(trace["metrics"]) if "metrics" in trace else None,
+                cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None,
+                verification, _dumps(problems) if problems else None)
         events = trace.get("events") or []
+        blob, rows = None, []
         if encoded is not None:
-            await db.execute(_INSERT_BLOB, (gid, *encoded))
+            blob = (gid, *encoded)
         elif status in BLOB_STATUSES and events:
-            codec, n, last, blob = encode_events(events, task)
-            await db.execute(_INSERT_BLOB, (gid, codec, n, last, blob))
+            blob = (gid, *encode_events(events, task))
         else:
-            await db.executemany(_INSERT_EVENT,
-                                 [_event_row(gid, ev, ev.get("seq", i)) for i, ev in enumerate(events)])
-        rows = _seat_rows(gid, trace, agents)
-        if rows:
-            await db.executemany(_INSERT_SEAT, rows)
+            rows = [_event_row(gid, ev, ev.get("seq", i)) for i, ev in enumerate(events)]
+        return game, blob, rows, _seat_rows(gid, trace, agents)
 
     async def import_trace(self, trace: dict[str, Any], *, verification: str | None = None,
                            problems: list[str] | None = None, encoded: tuple | None = None) -> bool:
@@ -769,28 +770,72 @@ class Store:
         ``verification`` ('verified' / 'unverified', with its ``problems``) is what the
         importer found when it folded the trace (``engine.replay.verify_trace``); None for
         a game this program just played.  Reports leave unverified games out by default.
-        ``encoded``: the game's events already packed by :func:`encode_events` (a Ray worker
+        ``encoded``: the game's events already packed by :func:`encode_events` (a worker
         does it, so the driver — the only writer — does not), with ``trace["events"]`` empty.
         """
-        _check_trace(trace)
-        if encoded is not None and (len(encoded) != 4 or encoded[0] not in ("lean-zstd", "json-zstd")):
-            raise StoreError("encoded events must be (codec, count, last_seq, blob) from encode_events")
-        if verification is None and isinstance(trace.get("saved"), dict):
-            v = trace["saved"].get("verification")
-            verification = v if v in ("verified", "unverified") else None
-        saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
-        status = saved.get("status") if saved.get("status") in STATUSES else None
-        if status is None:
-            status = "stopped" if trace.get("stopped") or "final_state" not in trace else "completed"
-        async with self._tx() as db:
-            if await db.execute_fetchall("SELECT 1 FROM games WHERE game_id = ?", (trace["game_id"],)):
-                return False
+        return (await self.import_traces([(trace, encoded)], verification=verification, problems=problems))[0]
+
+    async def import_traces(self, items: Iterable[tuple[dict[str, Any], tuple | None]], *,
+                            verification: str | None = None, problems: list[str] | None = None) -> list[bool]:
+        """Save several ``(trace, encoded or None)`` in one transaction (a suite's burst of
+        finished games); one bool per item, False where the game id is saved already (that
+        one is left as it is).  Everything is checked before anything is written."""
+        items = list(items)
+        prepared = []
+        for trace, encoded in items:
+            _check_trace(trace)
+            if encoded is not None and (len(encoded) != 4 or encoded[0] not in ("lean-zstd", "json-zstd")):
+                raise StoreError("encoded events must be (codec, count, last_seq, blob) from encode_events")
+            ver = verification
+            if ver is None and isinstance(trace.get("saved"), dict):
+                v = trace["saved"].get("verification")
+                ver = v if v in ("verified", "unverified") else None
+            saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
+            status = saved.get("status") if saved.get("status") in STATUSES else None
+            if status is None:
+                status = "stopped" if trace.get("stopped") or "final_state" not in trace else "completed"
             try:
-                await self._insert_game(db, trace, status, verification, problems, encoded=encoded)
+                prepared.append(self._game_rows(trace, status, ver, problems, encoded))
+            except (TypeError, OverflowError) as exc:
+                raise StoreError(f"not a trace: a value cannot be stored ({exc})") from None
+        if not prepared:
+            return []
+        async with self._tx() as db:
+            ids = [g[0][0] for g in prepared]
+            saved_ids: set[str] = set()
+            for i in range(0, len(ids), 500):
+                part = ids[i:i + 500]
+                saved_ids |= {r[0] for r in await db.execute_fetchall(
+                    f"SELECT game_id FROM games WHERE game_id IN ({', '.join('?' * len(part))})", part)}
+            fresh, new, seen = [], [], set()
+            for gid, rows in zip(ids, prepared):
+                ok = gid not in saved_ids and gid not in seen
+                seen.add(gid)
+                fresh.append(ok)
+                if ok:
+                    new.append(rows)
+            try:
+                await self._write_games(db, new)
             except (TypeError, OverflowError, sqlite3.InterfaceError, sqlite3.ProgrammingError) as exc:
                 # a value SQLite or the JSON writer cannot hold (checked above; this is the backstop)
                 raise StoreError(f"not a trace: a value cannot be stored ({exc})") from None
-        return True
+        return fresh
+
+    @staticmethod
+    async def _write_games(db: aiosqlite.Connection, games: list[tuple]) -> None:
+        """Insert what :meth:`_game_rows` gave for each game: a few statements for them all."""
+        if not games:
+            return
+        await db.executemany(_INSERT_GAME, [g for g, _b, _e, _s in games])
+        blobs = [b for _g, b, _e, _s in games if b is not None]
+        if blobs:
+            await db.executemany(_INSERT_BLOB, blobs)
+        events = [r for _g, _b, e, _s in games for r in e]
+        if events:
+            await db.executemany(_INSERT_EVENT, events)
+        seats = [r for _g, _b, _e, s in games for r in s]
+        if seats:
+            await db.executemany(_INSERT_SEAT, seats)
 
     async def resolve_game_id(self, game_id: str) -> str:
         """The full id of the one game whose id is ``game_id`` or starts with it."""

@@ -1,0 +1,90 @@
+"""The local worker processes of a scripted suite (lab/executors.play_in_processes).
+
+Forked workers play, the driver process is the only writer of the database: the same
+games as one process, nothing twice, and a worker that dies costs only the chunks it held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+import pytest
+
+from calbench_tui.cli import main
+from engine.taskref import resolve_tasks
+from lab import runner
+from lab.executors import FAULT_ENV, process_executor
+from saves.store import Store
+
+
+def run(capsys, *args) -> dict:
+    capsys.readouterr()
+    rc = main(["run", *args, "--json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return json.loads(out.out)
+
+
+def traces(db: str) -> dict[str, dict]:
+    async def go():
+        async with await Store.open(db) as store:
+            return {g["game_id"]: await store.load_trace(g["game_id"]) for g in await store.list_games()}
+    return asyncio.run(go())
+
+
+def game_rows(db: str) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT game_id, task_id, status FROM games ORDER BY game_id").fetchall()
+    finally:
+        con.close()
+
+
+def test_worker_processes_save_the_same_games_as_one_process(tmp_path, capsys):
+    args = ["--tasks", "canonical:0-19", "--agents", "imap,dsm-welfare,imap,sdmap,dsm-private", "--deterministic"]
+    one = run(capsys, *args, "--db", str(tmp_path / "one.db"), "--concurrency", "1")
+    two = run(capsys, *args, "--db", str(tmp_path / "two.db"), "--concurrency", "2")
+    assert two == one  # ids, metrics and the summary, in task order
+    a, b = traces(str(tmp_path / "one.db")), traces(str(tmp_path / "two.db"))
+    assert a == b and len(a) == 20
+    con = sqlite3.connect(str(tmp_path / "two.db"))
+    try:  # the driver dropped its claims at the end, and wrote each game once
+        assert con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+        assert con.execute("SELECT COUNT(*), COUNT(DISTINCT task_id) FROM games").fetchone() == (20, 20)
+    finally:
+        con.close()
+
+
+def test_a_worker_that_dies_costs_only_the_chunks_it_held(tmp_path, monkeypatch):
+    fault = tmp_path / "fault"
+    fault.mkdir()
+    monkeypatch.setenv(FAULT_ENV, str(fault))  # the first chunk to start kills its worker (inherited by fork)
+    tasks = resolve_tasks("canonical:0-23")
+    settings = runner.RunSettings(deterministic=True)
+    db = str(tmp_path / "die.db")
+    games = runner.run_cli_suite(tasks, "imap", db=db, settings=settings,
+                                 executor=process_executor(2, chunk=3, ahead=2))
+    assert (fault / "died").exists()
+    rows = game_rows(db)
+    assert len(rows) == 24 and len({r[1] for r in rows}) == 24  # every task once, none twice
+    failed = [g for g in games if g.status == "failed"]
+    assert len(failed) == 6  # the two chunks of three the dead worker held
+    assert all("the worker process died" in g.error for g in failed)
+    assert sum(1 for r in rows if r[2] == "completed") == 18  # the other worker played the rest
+    monkeypatch.delenv(FAULT_ENV)
+    again = runner.run_cli_suite(tasks, "imap", db=db, settings=settings, resume=True,
+                                 executor=process_executor(2, chunk=3))
+    assert [g.status for g in again] == ["completed"] * 24  # --resume plays the failed ones again
+    assert {r[2] for r in game_rows(db)} == {"completed"} and len(game_rows(db)) == 24
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_any_number_of_workers_plays_every_task_once(tmp_path, processes):
+    tasks = resolve_tasks("canonical:0-6")
+    db = str(tmp_path / "n.db")
+    games = runner.run_cli_suite(tasks, "sdmap", db=db, settings=runner.RunSettings(deterministic=True),
+                                 executor=process_executor(processes, chunk=2))
+    assert [g.task_id for g in games] == [t.task_id for t in tasks]
+    assert {g.status for g in games} == {"completed"} and len(game_rows(db)) == 7
