@@ -102,12 +102,33 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def slim_events(task: Task, events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list | None]]:
+def _derivable(typ: str, key: str, data: dict[str, Any], seats: int) -> bool:
+    """Whether the fold has what it needs to rebuild ``data[key]`` (not whether it would match)."""
+    if typ == "resolution":
+        return True
+    a = data.get("agent_id")
+    if not isinstance(a, int) or isinstance(a, bool) or not 0 <= a < seats:
+        return False
+    return key != "calendar_render_after" or isinstance(data.get("calendar_after"), list)
+
+
+def slim_events(task: Task, events: list[dict[str, Any]], *,
+                trusted: bool = False) -> list[tuple[dict[str, Any], list | None]]:
     """``[(data_without_derivable_fields, [[key, position], ...] or None), ...]`` per event.
 
     ``events`` are ``{"type", "data", ...}`` dicts; only ``data`` is slimmed.
+
+    ``trusted``: the events were just made by this engine (``engine.game``), whose renders
+    and calendar copies are by construction what the fold rebuilds (every calendar change
+    is a ``batch_applied`` with its ``calendar_after`` or a ``resolution`` with all
+    calendars; a render depends only on the seat, its calendar and the task).  Then every
+    derivable field is dropped without rebuilding it to compare, which is most of the cost.
+    ``tests/engine/test_lean.py`` holds trusted slimming to the compared result over games
+    of every protocol, channel set and seat kind.  Anything read from outside (an imported
+    or an older trace) is compared, never trusted.
     """
-    fold = _Fold(task)
+    fold = None if trusted else _Fold(task)
+    seats = len(task.calendars)
     out: list[tuple[dict[str, Any], list | None]] = []
     for ev in events:
         typ, data = ev.get("type"), ev.get("data")
@@ -117,17 +138,23 @@ def slim_events(task: Task, events: list[dict[str, Any]]) -> list[tuple[dict[str
             continue
         dropped = []
         for key in keys:
-            if key in data:
-                try:
-                    derived = fold.derive(typ, key, data)
-                except Exception:  # an odd calendar: keep the field
-                    derived = _MISSING
-                if derived is not _MISSING and _same(derived, data[key]):
+            if key not in data:
+                continue
+            if fold is None:
+                if _derivable(typ, key, data, seats):
                     dropped.append(key)
-        try:
-            fold.update(typ, data)
-        except Exception:
-            pass
+                continue
+            try:
+                derived = fold.derive(typ, key, data)
+            except Exception:  # an odd calendar: keep the field
+                derived = _MISSING
+            if derived is not _MISSING and _same(derived, data[key]):
+                dropped.append(key)
+        if fold is not None:
+            try:
+                fold.update(typ, data)
+            except Exception:
+                pass
         if dropped:
             order = list(data)
             slim = {k: v for k, v in data.items() if k not in dropped}

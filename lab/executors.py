@@ -167,17 +167,16 @@ def _die_once_if_asked() -> None:
     os._exit(17)  # the worker process dies in the middle of a game, as on a lost node
 
 
-def play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any, Any]]:
-    """In a Ray worker: play ``chunk``'s games; ``[(trace with its saved key, summary, packed events)]``.
+def play_chunk(chunk: _Chunk) -> list[tuple[Any, Any]]:
+    """In a worker: play ``chunk``'s games; ``[(prepared game, summary)]``.
 
-    A finished game's events come back packed (``saves.store.encode_events``), its trace
-    with ``events`` empty; the driver stores the pack as it is."""
+    Each game comes back as the rows the store writes (``saves.store.prepare_game``: the
+    trace checked, its events packed lean and compressed); the driver only inserts them."""
     return asyncio.run(_play_chunk(chunk))
 
 
-async def _play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any, Any]]:
+async def _play_chunk(chunk: _Chunk) -> list[tuple[Any, Any]]:
     from lab import runner
-    from saves.store import BLOB_STATUSES, encode_events
 
     settings = chunk.settings
     if chunk.gates:
@@ -188,7 +187,7 @@ async def _play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any, Any]]:
     async def saver(trace: dict[str, Any]) -> None:
         captured[trace["game_id"]] = trace
 
-    out: list[tuple[dict[str, Any], Any, Any]] = []
+    out: list[tuple[Any, Any]] = []
     next_index = iter(range(len(chunk.tasks)))
     _die_once_if_asked()
 
@@ -196,13 +195,8 @@ async def _play_chunk(chunk: _Chunk) -> list[tuple[dict[str, Any], Any, Any]]:
         for i in next_index:
             summary = await runner.play_one(chunk.tasks[i], chunk.ids[i], chunk.agents, settings=settings,
                                             store=None, stream=False, saver=saver)
-            trace = captured.pop(chunk.ids[i])
-            encoded = None
-            if trace["saved"]["status"] in BLOB_STATUSES and trace.get("events"):
-                # pack the events here (lean, compressed): less to send, less for the driver to do
-                encoded = encode_events(trace["events"], trace.get("task"))
-                trace = {**trace, "events": []}
-            out.append((trace, summary, encoded))
+            # checked, packed and turned into rows here: less to send, less for the driver to do
+            out.append((runner.prepared(captured.pop(chunk.ids[i]), chunk.tasks[i]), summary))
 
     try:
         k = max(1, min(chunk.concurrency, len(chunk.tasks)))
@@ -346,14 +340,15 @@ class _Driver:
             return list(indices)
         return [i for i in indices if self.claimer.plays(await self.claimer.take(i))]
 
-    async def record(self, trace: dict[str, Any], summary: Any, encoded: Any = None) -> None:
+    async def record(self, game: Any, summary: Any) -> None:
+        """``game``: a ``saves.store.PreparedGame``."""
         from lab import runner
 
-        gid = trace["game_id"]
+        gid = game.game_id
         if gid in self.written:  # a retried task that answered twice: the game is saved once
             return
         self.written.add(gid)
-        await self.saver.add(trace, encoded)
+        await self.saver.add(game)
         self.results[gid] = summary
         if self.progress is not None:
             await runner._maybe_await(self.progress(summary))
@@ -362,6 +357,7 @@ class _Driver:
         """The games at ``indices`` will not come back: each is saved ``failed`` with ``reason``."""
         from lab import runner
         from lab.session import Session, failure_trace, saved_trace
+        from saves.store import prepare_game
 
         for i in indices:
             task, gid = self.tasks[i], self.ids[i]
@@ -370,7 +366,7 @@ class _Driver:
             trace = failure_trace(session, [], ExecutorError(reason))
             summary = runner.GameSummary(gid, task.task_id, task.cost_mode, self.label, "failed",
                                          error=trace["error"], meetings_total=len(task.meetings))
-            await self.record(saved_trace(session, trace, "failed"), summary)
+            await self.record(prepare_game(saved_trace(session, trace, "failed")), summary)
 
     async def close(self) -> None:
         await self.saver.flush()  # also on Ctrl-C: every finished game is kept
@@ -438,8 +434,8 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
                     await driver.lost(refs[futures[fut]], f"the Ray task was lost ({type(exc).__name__}: "
                                                           f"{str(exc).splitlines()[0][:300]})")
                     continue
-                for trace, summary, encoded in played:
-                    await driver.record(trace, summary, encoded)
+                for game, summary in played:
+                    await driver.record(game, summary)
     except BaseException:
         for ref in refs:
             try:
@@ -574,8 +570,8 @@ async def play_in_processes(tasks: Sequence[Task], ids: Sequence[str], agents_sp
             if kind == "error":
                 await driver.lost(idx, f"the worker process failed ({body})")
                 continue
-            for trace, summary, encoded in body:
-                await driver.record(trace, summary, encoded)
+            for game, summary in body:
+                await driver.record(game, summary)
         conn.send(None)
 
     try:

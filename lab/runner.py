@@ -315,28 +315,37 @@ async def _refuse_saved_ids(store, key: str, ids: list[str]) -> None:
                        "add --resume to skip them, or use another --db")
 
 
+def prepared(trace: dict[str, Any], task: Task):
+    """A game this process just played, as the rows the store writes (``saves.store.prepare_game``).
+
+    Its events are packed here, lean and compressed, where the game was played — trusted,
+    since this engine made them (``engine.lean.slim_events``)."""
+    from saves.store import prepare_game
+
+    return prepare_game(trace, task=task, trusted=True)
+
+
 class BurstSaver:
     """Saves finished games whole, ``size`` games per flush, in one transaction each.
 
     Scripted games are pure CPU and take a few milliseconds, so their events are not
     streamed one by one (a hand-over to the database thread per event costs more than the
-    game); a burst of games is one ``store.import_traces`` call (status, agents and settings
-    key under each trace's ``saved`` key).  A kill loses at most the last ``size`` finished
+    game); a burst of games is one ``store.write_games`` call.  The games come prepared
+    (``saves.store.prepare_game``: checked, packed, turned into rows) by whoever played
+    them, so the writer only inserts.  A kill loses at most the last ``size`` finished
     games (tens of milliseconds of work) and the ones in play, which ``--resume`` plays
-    again.  ``encoded``: the game's events packed already (``saves.store.encode_events``,
-    done by the worker that played it).  A game id saved already is replaced unless it is
-    completed (a deterministic rerun of a failed game); a completed one is kept, and with
-    ``strict`` that is an error.
+    again.  A game id saved already is replaced unless it is completed (a deterministic
+    rerun of a failed game); a completed one is kept, and with ``strict`` that is an error.
     """
 
     def __init__(self, store, size: int = 8, *, strict: bool = False) -> None:
         self.store = store
         self.size = size
         self.strict = strict
-        self.pending: list[tuple[dict[str, Any], Any]] = []
+        self.pending: list[Any] = []
 
-    async def add(self, trace: dict[str, Any], encoded: Any = None) -> None:
-        self.pending.append((trace, encoded))
+    async def add(self, game: Any) -> None:
+        self.pending.append(game)
         if len(self.pending) >= self.size:
             await self.flush()
 
@@ -344,19 +353,17 @@ class BurstSaver:
         pending, self.pending = self.pending, []
         if not pending:
             return
-        fresh = await self.store.import_traces(pending)
-        for (trace, encoded), ok in zip(pending, fresh):
+        fresh = await self.store.write_games(pending)
+        for game, ok in zip(pending, fresh):
             if ok:
                 continue
-            gid = trace["game_id"]
-            old = [g for g in await self.store.list_games(task_id=trace["config"].get("task_id"))
-                   if g["game_id"] == gid]
+            old = [g for g in await self.store.list_games(task_id=game.task_id) if g["game_id"] == game.game_id]
             if old and old[0]["status"] == "completed":
                 if self.strict:
-                    raise RunError(f"game {gid} is already saved and completed")
+                    raise RunError(f"game {game.game_id} is already saved and completed")
                 continue  # never a second copy
-            await self.store.delete_game(gid)
-            await self.store.import_trace(trace, encoded=encoded)
+            await self.store.delete_game(game.game_id)
+            await self.store.write_games([game])
 
 
 async def play_one(task: Task, gid: str, agents_spec: str | AgentsSpec | SeatFactory, *, settings: RunSettings,
@@ -431,7 +438,11 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
     stream = settings.stream_events
     if stream is None:  # LLM and human seats: save events as they happen; scripted: in bursts
         stream = isinstance(agents_spec, AgentsSpec) and agents_spec.streams
-    saver = None if stream else BurstSaver(store, strict=True)
+    burst = None if stream else BurstSaver(store, strict=True)
+    tasks_by_id = {gid: t for gid, t in zip(ids, tasks)}
+
+    async def saver(trace: dict[str, Any]) -> None:
+        await burst.add(prepared(trace, tasks_by_id[trace["game_id"]]))
     claimer = None
     if lease is not None:
         from lab.lease import Claimer
@@ -441,7 +452,7 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
 
     async def play(i: int) -> GameSummary:
         return await play_one(tasks[i], ids[i], agents_spec, settings=settings, store=store, stream=stream,
-                              saver=saver.add if saver else None, label=label, key=key, config=config)
+                              saver=saver if burst else None, label=label, key=key, config=config)
 
     async def worker() -> None:
         for i in next_index:
@@ -466,8 +477,8 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
                 await asyncio.gather(*workers, return_exceptions=True)
                 raise
     finally:
-        if saver is not None:
-            await saver.flush()  # also on Ctrl-C: the finished games are kept
+        if burst is not None:
+            await burst.flush()  # also on Ctrl-C: the finished games are kept
         if claimer is not None:
             await claimer.release()  # after the flush: a claim outlives its unsaved game
     return [r for r in results if r is not None]

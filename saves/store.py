@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 
@@ -169,12 +170,15 @@ def _task_of(task_row: Any):
         return None
 
 
-def encode_events(events: list[dict[str, Any]], task_row: Any = None) -> tuple[str, int, int | None, bytes]:
+def encode_events(events: list[dict[str, Any]], task_row: Any = None, *, task: Any = None,
+                  trusted: bool = False) -> tuple[str, int, int | None, bytes]:
     """``(codec, count, last_seq, blob)`` for a finished game's events.
 
-    With a task row the events are slimmed first (``engine.lean``: calendar renders and
-    copies that folding rebuilds exactly are left out); every event keeps its seq, type,
-    timestamp and the rest of its data.  :func:`decode_events` is the exact inverse.
+    With a task row (or its ``task``, the same task already read) the events are slimmed
+    first (``engine.lean``: calendar renders and copies that folding rebuilds exactly are
+    left out); every event keeps its seq, type, timestamp and the rest of its data.
+    ``trusted``: the events were just made by this engine (``engine.lean.slim_events``).
+    :func:`decode_events` is the exact inverse.
     """
     import zstandard
 
@@ -182,13 +186,13 @@ def encode_events(events: list[dict[str, Any]], task_row: Any = None) -> tuple[s
     for i, ev in enumerate(events):
         data = ev.get("data")
         rows.append([ev.get("seq", i), str(ev.get("type")), ev.get("timestamp"), data if isinstance(data, dict) else {}])
-    task = _task_of(task_row)
+    task = task if task is not None else _task_of(task_row)
     codec = "json-zstd"
     if task is not None:
         from engine.lean import slim_events
 
         try:
-            slim = slim_events(task, [{"type": r[1], "data": r[3]} for r in rows])
+            slim = slim_events(task, [{"type": r[1], "data": r[3]} for r in rows], trusted=trusted)
         except Exception:  # never lose a game over an odd trace: store it whole
             slim = None
         if slim is not None:
@@ -444,6 +448,89 @@ class StoreSink:
 
 # -- the store -------------------------------------------------------------------------------
 
+@dataclasses.dataclass(frozen=True)
+class PreparedGame:
+    """A game's rows, ready to be written: made where the game was played (a worker
+    process, a Ray worker), so the one writer of the database only inserts them.
+
+    ``game``: the ``games`` row; ``blob``: the ``event_blobs`` row of a finished game (or
+    None); ``events``: ``events`` rows of a running or stopped one; ``seats``: the
+    ``seat_results`` rows.  Plain tuples of text, numbers and bytes: cheap to send."""
+
+    game: tuple
+    blob: tuple | None
+    events: list[tuple]
+    seats: list[tuple]
+
+    @property
+    def game_id(self) -> str:
+        return self.game[0]
+
+    @property
+    def task_id(self) -> str | None:
+        return self.game[1]
+
+
+def prepare_game(trace: dict[str, Any], *, encoded: tuple | None = None, verification: str | None = None,
+                 problems: list[str] | None = None, task: Any = None, trusted: bool = False) -> PreparedGame:
+    """Check ``trace`` and turn it into the rows saving it writes (:class:`PreparedGame`).
+
+    ``encoded``: its events already packed by :func:`encode_events`, with ``trace["events"]``
+    empty.  Otherwise a finished game's events are packed here: ``task`` is its task when
+    the caller has it (else it is read from the trace's row) and ``trusted`` says the
+    events were just made by this engine (``engine.lean.slim_events``).  A value the store
+    cannot hold is a :class:`StoreError`.
+    """
+    _check_trace(trace)
+    if encoded is not None and (len(encoded) != 4 or encoded[0] not in ("lean-zstd", "json-zstd")):
+        raise StoreError("encoded events must be (codec, count, last_seq, blob) from encode_events")
+    saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
+    if verification is None:
+        v = saved.get("verification")
+        verification = v if v in ("verified", "unverified") else None
+    status = saved.get("status") if saved.get("status") in STATUSES else None
+    if status is None:
+        status = "stopped" if trace.get("stopped") or "final_state" not in trace else "completed"
+    try:
+        return _game_rows(trace, status, verification, problems, encoded, task, trusted)
+    except (TypeError, OverflowError) as exc:
+        raise StoreError(f"not a trace: a value cannot be stored ({exc})") from None
+
+
+def _game_rows(trace: dict[str, Any], status: str, verification: str | None, problems: list[str] | None,
+               encoded: tuple | None, task_obj: Any, trusted: bool) -> PreparedGame:
+    gid = trace["game_id"]
+    config = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+    task = trace.get("task") if isinstance(trace.get("task"), dict) else None
+    saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
+    source = saved.get("source") or ("calbench" if task is not None or "calbench_version" in trace else "authors")
+    agents = saved.get("agents")
+    if not isinstance(agents, str):
+        agents = ",".join(str(a.get("type")) for a in _agents_of(config))
+    settings_key = saved.get("settings_key")
+    if not isinstance(settings_key, str):
+        settings_key = f"{source}:{config.get('experiment_name') or agents}"
+    task_id = (task or {}).get("task_id") or config.get("task_id")
+    cost_mode = saved.get("cost_mode") if saved.get("cost_mode") in COST_MODES else trace_cost_mode(trace)
+    coord, excess = headline(trace)
+    extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
+    game = (gid, str(task_id) if task_id is not None else None, _dumps(task) if task else None, _dumps(config),
+            agents, settings_key, status, trace.get("started_at"), trace.get("ended_at"),
+            _dumps(trace["final_state"]) if "final_state" in trace else None,
+            _dumps(trace["metrics"]) if "metrics" in trace else None,
+            cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None,
+            verification, _dumps(problems) if problems else None)
+    events = trace.get("events") or []
+    blob, rows = None, []
+    if encoded is not None:
+        blob = (gid, *encoded)
+    elif status in BLOB_STATUSES and events:
+        blob = (gid, *encode_events(events, task, task=task_obj, trusted=trusted))
+    else:
+        rows = [_event_row(gid, ev, ev.get("seq", i)) for i, ev in enumerate(events)]
+    return PreparedGame(game, blob, rows, _seat_rows(gid, trace, agents))
+
+
 class Store:
     """The save database.  Open with ``await Store.open(path)`` (``":memory:"`` for tests)."""
 
@@ -675,9 +762,9 @@ class Store:
                 "(SELECT last_seq FROM event_blobs WHERE game_id = ?) FROM games WHERE game_id = ?",
                 (game_id, game_id, game_id))
         if not found:
-            rows = self._game_rows(dict(trace, game_id=game_id), status)
+            game = _game_rows(dict(trace, game_id=game_id), status, None, None, None, None, False)
             async with self._tx() as db:
-                await self._write_games(db, [rows])
+                await self._write_games(db, [game])
             return
         agents, has_task, cost_mode, top, blob_top = found[0]
         if blob_top is not None:
@@ -727,42 +814,6 @@ class Store:
             return cur.rowcount > 0
 
     # -- import / export ------------------------------------------------------------------
-    @staticmethod
-    def _game_rows(trace: dict[str, Any], status: str, verification: str | None = None,
-                   problems: list[str] | None = None, encoded: tuple | None = None) -> tuple[tuple, tuple | None,
-                                                                                              list[tuple], list[tuple]]:
-        """What saving ``trace`` writes: ``(games row, event_blobs row or None, events rows, seat rows)``."""
-        gid = trace["game_id"]
-        config = trace.get("config") if isinstance(trace.get("config"), dict) else {}
-        task = trace.get("task") if isinstance(trace.get("task"), dict) else None
-        saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
-        source = saved.get("source") or ("calbench" if task is not None or "calbench_version" in trace else "authors")
-        agents = saved.get("agents")
-        if not isinstance(agents, str):
-            agents = ",".join(str(a.get("type")) for a in _agents_of(config))
-        settings_key = saved.get("settings_key")
-        if not isinstance(settings_key, str):
-            settings_key = f"{source}:{config.get('experiment_name') or agents}"
-        task_id = (task or {}).get("task_id") or config.get("task_id")
-        cost_mode = saved.get("cost_mode") if saved.get("cost_mode") in COST_MODES else trace_cost_mode(trace)
-        coord, excess = headline(trace)
-        extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
-        game = (gid, str(task_id) if task_id is not None else None, _dumps(task) if task else None, _dumps(config),
-                agents, settings_key, status, trace.get("started_at"), trace.get("ended_at"),
-                _dumps(trace["final_state"]) if "final_state" in trace else None,
-                _dumps(trace["metrics"]) if "metrics" in trace else None,
-                cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None,
-                verification, _dumps(problems) if problems else None)
-        events = trace.get("events") or []
-        blob, rows = None, []
-        if encoded is not None:
-            blob = (gid, *encoded)
-        elif status in BLOB_STATUSES and events:
-            blob = (gid, *encode_events(events, task))
-        else:
-            rows = [_event_row(gid, ev, ev.get("seq", i)) for i, ev in enumerate(events)]
-        return game, blob, rows, _seat_rows(gid, trace, agents)
-
     async def import_trace(self, trace: dict[str, Any], *, verification: str | None = None,
                            problems: list[str] | None = None, encoded: tuple | None = None) -> bool:
         """Save a JSON trace (ours or the authors'); False when its game id is saved already.
@@ -770,70 +821,53 @@ class Store:
         ``verification`` ('verified' / 'unverified', with its ``problems``) is what the
         importer found when it folded the trace (``engine.replay.verify_trace``); None for
         a game this program just played.  Reports leave unverified games out by default.
-        ``encoded``: the game's events already packed by :func:`encode_events` (a worker
-        does it, so the driver — the only writer — does not), with ``trace["events"]`` empty.
+        ``encoded``: the game's events already packed by :func:`encode_events`, with
+        ``trace["events"]`` empty.
         """
-        return (await self.import_traces([(trace, encoded)], verification=verification, problems=problems))[0]
+        game = prepare_game(trace, encoded=encoded, verification=verification, problems=problems)
+        return (await self.write_games([game]))[0]
 
-    async def import_traces(self, items: Iterable[tuple[dict[str, Any], tuple | None]], *,
-                            verification: str | None = None, problems: list[str] | None = None) -> list[bool]:
-        """Save several ``(trace, encoded or None)`` in one transaction (a suite's burst of
-        finished games); one bool per item, False where the game id is saved already (that
-        one is left as it is).  Everything is checked before anything is written."""
-        items = list(items)
-        prepared = []
-        for trace, encoded in items:
-            _check_trace(trace)
-            if encoded is not None and (len(encoded) != 4 or encoded[0] not in ("lean-zstd", "json-zstd")):
-                raise StoreError("encoded events must be (codec, count, last_seq, blob) from encode_events")
-            ver = verification
-            if ver is None and isinstance(trace.get("saved"), dict):
-                v = trace["saved"].get("verification")
-                ver = v if v in ("verified", "unverified") else None
-            saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
-            status = saved.get("status") if saved.get("status") in STATUSES else None
-            if status is None:
-                status = "stopped" if trace.get("stopped") or "final_state" not in trace else "completed"
-            try:
-                prepared.append(self._game_rows(trace, status, ver, problems, encoded))
-            except (TypeError, OverflowError) as exc:
-                raise StoreError(f"not a trace: a value cannot be stored ({exc})") from None
-        if not prepared:
+    async def write_games(self, games: Iterable[PreparedGame]) -> list[bool]:
+        """Write several prepared games (:func:`prepare_game`) in one transaction — a suite's
+        burst of finished games; one bool per game, False where its id is saved already
+        (that one is left as it is)."""
+        games = list(games)
+        if not games:
             return []
         async with self._tx() as db:
-            ids = [g[0][0] for g in prepared]
+            ids = [g.game_id for g in games]
             saved_ids: set[str] = set()
             for i in range(0, len(ids), 500):
                 part = ids[i:i + 500]
                 saved_ids |= {r[0] for r in await db.execute_fetchall(
                     f"SELECT game_id FROM games WHERE game_id IN ({', '.join('?' * len(part))})", part)}
-            fresh, new, seen = [], [], set()
-            for gid, rows in zip(ids, prepared):
-                ok = gid not in saved_ids and gid not in seen
-                seen.add(gid)
+            fresh, new = [], []
+            for g in games:
+                ok = g.game_id not in saved_ids
+                saved_ids.add(g.game_id)
                 fresh.append(ok)
                 if ok:
-                    new.append(rows)
+                    new.append(g)
             try:
                 await self._write_games(db, new)
             except (TypeError, OverflowError, sqlite3.InterfaceError, sqlite3.ProgrammingError) as exc:
-                # a value SQLite or the JSON writer cannot hold (checked above; this is the backstop)
+                # a value SQLite or the JSON writer cannot hold (checked when prepared; this is the backstop)
                 raise StoreError(f"not a trace: a value cannot be stored ({exc})") from None
         return fresh
 
     @staticmethod
-    async def _write_games(db: aiosqlite.Connection, games: list[tuple]) -> None:
-        """Insert what :meth:`_game_rows` gave for each game: a few statements for them all."""
+    async def _write_games(db: aiosqlite.Connection, games: list[PreparedGame]) -> None:
+        """Insert prepared games: a few statements for them all."""
         if not games:
             return
-        await db.executemany(_INSERT_GAME, [g for g, _b, _e, _s in games])
-        blobs = [b for _g, b, _e, _s in games if b is not None]
+        await db.executemany(_INSERT_GAME, [g.game for g in games])
+        blobs = [g.blob for g in games if g.blob is not None]
         if blobs:
             await db.executemany(_INSERT_BLOB, blobs)
-        events = [r for _g, _b, e, _s in games for r in e]
+        events = [r for g in games for r in g.events]
         if events:
             await db.executemany(_INSERT_EVENT, events)
-        seats = [r for _g, _b, _e, s in games for r in s]
+        seats = [r for g in games for r in g.seats]
         if seats:
             await db.executemany(_INSERT_SEAT, seats)
 

@@ -63,3 +63,48 @@ async def test_events_without_agent_or_calendar_are_left_alone():
     slim, back = roundtrip(task, events)
     assert back == [e["data"] for e in events]
     assert dropped_keys(slim) == []
+    assert dropped_keys(slim_events(task, events, trusted=True)) == []  # nothing to rebuild from: kept
+
+
+def _compared_and_trusted(task, events):
+    return slim_events(task, events), slim_events(task, events, trusted=True)
+
+
+@pytest.mark.parametrize("protocol", ["imap", "sdmap", "dsm-welfare", "dsm-private",
+                                      "imap,sdmap,dsm-welfare,dsm-private,imap"])
+@pytest.mark.parametrize("channels", [("dm",), ("dm", "participant_groupchat", "all_groupchat")])
+async def test_trusted_slimming_drops_exactly_what_comparing_drops(protocol, channels):
+    """The engine's own events are slimmed without rebuilding each render to compare
+    (``trusted``); over these games that gives the very same result as comparing."""
+    for i in (0, 3, 17, 45, 70, 89):
+        task = canonical_task(i)
+        cfg = GameConfig(deterministic=True, channels=channels, max_turns_per_round=4)
+        res = await run_game(task, make_personas(protocol, task.num_agents), cfg)
+        compared, trusted = _compared_and_trusted(task, res.trace["events"])
+        assert trusted == compared
+
+
+async def test_trusted_slimming_holds_for_llm_seats_that_fail_and_time_out(mock, make_settings):
+    """LLM seats on the loopback mock, sloppy answers (failures, retries, rejected batches),
+    one seat that never answers in time: still exactly what comparing drops."""
+    import asyncio
+
+    from engine.seats import PassivePersona, Reply
+
+    class Stuck(PassivePersona):
+        async def speak(self, obs):
+            await asyncio.sleep(5)
+            return Reply()
+
+        decide = volunteer = speak
+
+    mock.policy = "sloppy"
+    settings = make_settings(mock, model="mock", structured="off", retries=0)
+    for i in (2, 9):
+        task = canonical_task(i)
+        seats = make_personas("llm:mock,imap,sdmap,imap,dsm-welfare", task.num_agents, llm=settings)
+        seats[3] = Stuck()
+        res = await run_game(task, seats, GameConfig(deterministic=True, seat_timeout=0.05, max_turns_per_round=3))
+        assert any(e["type"] == "seat_timeout" for e in res.trace["events"])
+        compared, trusted = _compared_and_trusted(task, res.trace["events"])
+        assert trusted == compared
