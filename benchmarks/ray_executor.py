@@ -43,7 +43,7 @@ def suite_rows(path: Path, games: int | None) -> list[dict]:
     return out
 
 
-def timed(tasks, agents: str, executor, processes: int) -> tuple[float, list[tuple]]:
+def timed(tasks, agents: str, executor) -> tuple[float, list[tuple]]:
     from lab import runner
 
     with tempfile.TemporaryDirectory(prefix="calbench-raybench-") as tmp:
@@ -51,7 +51,7 @@ def timed(tasks, agents: str, executor, processes: int) -> tuple[float, list[tup
         db = os.path.join(tmp, "s.db")
         settings = runner.RunSettings(deterministic=True)
         t0 = time.perf_counter()
-        runner.run_cli_suite(tasks, agents, db=db, settings=settings, processes=processes, executor=executor)
+        runner.run_cli_suite(tasks, agents, db=db, settings=settings, executor=executor)
         wall = time.perf_counter() - t0
         con = sqlite3.connect(db)
         rows = con.execute("SELECT game_id, status, coordination, excess_cost FROM games ORDER BY game_id").fetchall()
@@ -73,19 +73,19 @@ def main() -> int:
         print("Ray is not installed: pip install 'calbench[ray]'", file=sys.stderr)
         return 1
     from engine.model import Task
-    from lab.executors import RayOptions, ray_executor
+    from lab.executors import RayOptions, process_executor, ray_executor
 
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     try:
         executor = ray_executor(RayOptions())
         warm = [Task.from_row(r) for r in suite_rows(args.tasks, None)][:32]
-        timed(warm, args.agents, executor, 1)  # untimed: Ray starts its worker processes
+        timed(warm, args.agents, executor)  # untimed: Ray starts its worker processes
         print(f"{args.agents}, {args.cpus} CPUs, deterministic, oracle cache cold, best of {args.repeat}")
         print(f"{'games':>6} {'local s':>8} {'local g/s':>10} {'ray s':>7} {'ray g/s':>8} {'ray/local':>9}  same games?")
         for n in args.games:
             tasks = [Task.from_row(r) for r in suite_rows(args.tasks, n or None)]
-            local = [timed(tasks, args.agents, None, args.cpus) for _ in range(args.repeat)]
-            remote = [timed(tasks, args.agents, executor, 1) for _ in range(args.repeat)]
+            local = [timed(tasks, args.agents, process_executor(args.cpus)) for _ in range(args.repeat)]
+            remote = [timed(tasks, args.agents, executor) for _ in range(args.repeat)]
             lw, rw = min(w for w, _ in local), min(w for w, _ in remote)
             same = local[0][1] == remote[0][1]
             print(f"{len(tasks):>6} {lw:>8.2f} {len(tasks) / lw:>10.1f} {rw:>7.2f} {len(tasks) / rw:>8.1f} "

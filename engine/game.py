@@ -113,10 +113,11 @@ class GameResult:
 MetricsFn = Callable[[Task, GameState, list[dict[str, Any]], GameConfig], tuple[dict[str, Any], dict[str, Any]]]
 
 
-def _default_metrics(task: Task, state: GameState, events: list[dict[str, Any]], config: GameConfig):
+def _default_metrics(task: Task, state: GameState, events: list[dict[str, Any]], config: GameConfig,
+                     round_calendars: dict[int, tuple] | None = None):
     from .metrics import game_metrics
 
-    return game_metrics(task, state, events, config)
+    return game_metrics(task, state, events, config, round_calendars)
 
 
 class _Game:
@@ -130,6 +131,8 @@ class _Game:
         self.state = initial_state(task)
         self.messages_sent = [0] * task.num_agents
         self._views: dict[int, tuple] = {}  # seat -> (calendar, penalty, view, render)
+        self._lines: list[dict] = [{} for _ in seats]  # seat -> its rendered calendar lines by (slot, item)
+        self.round_calendars: dict[int, tuple] = {}  # round -> every calendar as the round started
 
     # -- observations -------------------------------------------------------------------
     def _cached(self, seat: int, state: GameState | None) -> tuple:
@@ -141,7 +144,7 @@ class _Game:
         if hit is None or hit[0] is not cal or hit[1] != pen:
             view = seat_view(seat, st.calendars, self.task.labels, self.task.meetings, pen,
                              self.task.cost_values, self.config.channels)
-            hit = (cal, pen, view, view.render())
+            hit = (cal, pen, view, view.render(self._lines[seat]))
             self._views[seat] = hit
         return hit
 
@@ -249,6 +252,7 @@ class _Game:
     async def play_round(self, r: int) -> None:
         task, cfg = self.task, self.config
         meeting = task.meetings[r]
+        self.round_calendars[r] = self.state.calendars
         await self.log.emit("round_start", round=r, turn=0, phase="CHEAP_TALK", agent_id=None,
                             meeting=meeting.to_json(), speaker_order=list(meeting.speaker_order),
                             communication_protocol=cfg.communication_protocol)
@@ -638,7 +642,10 @@ async def run_game(
         await g.register()
     for r in range(first_round, len(task.meetings)):
         await g.play_round(r)
-    final_state, metrics = (metrics_fn or _default_metrics)(task, g.state, log.events, config)
+    if metrics_fn is None:  # the rounds resumed from an earlier run are not in round_calendars: folded then
+        final_state, metrics = _default_metrics(task, g.state, log.events, config, g.round_calendars)
+    else:
+        final_state, metrics = metrics_fn(task, g.state, log.events, config)
     final_state["per_agent_messages_sent"] = list(g.messages_sent)
     await log.emit("game_end", round=len(task.meetings), turn=0, phase="GAME_END", agent_id=None, **metrics)
     trace = {

@@ -69,8 +69,12 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def game_metrics(task: Task, state: GameState, events: list[dict[str, Any]], config) -> tuple[dict, dict]:
-    """Return ``(final_state, metrics)`` for a finished (or stopped) game."""
+def game_metrics(task: Task, state: GameState, events: list[dict[str, Any]], config,
+                 round_calendars: dict[int, tuple] | None = None) -> tuple[dict, dict]:
+    """Return ``(final_state, metrics)`` for a finished (or stopped) game.
+
+    ``round_calendars``: every round's calendars at its start, when the engine kept them
+    (the privacy measure then need not fold the events again)."""
     n = task.num_agents
     scheduled = scheduled_meetings(state, task)
     sched_set = set(scheduled)
@@ -121,7 +125,7 @@ def game_metrics(task: Task, state: GameState, events: list[dict[str, Any]], con
 
     from .privacy import privacy_metrics
 
-    privacy = privacy_metrics(task, events)
+    privacy = privacy_metrics(task, events, None if round_calendars is None else (round_calendars, state.calendars))
 
     per_seat = []
     for a in range(n):

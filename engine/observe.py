@@ -68,8 +68,11 @@ class SeatView:
     cost_values: tuple[int, ...]
     channels: tuple[str, ...]
 
-    def render(self) -> str:
-        return render_calendar(self.calendar, seat=self.seat, labels=self.labels, participants=self.prior_meetings)
+    def render(self, memo: dict | None = None) -> str:
+        """The calendar as the seat reads it; ``memo``: lines kept from earlier renders of this
+        seat's calendar in this game (``engine.render.render_calendar``)."""
+        return render_calendar(self.calendar, seat=self.seat, labels=self.labels, participants=self.prior_meetings,
+                               memo=memo)
 
 
 @dataclass(frozen=True, slots=True)

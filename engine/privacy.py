@@ -189,9 +189,19 @@ class _Fold:
             self.rows.append({"seq": seq, "round": r, "target": target, "observer": observer, "slot": slot,
                               "source": source, "evidence": e, "strength": a, "before": before, "after": after})
 
-    def run(self, events: list[dict[str, Any]]) -> None:
-        fold = fold_trace({"events": events}, task=self.task, verify=False)
-        self.cals = fold.final_calendars
+    def run(self, events: list[dict[str, Any]], known: tuple[dict[int, tuple], tuple] | None = None) -> None:
+        """``known``: ``(calendars at each round's start, final calendars)`` from the engine
+        that just played these events; without it (or when it misses a round) the events
+        are folded to learn them."""
+        starts = [(idx, ev) for idx, ev in enumerate(events) if ev.get("type") == "round_start"]
+        rounds = [_int((ev.get("data") or {}).get("round")) for _, ev in starts]
+        if known is not None and all(r is None or r in known[0] for r in rounds):
+            at_round, self.cals = known
+            snap = {r: at_round[r] for r in rounds if r is not None}
+        else:
+            fold = fold_trace({"events": events}, task=self.task, verify=False)
+            self.cals = fold.final_calendars
+            snap = {r: fold.calendars_at(_seq(ev, idx)) for r, (idx, ev) in zip(rounds, starts) if r is not None}
         for idx, ev in enumerate(events):
             et = ev.get("type")
             data = ev.get("data") or {}
@@ -200,7 +210,7 @@ class _Fold:
             elif et == "round_start":
                 r = _int(data.get("round"))
                 if r is not None:
-                    self.snap[r] = fold.calendars_at(_seq(ev, idx))
+                    self.snap[r] = snap[r]
                     m = data.get("meeting") or {}
                     self.parts[r] = tuple(int(p) for p in m.get("participants") or ())
 
@@ -310,10 +320,14 @@ class _Fold:
         return ()
 
 
-def privacy_metrics(task: Task, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """VPS figures of one game (ours or the authors'); see the module docstring."""
+def privacy_metrics(task: Task, events: list[dict[str, Any]],
+                    known: tuple[dict[int, tuple], tuple] | None = None) -> dict[str, Any]:
+    """VPS figures of one game (ours or the authors'); see the module docstring.
+
+    ``known``: ``(calendars at each round's start, final calendars)`` when the caller
+    played the game and has them (the engine); otherwise the events are folded."""
     f = _Fold(task, collect=False)
-    f.run(events)
+    f.run(events, known)
     n = task.num_agents
     per_t = [0.0] * n
     per_t_cal = [0.0] * n

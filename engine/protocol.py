@@ -128,6 +128,8 @@ def protocol_of(model: str | None) -> str | None:
 # Reading payloads
 # ---------------------------------------------------------------------------------------
 def as_int(v: Any) -> int | None:
+    if type(v) is int:  # the common case, first
+        return v
     if isinstance(v, bool):
         return None
     if isinstance(v, int):

@@ -31,24 +31,40 @@ def render_calendar(
     seat: int | None = None,
     labels: Labels | None = None,
     participants: Mapping[int, tuple[int, ...]] | None = None,
+    memo: dict[tuple[int, Item], str] | None = None,
 ) -> str:
-    """Render one seat's calendar.  ``labels`` must already be filtered for ``seat``."""
+    """Render one seat's calendar.  ``labels`` must already be filtered for ``seat``.
+
+    ``memo``: the lines rendered before for this seat, with these labels and participants
+    and a calendar of this length, by (slot, item).  A game renders a seat's calendar again
+    after every change, and most of its lines have not changed.
+    """
     width = len(str(len(calendar) - 1))
+    if memo is None:
+        return "\n".join(_line(s, item, width, seat, labels, participants) for s, item in enumerate(calendar))
     lines = []
-    for s, item in enumerate(calendar):
-        text = render_item(item)
-        label = None
-        if isinstance(item, MeetingCopy):
-            if participants and item.meeting_id in participants:
-                text += f" participants={list(participants[item.meeting_id])}"
-            if labels is not None:
-                label = labels.meetings.get(item.meeting_id)
-        elif isinstance(item, Errand) and labels is not None and seat is not None:
-            label = labels.errands.get((seat, item.errand_id))
-        if label is not None:
-            text += LABEL_SEP + label.text
-        lines.append(f"Slot {s:>{width}}: {text}")
+    for key in enumerate(calendar):
+        line = memo.get(key)
+        if line is None:
+            line = memo[key] = _line(key[0], key[1], width, seat, labels, participants)
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _line(s: int, item: Item, width: int, seat: int | None, labels: Labels | None,
+          participants: Mapping[int, tuple[int, ...]] | None) -> str:
+    text = render_item(item)
+    label = None
+    if isinstance(item, MeetingCopy):
+        if participants and item.meeting_id in participants:
+            text += f" participants={list(participants[item.meeting_id])}"
+        if labels is not None:
+            label = labels.meetings.get(item.meeting_id)
+    elif isinstance(item, Errand) and labels is not None and seat is not None:
+        label = labels.errands.get((seat, item.errand_id))
+    if label is not None:
+        text += LABEL_SEP + label.text
+    return f"Slot {s:>{width}}: {text}"
 
 
 _LINE = re.compile(

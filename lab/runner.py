@@ -498,7 +498,7 @@ def _no_bar(total: int, label: str) -> Iterator[Callable[[GameSummary], Any]]:
 
 
 def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: str, settings: RunSettings,
-                  concurrency: int = 1, resume: bool = False, processes: int = 1,
+                  concurrency: int = 1, resume: bool = False,
                   progress_bar: ProgressBar | None = None,
                   notice: Callable[[str], Any] | None = None, executor: Any = None) -> list[GameSummary]:
     """What ``calbench run`` does: play the suite into the database at ``db``.
@@ -510,11 +510,11 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: s
 
     Returns the games played now plus, with ``resume``, the games of these tasks already
     completed under the same settings (so the table covers the whole suite).
-    ``processes > 1`` plays the suite in that many forked worker processes while this one
-    writes every game (worth it for CPU-bound scripted suites; an LLM suite waits on the
-    network and uses ``concurrency`` instead).
-    ``executor``: play the games elsewhere (``lab.executors.ray_executor``); this process
-    stays the only writer of the database.
+    ``executor``: play the games elsewhere — in forked worker processes
+    (``lab.executors.process_executor``, what a CPU-bound scripted suite wants) or on Ray
+    (``lab.executors.ray_executor``); this process stays the only writer of the database.
+    Without one, ``concurrency`` games are in flight at once in this process (what an LLM
+    suite, which waits on the network, wants).
     """
     tasks = list(tasks)
     todo, ids, previous, units, report = asyncio.run(_prepare(tasks, agents_spec, db=db, settings=settings,
@@ -522,32 +522,15 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: s
     if report is not None and notice is not None:
         notice(report.line())  # what --resume found (lab.lease.ResumeReport)
     lease = (units, resume, os.getpid())
-    if executor is not None:  # e.g. --executor ray (lab/executors.py): games elsewhere, this process writes
+    if executor is not None:  # worker processes or Ray (lab/executors.py): games elsewhere, this process writes
         with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
             played = asyncio.run(_play_elsewhere(executor, todo, ids, agents_spec, db=db, settings=settings,
                                                  concurrency=concurrency, progress=advance, lease=lease))
         return previous + played
-    procs = max(1, min(processes, len(todo)))
-    if procs > 1 and "fork" not in _mp_methods():
-        procs = 1
-    if procs == 1:
-        with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
-            played = asyncio.run(_play_with_store(todo, ids, agents_spec, db=db, settings=settings,
-                                                  concurrency=concurrency, progress=advance, lease=lease))
-    else:  # worker processes play, this one writes (lab.executors.play_in_processes)
-        from lab.executors import process_executor
-
-        with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
-            played = asyncio.run(_play_elsewhere(process_executor(procs), todo, ids, agents_spec, db=db,
-                                                 settings=settings, concurrency=concurrency, progress=advance,
-                                                 lease=lease))
+    with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
+        played = asyncio.run(_play_with_store(todo, ids, agents_spec, db=db, settings=settings,
+                                              concurrency=concurrency, progress=advance, lease=lease))
     return previous + played
-
-
-def _mp_methods() -> list[str]:
-    import multiprocessing as mp
-
-    return mp.get_all_start_methods()
 
 
 async def _open_store(db: str):

@@ -44,12 +44,13 @@ def insertion_cost(calendar: Calendar, slot: int, reserved: Iterable[int] = ()) 
 def insertion_costs(calendar: Calendar, reserved: Iterable[int] = ()) -> list[int | None]:
     """``insertion_cost`` for every slot, in one pass (cheap enough for every turn)."""
     ex = set(reserved)
-    free = [s for s, it in enumerate(calendar) if it is None and s not in ex]
+    # an errand's slot is never free itself, so it can move iff some slot is free (and not reserved)
+    movable = any(it is None and s not in ex for s, it in enumerate(calendar))
     out: list[int | None] = []
-    for s, it in enumerate(calendar):
+    for it in calendar:
         if it is None:
             out.append(0)
-        elif isinstance(it, Errand) and not it.blocked and any(f != s for f in free):
+        elif movable and isinstance(it, Errand) and not it.blocked:
             out.append(it.cost)
         else:
             out.append(None)

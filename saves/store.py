@@ -198,7 +198,9 @@ def encode_events(events: list[dict[str, Any]], task_row: Any = None, *, task: A
         if slim is not None:
             codec = "lean-zstd"
             rows = [[r[0], r[1], r[2], d, k] for r, (d, k) in zip(rows, slim)]
-    payload = orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS)
+    # trusted events were not checked value by value (``_check_trace``): a value JSON cannot
+    # hold raises here rather than being stored as its text
+    payload = orjson.dumps(rows, default=None if trusted else str, option=orjson.OPT_NON_STR_KEYS)
     last = max((r[0] for r in rows if isinstance(r[0], int)), default=None)
     return codec, len(rows), last, zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(payload)
 
@@ -311,10 +313,13 @@ def _locate_bad_value(obj: Any) -> None:
             raise StoreError(f"not a trace: {where or 'the top'} holds a {type(v).__name__}, not a JSON value")
 
 
-def _check_trace(trace: Any) -> None:
+def _check_trace(trace: Any, *, trusted: bool = False) -> None:
+    """Refuse, in plain words, what is not a trace.  ``trusted``: the engine just made its
+    events, so only the rest is checked here (the events' values are checked as they are
+    encoded, ``encode_events``)."""
     if not isinstance(trace, dict):
         raise StoreError(f"not a trace: expected a JSON object, got {type(trace).__name__}")
-    _check_values(trace)
+    _check_values({k: v for k, v in trace.items() if k != "events"} if trusted else trace)
     for key in ("started_at", "ended_at"):
         if trace.get(key) is not None and not isinstance(trace[key], str):
             raise StoreError(f"not a trace: '{key}' must be a date-time string, got {type(trace[key]).__name__}")
@@ -329,14 +334,16 @@ def _check_trace(trace: Any) -> None:
     events = trace.get("events")
     if not isinstance(events, list):
         raise StoreError("not a trace: 'events' is missing or not a list")
+    if "config" in trace and not isinstance(trace["config"], dict):
+        raise StoreError("not a trace: 'config' must be an object")
+    if trusted:
+        return
     for i, ev in enumerate(events):
         if not isinstance(ev, dict) or not isinstance(ev.get("type"), str) or not isinstance(ev.get("data"), dict):
             raise StoreError(f"not a trace: event {i} needs a 'type' string and a 'data' object")
         ts = ev.get("timestamp")
         if ts is not None and not isinstance(ts, (str, int, float)):
             raise StoreError(f"not a trace: event {i} has a {type(ts).__name__} as its timestamp")
-    if "config" in trace and not isinstance(trace["config"], dict):
-        raise StoreError("not a trace: 'config' must be an object")
     seqs = [ev.get("seq", i) for i, ev in enumerate(events)]
     bad = [s for s in seqs if not isinstance(s, int) or isinstance(s, bool)]
     if bad:
@@ -481,7 +488,7 @@ def prepare_game(trace: dict[str, Any], *, encoded: tuple | None = None, verific
     events were just made by this engine (``engine.lean.slim_events``).  A value the store
     cannot hold is a :class:`StoreError`.
     """
-    _check_trace(trace)
+    _check_trace(trace, trusted=trusted and encoded is None)
     if encoded is not None and (len(encoded) != 4 or encoded[0] not in ("lean-zstd", "json-zstd")):
         raise StoreError("encoded events must be (codec, count, last_seq, blob) from encode_events")
     saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
@@ -493,7 +500,7 @@ def prepare_game(trace: dict[str, Any], *, encoded: tuple | None = None, verific
         status = "stopped" if trace.get("stopped") or "final_state" not in trace else "completed"
     try:
         return _game_rows(trace, status, verification, problems, encoded, task, trusted)
-    except (TypeError, OverflowError) as exc:
+    except (TypeError, OverflowError, orjson.JSONEncodeError) as exc:
         raise StoreError(f"not a trace: a value cannot be stored ({exc})") from None
 
 

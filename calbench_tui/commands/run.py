@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 from typing import Any
@@ -241,10 +242,14 @@ def handle(args) -> int:
         k = 4
     # Scripted seats are CPU-bound: K > 1 means K processes (capped at the CPU count);
     # LLM seats wait on the network: K games in flight in one process.
-    processes = min(k, cpus) if scripted else 1
+    processes = min(k, cpus, len(tasks)) if scripted else 1
+    if executor is None and processes > 1 and "fork" in multiprocessing.get_all_start_methods():
+        from lab.executors import process_executor
+
+        executor = process_executor(processes)  # worker processes play, this one writes
     try:
         games = runner.run_cli_suite(tasks, spec, db=path, settings=settings,
-                                     concurrency=1 if scripted else k, processes=processes,
+                                     concurrency=1 if scripted else k,
                                      resume=args.resume, progress_bar=progress_bar,
                                      notice=lambda line: print(line, file=sys.stderr), executor=executor)
     except runner.RunError as exc:
