@@ -357,9 +357,10 @@ class _Game:
 
         # RESOLUTION
         self.state, res = resolve_round(self.state, task, r)
+        cals = [calendar_to_json(c) for c in self.state.calendars]
         await self.log.emit("resolution", round=r, turn=last_turn, phase="RESOLUTION", agent_id=None,
-                            **res.to_json(), state_hash=state_hash(self.state.calendars),
-                            calendars=[calendar_to_json(c) for c in self.state.calendars])
+                            **res.to_json(), state_hash=state_hash(self.state.calendars, as_json=cals),
+                            calendars=cals)
         for mid in res.consistency_violated_meeting_ids:
             await self.log.emit("meeting_broken", round=r, turn=last_turn, phase="RESOLUTION", agent_id=None,
                                 meeting_id=mid)

@@ -112,9 +112,11 @@ def resolve_round(state: GameState, task: Task, round_index: int) -> tuple[GameS
     return replace(state, round=round_index + 1, resolutions=state.resolutions + (res,), scheduled=now), res
 
 
-def state_hash(calendars: tuple[Calendar, ...]) -> str:
-    """A short, stable digest of all calendars (recorded after every round)."""
-    cals = [calendar_to_json(c) for c in calendars]
+def state_hash(calendars: tuple[Calendar, ...], *, as_json: list | None = None) -> str:
+    """A short, stable digest of all calendars (recorded after every round).
+
+    ``as_json``: the same calendars already written as JSON (``calendar_to_json``)."""
+    cals = as_json if as_json is not None else [calendar_to_json(c) for c in calendars]
     # orjson writes the same bytes as json.dumps(sort_keys, compact) for ASCII-only data
     # (ints, bools, nulls, ASCII keys), at a tenth of the cost; anything else takes json.
     blob = orjson.dumps(cals, option=orjson.OPT_SORT_KEYS)

@@ -89,6 +89,11 @@ def _ids_from_text(text: str) -> tuple[int, ...] | None:
     return None if text == "full" else tuple(int(x) for x in text.split(",") if x)
 
 
+#: this process's answers, by (cache file, oracle version, task hash): what it read from the
+#: file or wrote to it (a suite plays the same task again under another id; answers never change)
+_seen: dict[tuple[str | None, int, str], dict[tuple, Any]] = {}
+
+
 def load(task: Task) -> int:
     """Put every cached oracle result of ``task`` into ``task.cache``; returns how many."""
     from engine.oracle import ORACLE_VERSION, result_from_json
@@ -96,18 +101,24 @@ def load(task: Task) -> int:
     con = _connection()
     if con is None:
         return 0
-    try:
-        rows = con.execute("SELECT meetings, result FROM oracle WHERE task_hash = ? AND version = ?",
-                           (task_hash(task), ORACLE_VERSION)).fetchall()
-    except sqlite3.Error:
-        return 0
+    h = task_hash(task)
+    memo = (_conn_path, ORACLE_VERSION, h)
+    known = _seen.get(memo)
+    if known is None:
+        try:
+            rows = con.execute("SELECT meetings, result FROM oracle WHERE task_hash = ? AND version = ?",
+                               (h, ORACLE_VERSION)).fetchall()
+        except sqlite3.Error:
+            return 0
+        known = {("oracle", _ids_from_text(meetings)): result_from_json(orjson.loads(result))
+                 for meetings, result in rows}
+        if known:
+            _seen[memo] = known
     loaded = task.cache.setdefault(_LOADED, set())
-    for meetings, result in rows:
-        key = ("oracle", _ids_from_text(meetings))
-        if key not in task.cache:
-            task.cache[key] = result_from_json(orjson.loads(result))
+    for key, result in known.items():
+        task.cache.setdefault(key, result)
         loaded.add(key)
-    return len(rows)
+    return len(known)
 
 
 def save(task: Task) -> int:
@@ -135,4 +146,5 @@ def save(task: Task) -> int:
             con.rollback()
         return 0
     loaded.update(k for k, _ in new)
+    _seen.setdefault((_conn_path, ORACLE_VERSION, h), {}).update(new)
     return len(new)

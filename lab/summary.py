@@ -105,11 +105,12 @@ class GameSummary:
         task_row = trace.get("task") or {}
         per_seat = m.get("per_seat") or []
         cost_mode = m.get("cost_mode") or (task_row.get("calbench") or {}).get("cost_mode") or "?"
-        infra, agent = failure_counts(trace.get("events") or [])
         from engine.usage import failure_counts as failure_classes, token_usage
 
-        config = failure_classes(trace.get("events") or [])["configuration"]
-        tok = token_usage(trace.get("events") or [], (trace.get("judge") or {}).get("records") or [])
+        events = trace.get("events") or []
+        fails = failure_classes(events)
+        infra, agent, config = fails["infra"], fails["agent"], fails["configuration"]
+        tok = token_usage(events, (trace.get("judge") or {}).get("records") or [])
         return cls(
             game_id=game_id or trace.get("game_id"),
             task_id=str(cfg.get("task_id", task_row.get("task_id"))),
@@ -169,14 +170,10 @@ def failure_counts(events: Iterable[dict[str, Any]]) -> tuple[int, int]:
       not be delivered (``undeliverable``) and actions sent in the wrong phase
       (``ignored_actions``).  All are the agent's mistakes, so all count.
     """
-    infra = agent = 0
-    for e in events:
-        t = e.get("type")
-        if t == "seat_timeout":
-            infra += 1
-        elif t == "parse_error":
-            agent += 1
-    return infra, agent
+    from engine.usage import failure_counts as failure_classes
+
+    fails = failure_classes(events)
+    return fails["infra"], fails["agent"]
 
 
 def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:

@@ -182,22 +182,23 @@ def encode_events(events: list[dict[str, Any]], task_row: Any = None, *, task: A
     """
     import zstandard
 
-    rows = []
-    for i, ev in enumerate(events):
-        data = ev.get("data")
-        rows.append([ev.get("seq", i), str(ev.get("type")), ev.get("timestamp"), data if isinstance(data, dict) else {}])
+    slim = None
     task = task if task is not None else _task_of(task_row)
-    codec = "json-zstd"
     if task is not None:
         from engine.lean import slim_events
 
         try:
-            slim = slim_events(task, [{"type": r[1], "data": r[3]} for r in rows], trusted=trusted)
+            slim = slim_events(task, events, trusted=trusted)
         except Exception:  # never lose a game over an odd trace: store it whole
             slim = None
-        if slim is not None:
-            codec = "lean-zstd"
-            rows = [[r[0], r[1], r[2], d, k] for r, (d, k) in zip(rows, slim)]
+    if slim is None:
+        codec = "json-zstd"
+        rows = [[ev.get("seq", i), str(ev.get("type")), ev.get("timestamp"), d if isinstance(d, dict) else {}]
+                for i, (ev, d) in enumerate((ev, ev.get("data")) for ev in events)]
+    else:
+        codec = "lean-zstd"
+        rows = [[ev.get("seq", i), str(ev.get("type")), ev.get("timestamp"), d if isinstance(d, dict) else {}, k]
+                for i, (ev, (d, k)) in enumerate(zip(events, slim))]
     # trusted events were not checked value by value (``_check_trace``): a value JSON cannot
     # hold raises here rather than being stored as its text
     payload = orjson.dumps(rows, default=None if trusted else str, option=orjson.OPT_NON_STR_KEYS)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 from engine.actions import Message, Reschedule, Schedule
@@ -164,9 +163,11 @@ class Plan:
     slot: int
     moves: tuple[Move, ...] = ()
 
-    @cached_property
+    @property
     def pid(self) -> str:
         """Plan id: ``"5"`` for a plain slot, ``"5/M1>12"`` (``/M3>9`` …) with moves."""
+        if not self.moves:  # most plans; most ids are read once
+            return str(self.slot)
         return str(self.slot) + "".join(f"/M{m}>{t}" for m, _f, t in self.moves)
 
     def to_json(self) -> dict[str, Any]:
@@ -203,23 +204,41 @@ def plan_batch(calendar, plan: Plan, meeting_id: int | None, *, host: bool,
     Displaced errands go to the lowest slots that stay free.  The actions form a batch
     that passes ``engine.rules.check_batch`` on ``calendar``.
     """
+    actions: list = []
+    cost = _plan(calendar, plan, meeting_id, host, must_move, actions)
+    return None if cost is None else (cost, actions)
+
+
+def plan_cost(calendar, plan: Plan, meeting_id: int | None, *, host: bool,
+              must_move: Iterable[int] = ()) -> int | None:
+    """The cost of :func:`plan_batch` alone (None: impossible), without making the actions:
+    what scoring and ranking plans need, many times a turn."""
+    return _plan(calendar, plan, meeting_id, host, must_move, None)
+
+
+def _plan(calendar, plan: Plan, meeting_id: int | None, host: bool, must_move: Iterable[int],
+          actions: list | None) -> int | None:
+    """:func:`plan_batch`'s cost; its actions are appended to ``actions`` unless it is None."""
     S = len(calendar)
     if not 0 <= plan.slot < S:
         return None
     if not plan.moves:  # the common case, kept cheap
         if not host:
-            return 0, []
+            return 0
         k = plan.slot
         it = calendar[k]
         if it is None:
-            return 0, [Schedule(meeting_id, k)]
+            if actions is not None:
+                actions.append(Schedule(meeting_id, k))
+            return 0
         if not _movable(it):
             return None
         dest = next((s for s in range(S) if calendar[s] is None and s != k), None)
         if dest is None:
             return None
-        return it.cost, [Reschedule(it.errand_id, k, dest, f"make room at slot {k}"), Schedule(meeting_id, k)]
-    actions: list = []
+        if actions is not None:
+            actions += [Reschedule(it.errand_id, k, dest, f"make room at slot {k}"), Schedule(meeting_id, k)]
+        return it.cost
     cost = 0
     vacated: set[int] = set()
     targets: set[int] = set()
@@ -245,7 +264,8 @@ def plan_batch(calendar, plan: Plan, meeting_id: int | None, *, host: bool,
             clear.append(t)
         else:
             return None
-        actions.append(Reschedule(m, f, t, f"DSM plan: M{m} moves to slot {t}"))
+        if actions is not None:
+            actions.append(Reschedule(m, f, t, f"DSM plan: M{m} moves to slot {t}"))
         cost += it.cost
     if host:
         k = plan.slot
@@ -265,11 +285,12 @@ def plan_batch(calendar, plan: Plan, meeting_id: int | None, *, host: bool,
             return None
         for s, dest in zip(sorted(clear), free):
             item = calendar[s]
-            actions.append(Reschedule(item.errand_id, s, dest, f"make room at slot {s}"))
+            if actions is not None:
+                actions.append(Reschedule(item.errand_id, s, dest, f"make room at slot {s}"))
             cost += item.cost
-    if host:
+    if host and actions is not None:
         actions.append(Schedule(meeting_id, plan.slot))
-    return cost, actions
+    return cost
 
 
 # --------------------------------------------------------------------------------------
@@ -374,8 +395,7 @@ class DSMPersona(ProtocolPersona):
         out = {}
         for plan in plans:
             must = [m for m, _f, _t in plan.moves if m in mine]
-            res = plan_batch(view.calendar, plan, self.meeting.id, host=host, must_move=must)
-            out[plan.pid] = satisfaction(None if res is None else res[0])
+            out[plan.pid] = satisfaction(plan_cost(view.calendar, plan, self.meeting.id, host=host, must_move=must))
         return out
 
     def _answer_proposals(self, msg: Delivered, p: dict) -> list[Message]:
@@ -427,16 +447,17 @@ class DSMPersona(ProtocolPersona):
         cfg = self.config
         ranked: list[tuple[tuple, Plan, int]] = []
         for k in range(view.num_slots):
-            res = plan_batch(cal, Plan(k), st.meeting_id, host=True)
-            if res is not None:
-                s = satisfaction(res[0])
-                ranked.append(((0, -s, 0, k, ""), Plan(k), s))
+            plain = Plan(k)
+            cost = plan_cost(cal, plain, st.meeting_id, host=True)
+            if cost is not None:
+                s = satisfaction(cost)
+                ranked.append(((0, -s, 0, k, ""), plain, s))
             elif isinstance(cal[k], MeetingCopy) and cfg.cascade_depth > 0 and cfg.displacement_targets > 0:
                 for plan in self._displacements(k):
-                    res = plan_batch(cal, plan, st.meeting_id, host=True)
-                    if res is None:
+                    cost = plan_cost(cal, plan, st.meeting_id, host=True)
+                    if cost is None:
                         continue
-                    s = satisfaction(res[0])
+                    s = satisfaction(cost)
                     ranked.append(((1, -s, len(plan.moves), k, plan.pid), plan, s))
                     st.bumped[plan.pid] = tuple(sorted(
                         {a for m, _f, _t in plan.moves for a in view.prior_meetings.get(m, ())}
