@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 from engine.model import Task
 
 __all__ = ["EXECUTORS", "RAY_MISSING", "ExecutorError", "RayOptions", "ray_available", "play_on_ray",
-           "play_in_processes", "process_executor", "EndpointGate"]
+           "ProcessExecutor", "process_executor", "EndpointGate"]
 
 EXECUTORS = ("local", "ray")
 RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'calbench[ray]'"
@@ -451,9 +451,9 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
 # ---------------------------------------------------------------------------------------
 # Local worker processes (the local executor of a CPU-bound scripted suite)
 # ---------------------------------------------------------------------------------------
-def process_executor(processes: int, *, chunk: int = 8, ahead: int = 2) -> Callable[..., Any]:
-    """The ``executor`` for :func:`lab.runner.run_cli_suite`: :func:`play_in_processes`."""
-    return functools.partial(play_in_processes, processes=processes, chunk=chunk, ahead=ahead)
+def process_executor(processes: int, *, chunk: int = 8, ahead: int = 2) -> "ProcessExecutor":
+    """The ``executor`` for :func:`lab.runner.run_cli_suite`: games in forked worker processes."""
+    return ProcessExecutor(processes, chunk=chunk, ahead=ahead)
 
 
 def _worker_main(tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, settings: Any, conn: Any,
@@ -504,83 +504,135 @@ def _received(conn: Any) -> "asyncio.Future[Any]":
     return fut
 
 
-async def play_in_processes(tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, *, store, settings: Any,
-                            concurrency: int = 1, progress: Callable[[Any], Any] | None = None,
-                            lease: tuple | None = None, processes: int = 2, chunk: int = 8,
-                            ahead: int = 2) -> list[Any]:
-    """Play ``tasks`` in ``processes`` forked workers; this process is the only writer of ``store``.
+class ProcessExecutor:
+    """Play a suite in ``processes`` forked workers; the calling process is the only writer.
+
+    :meth:`start` forks the workers; :func:`lab.runner.run_cli_suite` calls it before it
+    opens the database or draws progress, so no other thread exists at the fork (a fork
+    copies only the calling thread, and a lock another thread held would stay held in the
+    child forever).  Calling the executor without :meth:`start` starts it then.
 
     The driver hands each worker ``ahead`` chunks of ``chunk`` games at a time, claiming a
     chunk just before it is sent (so two resumed runs share a suite chunk by chunk), and
-    writes the games as the workers send them back with their events already packed.
+    writes the games as the workers send them back prepared (``saves.store.prepare_game``).
     Workers hold no database connection, so they never queue for SQLite's write lock.  A
     worker that dies loses the chunks it held: their games are saved ``failed`` and the
-    other workers play the rest.  Workers die with this process.
+    other workers play the rest.  Workers die with the driver (``lab.lease.die_with_parent``).
     """
-    import multiprocessing as mp
 
-    if callable(agents_spec):
-        raise ExecutorError("worker processes need a persona spec, not a seat factory")
-    from personas.spec import AgentsSpec
+    def __init__(self, processes: int, *, chunk: int = 8, ahead: int = 2) -> None:
+        self.processes = max(1, processes)
+        self.chunk = max(1, chunk)
+        self.ahead = max(1, ahead)
+        self.workers: list[tuple[Any, Any]] = []
+        self._for: tuple[list[str], Any] | None = None  # (game ids, spec) the workers were forked with
 
-    agents_spec = AgentsSpec.parse(agents_spec) if isinstance(agents_spec, str) else agents_spec
-    ctx = mp.get_context("fork")
-    driver = _Driver(store, settings, agents_spec, tasks, ids, progress=progress, lease=lease)
-    n = len(driver.tasks)
-    starts = iter(range(0, n, max(1, chunk)))
-    lock = asyncio.Lock()
-    workers = []
-    for _ in range(max(1, processes)):
-        here, there = ctx.Pipe()
-        proc = ctx.Process(target=_worker_main, daemon=True,
-                           args=(driver.tasks, driver.ids, agents_spec, settings, there, os.getpid()))
-        proc.start()
-        there.close()  # the worker's end lives in the worker only: its death closes the pipe
-        workers.append((proc, here))
+    def start(self, tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, settings: Any) -> None:
+        """Fork the workers for these games (they inherit the tasks; nothing is pickled)."""
+        import multiprocessing as mp
 
-    async def next_job() -> tuple[int, list[int]] | None:
-        async with lock:  # one claim at a time, in suite order
-            for start in starts:
-                keep = await driver.claim(range(start, min(n, start + chunk)))
-                if keep:
-                    return start, keep
-            return None
+        if self.workers:
+            return
+        if callable(agents_spec):
+            raise ExecutorError("worker processes need a persona spec, not a seat factory")
+        from personas.spec import AgentsSpec
 
-    async def feed(proc: Any, conn: Any) -> None:
-        held: dict[int, list[int]] = {}
+        agents_spec = AgentsSpec.parse(agents_spec) if isinstance(agents_spec, str) else agents_spec
+        ctx = mp.get_context("fork")
+        tasks, ids = list(tasks), list(ids)
+        for _ in range(self.processes):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, daemon=True,
+                               args=(tasks, ids, agents_spec, settings, there, os.getpid()))
+            proc.start()
+            there.close()  # the worker's end lives in the worker only: its death closes the pipe
+            self.workers.append((proc, here))
+        self._for = (ids, agents_spec)
 
-        async def send_next() -> None:
-            job = await next_job()
-            if job is not None:
-                conn.send(job)
+    def close(self) -> None:
+        """End the workers (a clean end has told them already; otherwise the games in play are dropped)."""
+        for proc, conn in self.workers:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join(timeout=5)
+            conn.close()
+        self.workers = []
+
+    async def __call__(self, tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, *, store, settings: Any,
+                       concurrency: int = 1, progress: Callable[[Any], Any] | None = None,
+                       lease: tuple | None = None) -> list[Any]:
+        if not self.workers:
+            self.start(tasks, ids, agents_spec, settings)
+        elif self._for is None or self._for[0] != list(ids):
+            raise ExecutorError("the worker processes were started for another list of games")
+        driver = _Driver(store, settings, self._for[1], tasks, ids, progress=progress, lease=lease)
+        n, chunk = len(driver.tasks), self.chunk
+        starts = iter(range(0, n, chunk))
+        unsent: list[tuple[int, list[int]]] = []  # claimed chunks a dead worker never got
+        lock = asyncio.Lock()
+
+        async def next_job() -> tuple[int, list[int]] | None:
+            async with lock:  # one claim at a time, in suite order
+                if unsent:
+                    return unsent.pop(0)
+                for start in starts:
+                    keep = await driver.claim(range(start, min(n, start + chunk)))
+                    if keep:
+                        return start, keep
+                return None
+
+        async def feed(proc: Any, conn: Any) -> None:
+            held: dict[int, list[int]] = {}
+
+            async def send_next() -> bool:
+                """False when the worker is gone (the chunk goes to another worker)."""
+                job = await next_job()
+                if job is None:
+                    return True
+                try:
+                    conn.send(job)
+                except OSError:
+                    unsent.append(job)
+                    return False
                 held[job[0]] = job[1]
+                return True
 
-        for _ in range(max(1, ahead)):
-            await send_next()
-        while held:
-            try:
-                kind, number, body = await _received(conn)
-            except (EOFError, OSError):
+            async def gone() -> None:
                 proc.join(timeout=1)
                 for idx in held.values():
                     await driver.lost(idx, f"the worker process died (exit code {proc.exitcode})")
-                return
-            idx = held.pop(number)
-            await send_next()  # keep the worker busy while its games are written
-            if kind == "error":
-                await driver.lost(idx, f"the worker process failed ({body})")
-                continue
-            for game, summary in body:
-                await driver.record(game, summary)
-        conn.send(None)
 
-    try:
-        await asyncio.gather(*(feed(proc, conn) for proc, conn in workers))
-    finally:
-        for proc, conn in workers:
-            if proc.is_alive():
-                proc.terminate()  # Ctrl-C or an error here: the games in play are dropped, --resume replays
-            proc.join(timeout=5)
-            conn.close()
-        await driver.close()
-    return driver.played()
+            for _ in range(self.ahead):
+                if not await send_next():
+                    return await gone()
+            while held:
+                try:
+                    kind, number, body = await _received(conn)
+                except (EOFError, OSError):
+                    return await gone()
+                idx = held.pop(number)
+                alive = await send_next()  # keep the worker busy while its games are written
+                if kind == "error":
+                    await driver.lost(idx, f"the worker process failed ({body})")
+                else:
+                    for game, summary in body:
+                        await driver.record(game, summary)
+                if not alive:
+                    return await gone()
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+
+        try:
+            await asyncio.gather(*(feed(proc, conn) for proc, conn in self.workers))
+            for _start, idx in unsent:  # put back by a worker that died when every other one was done
+                await driver.lost(idx, "its worker process died before it could play it")
+            left = sum(len(range(start, min(n, start + chunk))) for start in starts)
+            if left:
+                raise ExecutorError(f"every worker process died; {left} game(s) were not played — "
+                                    "run again with --resume")
+        finally:
+            self.close()  # Ctrl-C or an error here: the games in play are dropped, --resume replays them
+            await driver.close()
+        return driver.played()

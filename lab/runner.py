@@ -15,7 +15,7 @@ bar it is given (``progress_bar``).  Every game is played by :func:`lab.session.
   :func:`settings_key` as ``stopped`` and skips tasks already completed under it.
 * ``concurrency`` games are in flight at once (asyncio): what LLM suites need.  Scripted
   suites are CPU-bound; :func:`run_cli_suite` plays them in forked worker processes and
-  this process alone writes the database (``lab.executors.play_in_processes``).
+  this process alone writes the database (``lab.executors.ProcessExecutor``).
 * The oracle is solved once per task and shared by the full and scheduled-only lookups
   (:func:`prime_oracle`).
 
@@ -523,9 +523,15 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: s
         notice(report.line())  # what --resume found (lab.lease.ResumeReport)
     lease = (units, resume, os.getpid())
     if executor is not None:  # worker processes or Ray (lab/executors.py): games elsewhere, this process writes
-        with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
-            played = asyncio.run(_play_elsewhere(executor, todo, ids, agents_spec, db=db, settings=settings,
-                                                 concurrency=concurrency, progress=advance, lease=lease))
+        if hasattr(executor, "start"):  # forked workers: before any thread (the store's, the progress bar's)
+            executor.start(todo, ids, agents_spec, settings)
+        try:
+            with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
+                played = asyncio.run(_play_elsewhere(executor, todo, ids, agents_spec, db=db, settings=settings,
+                                                     concurrency=concurrency, progress=advance, lease=lease))
+        finally:
+            if hasattr(executor, "close"):
+                executor.close()
         return previous + played
     with (progress_bar or _no_bar)(len(todo), spec_label(agents_spec)) as advance:
         played = asyncio.run(_play_with_store(todo, ids, agents_spec, db=db, settings=settings,
