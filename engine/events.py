@@ -81,21 +81,20 @@ class EventLog:
 
     def make(self, type_: str, *, round: int, turn: int, phase: str, agent_id: int | None,
              **data: Any) -> dict[str, Any]:
+        """An event not numbered yet (:meth:`add` numbers, stamps and records it)."""
         d = {"round": round, "turn": turn, "phase": phase, "agent_id": agent_id}
         d.update(data)
-        return {"type": type_, "timestamp": "", "data": d}
+        # Key order: seq, type, timestamp, data (stable JSON for byte-identical traces).
+        return {"seq": None, "type": type_, "timestamp": "", "data": d}
 
     async def add(self, event: dict[str, Any]) -> dict[str, Any]:
         event["seq"] = self.seq
         event["timestamp"] = self.clock()
         self.seq += 1
-        # Key order: seq, type, timestamp, data (stable JSON for byte-identical traces).
-        ordered = {"seq": event["seq"], "type": event["type"], "timestamp": event["timestamp"],
-                   "data": event["data"]}
-        self.events.append(ordered)
+        self.events.append(event)
         if self.sink is not None:
-            await self.sink.emit(ordered)
-        return ordered
+            await self.sink.emit(event)
+        return event
 
     async def emit(self, type_: str, *, round: int, turn: int, phase: str, agent_id: int | None,
                    **data: Any) -> dict[str, Any]:
