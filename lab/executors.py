@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import os
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from engine.model import Task
 
@@ -164,18 +165,17 @@ def _die_once_if_asked() -> None:
     except FileExistsError:
         return
     os.close(fd)
-    os._exit(17)  # the worker process dies in the middle of a game, as on a lost node
+    os._exit(17)  # the worker process dies in the middle of its task, as on a lost node
 
 
-def play_chunk(chunk: _Chunk) -> list[tuple[Any, Any]]:
-    """In a worker: play ``chunk``'s games; ``[(prepared game, summary)]``.
+def iter_chunk(chunk: _Chunk) -> Iterator[tuple[Any, Any]]:
+    """In a worker: play ``chunk``'s games, ``chunk.concurrency`` at a time, and yield
+    ``(prepared game, summary)`` for each as it ends — a Ray streaming generator, so the
+    driver writes every game (and advances progress) when it is done, not when the chunk is.
 
     Each game comes back as the rows the store writes (``saves.store.prepare_game``: the
-    trace checked, its events packed lean and compressed); the driver only inserts them."""
-    return asyncio.run(_play_chunk(chunk))
-
-
-async def _play_chunk(chunk: _Chunk) -> list[tuple[Any, Any]]:
+    trace checked, its events packed lean and compressed); the driver only inserts them.
+    """
     from lab import runner
 
     settings = chunk.settings
@@ -187,23 +187,42 @@ async def _play_chunk(chunk: _Chunk) -> list[tuple[Any, Any]]:
     async def saver(trace: dict[str, Any]) -> None:
         captured[trace["game_id"]] = trace
 
-    out: list[tuple[Any, Any]] = []
-    next_index = iter(range(len(chunk.tasks)))
-    _die_once_if_asked()
+    async def one(i: int) -> tuple[Any, Any]:
+        summary = await runner.play_one(chunk.tasks[i], chunk.ids[i], chunk.agents, settings=settings,
+                                        store=None, stream=False, saver=saver)
+        # checked, packed and turned into rows here: less to send, less for the driver to do
+        return runner.prepared(captured.pop(chunk.ids[i]), chunk.tasks[i]), summary
 
-    async def worker() -> None:
-        for i in next_index:
-            summary = await runner.play_one(chunk.tasks[i], chunk.ids[i], chunk.agents, settings=settings,
-                                            store=None, stream=False, saver=saver)
-            # checked, packed and turned into rows here: less to send, less for the driver to do
-            out.append((runner.prepared(captured.pop(chunk.ids[i]), chunk.tasks[i]), summary))
-
+    loop = asyncio.new_event_loop()
+    todo = iter(range(len(chunk.tasks)))
+    running: set[asyncio.Task] = set()
     try:
-        k = max(1, min(chunk.concurrency, len(chunk.tasks)))
-        await asyncio.gather(*[worker() for _ in range(k)])
+        for i in itertools.islice(todo, max(1, chunk.concurrency)):
+            running.add(loop.create_task(one(i)))
+        sent = 0
+        while running:
+            done, running = loop.run_until_complete(asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED))
+            for task in done:
+                yield task.result()
+                sent += 1
+                if sent == 1 and len(chunk.tasks) > 1:
+                    _die_once_if_asked()  # the test hook: die with games sent and games to go
+                nxt = next(todo, None)
+                if nxt is not None:
+                    running.add(loop.create_task(one(nxt)))
     finally:
-        await settings.aclose()
-    return out
+        for task in running:
+            task.cancel()
+        if running:
+            loop.run_until_complete(asyncio.gather(*running, return_exceptions=True))
+        loop.run_until_complete(settings.aclose())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def play_chunk(chunk: _Chunk) -> list[tuple[Any, Any]]:
+    """:func:`iter_chunk` whole: ``[(prepared game, summary)]`` once every game has ended."""
+    return list(iter_chunk(chunk))
 
 
 # ---------------------------------------------------------------------------------------
@@ -409,37 +428,40 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
                                     "num_cpus": options.llm_cpus if uses_llm else 1}
     if options.runtime_env:
         task_options["runtime_env"] = options.runtime_env
-    remote = ray.remote(play_chunk).options(**task_options)
+    remote = ray.remote(iter_chunk).options(num_returns="streaming", **task_options)
     if uses_llm:  # the cluster-wide request limit of every endpoint of the run, set before any game
         for endpoint, limit in _endpoints_of(settings).items():
             gate = endpoint_gate(endpoint, limit)
             await asyncio.wrap_future(gate.resize.remote(limit).future())
     driver = _Driver(store, settings, agents_spec, tasks, ids, progress=progress, lease=lease)
-    refs: dict[Any, list[int]] = {}
+    streams: list[Any] = []
+
+    async def follow(stream: Any, idx: list[int]) -> None:
+        """Write each game of one Ray task as it arrives; what never came is saved failed."""
+        try:
+            async for ref in stream:
+                game, summary = await ref
+                await driver.record(game, summary)
+        except Exception as exc:  # retries exhausted, the cluster lost: the games fail, --resume replays
+            missing = [i for i in idx if driver.ids[i] not in driver.written]
+            await driver.lost(missing, f"the Ray task was lost ({type(exc).__name__}: "
+                                       f"{str(exc).splitlines()[0][:300]})")
+
     try:
         keep = await driver.claim(range(len(driver.tasks)))
+        follows = []
         for c in range(0, len(keep), chunk_size):
             idx = keep[c:c + chunk_size]
             chunk = _Chunk(tuple(driver.tasks[i] for i in idx), tuple(driver.ids[i] for i in idx), agents_spec,
                            portable, max(1, concurrency) if uses_llm else 1, uses_llm)
-            refs[remote.remote(chunk)] = idx
-        futures = {asyncio.wrap_future(ref.future()): ref for ref in refs}
-        pending = set(futures)
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for fut in done:
-                try:
-                    played = fut.result()
-                except Exception as exc:  # retries exhausted, the cluster lost: the games fail, --resume replays
-                    await driver.lost(refs[futures[fut]], f"the Ray task was lost ({type(exc).__name__}: "
-                                                          f"{str(exc).splitlines()[0][:300]})")
-                    continue
-                for game, summary in played:
-                    await driver.record(game, summary)
+            stream = remote.remote(chunk)
+            streams.append(stream)
+            follows.append(follow(stream, idx))
+        await asyncio.gather(*follows)
     except BaseException:
-        for ref in refs:
+        for stream in streams:
             try:
-                ray.cancel(ref, force=True)
+                ray.cancel(stream, force=True)
             except Exception:
                 pass
         raise

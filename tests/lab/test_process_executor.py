@@ -134,3 +134,26 @@ def test_when_every_worker_dies_the_run_says_so_and_keeps_what_it_wrote(tmp_path
     again = runner.run_cli_suite(tasks, "imap", db=db, settings=runner.RunSettings(deterministic=True),
                                  resume=True, executor=process_executor(1, chunk=2))
     assert [g.status for g in again] == ["completed"] * 12
+
+
+def test_a_chunk_yields_each_game_as_it_ends(monkeypatch):
+    """``iter_chunk`` (the Ray task, a streaming generator) hands back a game before the next
+    one starts: the driver writes it and advances progress per game, not per chunk."""
+    from lab.executors import _Chunk, iter_chunk
+    from personas.spec import AgentsSpec
+
+    started = []
+    real = runner.play_one
+
+    async def play_one(task, gid, *a, **kw):
+        started.append(gid)
+        return await real(task, gid, *a, **kw)
+
+    monkeypatch.setattr(runner, "play_one", play_one)
+    tasks = resolve_tasks("canonical:0-2")
+    ids = ("a", "b", "c")
+    stream = iter_chunk(_Chunk(tuple(tasks), ids, AgentsSpec.parse("imap"), runner.RunSettings(deterministic=True),
+                               1, False))
+    game, summary = next(stream)
+    assert started == ["a"] and game.game_id == "a" and summary.status == "completed"
+    assert [g.game_id for g, _ in stream] == ["b", "c"] and started == ["a", "b", "c"]
