@@ -6,40 +6,15 @@ games as one process, nothing twice, and a worker that dies costs only the chunk
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sqlite3
 
 import pytest
 
-from calbench_tui.cli import main
 from engine.taskref import resolve_tasks
 from lab import runner
 from lab.executors import FAULT_ENV, process_executor
-from saves.store import Store
 
-
-def run(capsys, *args) -> dict:
-    capsys.readouterr()
-    rc = main(["run", *args, "--json"])
-    out = capsys.readouterr()
-    assert rc == 0, out.err
-    return json.loads(out.out)
-
-
-def traces(db: str) -> dict[str, dict]:
-    async def go():
-        async with await Store.open(db) as store:
-            return {g["game_id"]: await store.load_trace(g["game_id"]) for g in await store.list_games()}
-    return asyncio.run(go())
-
-
-def game_rows(db: str) -> list[tuple]:
-    con = sqlite3.connect(db)
-    try:
-        return con.execute("SELECT game_id, task_id, status FROM games ORDER BY game_id").fetchall()
-    finally:
-        con.close()
+from .helpers import game_rows, run, traces
 
 
 def test_worker_processes_save_the_same_games_as_one_process(tmp_path, capsys):

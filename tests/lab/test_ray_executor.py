@@ -6,17 +6,14 @@ installed: ``pip install 'calbench[ray]'``).
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sqlite3
-
 import pytest
 
 ray = pytest.importorskip("ray")
 
 from calbench_tui.cli import main  # noqa: E402
 from lab.executors import FAULT_ENV, RayOptions, gate_name, ray_executor  # noqa: E402
-from saves.store import Store  # noqa: E402
+
+from .helpers import game_rows, run, traces  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -24,29 +21,6 @@ def ray_local(tmp_path_factory):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
-
-
-def run(capsys, *args) -> dict:
-    capsys.readouterr()
-    rc = main(["run", *args, "--json"])
-    out = capsys.readouterr()
-    assert rc == 0, out.err
-    return json.loads(out.out)
-
-
-def traces(db: str) -> dict[str, dict]:
-    async def go():
-        async with await Store.open(db) as store:
-            return {g["game_id"]: await store.load_trace(g["game_id"]) for g in await store.list_games()}
-    return asyncio.run(go())
-
-
-def game_rows(db: str) -> list[tuple]:
-    con = sqlite3.connect(db)
-    try:
-        return con.execute("SELECT game_id, task_id, status FROM games ORDER BY game_id").fetchall()
-    finally:
-        con.close()
 
 
 def test_ray_plays_the_same_deterministic_games_as_local(ray_local, tmp_path, capsys):
