@@ -1,13 +1,18 @@
 """Executors: where the games of a suite are played (``calbench run --executor local|ray``).
 
-* ``local`` (the default) is the suite runner as it always was: asyncio in this process,
-  scripted suites split over forked processes (:func:`lab.runner.run_cli_suite`).
+Wherever the games are played, every game goes through :func:`lab.session.run_session`
+(via ``lab.runner.play_one``) with no store there, is prepared for the store where it was
+played (``saves.store.prepare_game``: checked, events packed lean and compressed, turned
+into rows), and comes back to the process that started the run: **the driver is the only
+writer of the store** (:class:`_Driver`: claims, writes in bursts, never a second copy of
+a game id, lost work saved ``failed``).  So ``--resume``, progress, summaries and reports
+work the same with every executor.
+
+* ``local`` (the default): LLM and human suites play in this process (asyncio,
+  ``--concurrency`` games at once); a scripted suite, which is pure CPU, plays in one
+  forked worker process per CPU (:class:`ProcessExecutor`).
 * ``ray`` plays the games as Ray tasks on a cluster (or on a Ray instance it starts on
-  this machine).  Every game still goes through :func:`lab.session.run_session`, in a
-  Ray worker, with no store there: the finished trace comes back to the driver, and the
-  **driver is the only writer of the store**.  Results stream back as Ray tasks end and
-  are written at once (in bursts of a few games, like the local runner's scripted
-  suites), so ``--resume``, progress, summaries and reports work exactly as with local.
+  this machine); each task streams its games back as they end (:func:`iter_chunk`).
 
 Failures.  A Ray task whose worker process or node dies is retried by Ray
 (``max_retries``); the game ids are fixed by the driver before anything is sent, and the
