@@ -64,9 +64,10 @@ def register(subparsers) -> None:
                    help="run only every N-th task starting at the I-th (1-based), to split a suite across machines")
     p.add_argument("--json", action="store_true", help="print games and summary as JSON on stdout")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="where games are played: local (this machine: processes for scripted suites, "
-                        "asyncio for LLM seats) or ray (Ray tasks on a cluster; this process stays the only "
-                        "writer of the database). Ray is optional: pip install 'calbench[ray]'")
+                   help="where games are played: local (this machine: worker processes for scripted "
+                        "suites, asyncio for LLM seats) or ray (Ray tasks on a cluster). Either way this "
+                        "process is the only writer of the database. Ray is optional: pip install "
+                        "'calbench[ray]'")
     p.add_argument("--address", metavar="auto|ray://HOST:PORT", default=None,
                    help="with --executor ray: the cluster to join (auto: the one this machine belongs to; "
                         "ray://HOST:PORT: through Ray Client). Default: start a Ray instance on this machine")
