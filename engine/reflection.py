@@ -142,7 +142,9 @@ def reflection_vps(task, events: Sequence[Mapping[str, Any]], *, floor: float = 
     ``reflections`` is 0 — callers show "not measured" then.
     """
     n, s_count = task.num_agents, task.num_slots
-    truth: dict[int, list[list[bool]]] = {0: _occupied(task.calendars)}
+    # the calendars each round started from, by round; made occupied-grids only if a reflection needs them
+    truth: dict[int, Any] = {0: task.calendars}
+    grids: dict[int, list[list[bool]]] = {}
     participants = {r: set(m.participants) for r, m in enumerate(task.meetings)}
     raw_t = [0.0] * n
     cal_t = [0.0] * n
@@ -153,7 +155,7 @@ def reflection_vps(task, events: Sequence[Mapping[str, Any]], *, floor: float = 
         typ = ev.get("type")
         d = ev.get("data") or {}
         if typ == "resolution" and d.get("calendars") is not None:
-            truth[int(d["round"]) + 1] = _occupied(d["calendars"])
+            truth[int(d["round"]) + 1] = d["calendars"]
             continue
         if typ != "reflection":
             continue
@@ -162,9 +164,11 @@ def reflection_vps(task, events: Sequence[Mapping[str, Any]], *, floor: float = 
             failed += 1
         r = int(d["round"])
         observer = d.get("agent_id")
-        occ = truth.get(r)
-        if occ is None or observer is None:
+        if r not in truth or observer is None:
             continue
+        occ = grids.get(r)
+        if occ is None:
+            occ = grids[r] = _occupied(truth[r])
         for key, row in (d.get("deltas") or {}).items():
             target = int(key)
             if target == observer or not 0 <= target < n:
