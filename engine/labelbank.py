@@ -91,19 +91,28 @@ def assign_labels(task_like: Any, seed: int | str) -> Labels:
     """
     if isinstance(task_like, dict):
         calendars = task_like.get("calendars") or []
-        meeting_ids = [int(m["id"]) for m in task_like.get("meetings") or []]
+        meeting_ids = tuple(int(m["id"]) for m in task_like.get("meetings") or [])
     else:
         calendars = task_like.calendars
-        meeting_ids = [m.id for m in task_like.meetings]
+        meeting_ids = tuple(m.id for m in task_like.meetings)
+    errands, meetings = _assign(str(seed), tuple(tuple(_errand_ids(cal)) for cal in calendars), meeting_ids)
+    return Labels(dict(errands), dict(meetings))  # the caller's own dicts
+
+
+@lru_cache(maxsize=4096)
+def _assign(seed: str, errand_ids: tuple[tuple[int, ...], ...],
+            meeting_ids: tuple[int, ...]) -> tuple[dict[tuple[int, int], Label], dict[int, Label]]:
+    """:func:`assign_labels` by what it reads — a suite repeats one scenario under several
+    ids and seeds its labels alike, and shuffling the bank is most of the cost of loading
+    a task file.  (The seed enters as text, as :func:`label_rng` reads it.)"""
     bank = load_bank()
     rng = label_rng(seed)
     dealers = {tier: _dealer(rng, bank[tier]) for tier in TIERS}
     errands: dict[tuple[int, int], Label] = {}
-    for agent, cal in enumerate(calendars):
-        ids = _errand_ids(cal)
+    for agent, ids in enumerate(errand_ids):
         for eid, tier in zip(ids, _balanced_tiers(rng, len(ids))):
             errands[(agent, eid)] = Label(next(dealers[tier]), tier)
     meetings: dict[int, Label] = {}
     for mid, tier in zip(meeting_ids, _balanced_tiers(rng, len(meeting_ids))):
         meetings[mid] = Label(next(dealers[tier]), tier)
-    return Labels(errands, meetings)
+    return errands, meetings
