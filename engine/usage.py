@@ -51,6 +51,8 @@ def failure_counts(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 def usage_tokens(usage: Any) -> tuple[int, int, int] | None:
     """``(prompt, completion, cached)`` tokens of one ``usage`` object, or None."""
+    if usage is None:  # every call of a scripted seat: before the (slower) Mapping check
+        return None
     if not isinstance(usage, Mapping):
         return None
     p = usage.get("prompt_tokens", usage.get("input_tokens"))

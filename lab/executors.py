@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import itertools
 import os
 from dataclasses import dataclass, replace
@@ -493,6 +494,12 @@ def _worker_main(tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, se
 
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it ends this process
+    # What the worker inherited (the suite's tasks, the modules) lives as long as it does:
+    # the cyclic collector need not walk it again and again, nor run as often as its
+    # defaults ask of a process making a game's few thousand objects every few milliseconds
+    # (measured: 5-10 % of a scripted game's CPU).  Reference counting still frees as usual.
+    gc.freeze()
+    gc.set_threshold(10_000, 50, 100)
     while True:
         try:
             job = conn.recv()
