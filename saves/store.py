@@ -589,13 +589,17 @@ class Store:
         return store
 
     async def close(self) -> None:
-        """Flush every open sink, then close the connection."""
+        """Flush every open sink, then close the connection (and see its thread end: a
+        process may fork next, and a fork should find no other thread running)."""
         try:
             for sinks in list(self._sinks.values()):
                 for s in list(sinks):
                     await s.aclose()
         finally:
             await self._db.close()
+            thread = getattr(self._db, "_thread", None)  # aiosqlite's worker; it stops right after close
+            if thread is not None and thread.is_alive():
+                thread.join(timeout=2)
 
     async def __aenter__(self) -> "Store":
         return self
