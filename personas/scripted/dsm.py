@@ -162,13 +162,14 @@ class Plan:
 
     slot: int
     moves: tuple[Move, ...] = ()
+    #: Plan id: ``"5"`` for a plain slot, ``"5/M1>12"`` (``/M3>9`` …) with moves (read often: made once)
+    pid: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def pid(self) -> str:
-        """Plan id: ``"5"`` for a plain slot, ``"5/M1>12"`` (``/M3>9`` …) with moves."""
-        if not self.moves:  # most plans; most ids are read once
-            return str(self.slot)
-        return str(self.slot) + "".join(f"/M{m}>{t}" for m, _f, t in self.moves)
+    def __post_init__(self) -> None:
+        pid = str(self.slot)
+        if self.moves:
+            pid += "".join(f"/M{m}>{t}" for m, _f, t in self.moves)
+        object.__setattr__(self, "pid", pid)
 
     def to_json(self) -> dict[str, Any]:
         return {"slot": self.slot, "moves": [{"meeting_id": m, "from_slot": f, "to_slot": t}
