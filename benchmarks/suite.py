@@ -7,9 +7,16 @@ For each protocol this starts ``calbench run --tasks ../shared/compat/authors_un
 --agents X --json`` as a separate process with a fresh temporary database (so start-up,
 task loading, the oracle, metrics and saving every trace to SQLite are all counted), checks
 that every game was saved ``completed``, and prints games/s — wall clock and per CPU
-second of the child — and the ratio to the authors' own harness on this machine
-(IMAP ≈ 26, SD-MAP ≈ 27, DSM-Welfare ≈ 20, DSM-Private ≈ 25 games/s, start-up included).
+second of the child — and the ratio to the paper authors' own harness on this machine.
 The machine is shared and noisy: each figure is the best of ``--repeat`` runs.
+
+The authors' rates (:data:`AUTHORS_RATE`) were measured side by side with ``calbench run``
+on this machine on 30 Nov 2026: their harness (``run.py`` of their public repository, built
+in a scratch folder beside the project, never in it) and ours alternated, three rounds,
+whole process, median (docs/scale.md has the method and every figure).  Two 1,000-game
+figures: ``1000`` plays a 1,000-row task file (their harness reads the file again for every
+game), ``1000-best`` the same 1,000 games as 1,000 entries over the 108-row file, their
+fastest way to play them.
 
 ``--games N`` times a suite of N games instead: the task file's rows repeated in order
 (each copy with its own task id, ``ID~k``) to N rows, written to a temporary file.
@@ -42,9 +49,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 AUTHORS_FILE = ROOT.parent / "shared" / "compat" / "authors_uniform_full.jsonl"
-# The authors' harness, whole process, 108 uniform tasks, this machine (games/s).
-AUTHORS_RATE = {"imap": 26.0, "sdmap": 27.0, "dsm-welfare": 20.0, "dsm-private": 25.0}
-GOAL_RATIO = 4.0  # and >= 100 games/s for IMAP
+# The authors' harness, whole process, this machine (games/s; see the module docstring).
+AUTHORS_RATE = {
+    "108": {"imap": 31.3, "sdmap": 30.5, "dsm-welfare": 26.1, "dsm-private": 26.9},
+    "1000": {"imap": 29.6, "sdmap": 28.5, "dsm-welfare": 22.3, "dsm-private": 26.2},
+    "1000-best": {"imap": 52.0, "sdmap": 48.9, "dsm-welfare": 31.5, "dsm-private": 39.2},
+}
+GOAL_RATIO = 10.0  # issue 14: >= 10x the authors' harness on a 1,000-game suite
 
 
 def run_once(tasks: Path, agents: str, concurrency: int | None, cache: str | None = None,
@@ -138,8 +149,10 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, best of {args.repeat}, oracle cache {args.cache}"
           + (f", --concurrency {args.concurrency}" if args.concurrency else "")
           + (f", {args.run_args}" if args.run_args else ""))
+    size = "1000" if (args.games or 0) >= 1000 else "108"
+    refs = ["1000", "1000-best"] if size == "1000" else ["108"]
     print(f"{'agents':<12} {'games':>5} {'wall s':>7} {'games/s':>8} {'cpu s':>6} {'games/cpu-s':>11} "
-          f"{'authors':>7} {'ratio':>6}  ok?")
+          + " ".join(f"{'vs ' + r:>13}" for r in refs))
     ok_all = True
     for agents in [a.strip() for a in args.agents.split(",") if a.strip()]:
         if args.cache == "warm":
@@ -148,15 +161,15 @@ def main() -> int:
         best = min(runs, key=lambda r: r["wall"])
         rate = best["games"] / best["wall"]
         cpu_rate = best["games"] / best["cpu"] if best["cpu"] else float("nan")
-        ref = AUTHORS_RATE.get(agents)
-        ratio = rate / ref if ref else float("nan")
-        ok = ref is not None and ratio >= GOAL_RATIO and (agents != "imap" or rate >= 100)
-        ok_all &= ok
+        ratios = [rate / AUTHORS_RATE[r][agents] if agents in AUTHORS_RATE[r] else float("nan") for r in refs]
+        ok_all &= ratios[0] >= GOAL_RATIO
         print(f"{agents:<12} {best['games']:>5} {best['wall']:>7.2f} {rate:>8.1f} {best['cpu']:>6.2f} "
-              f"{cpu_rate:>11.1f} {ref or float('nan'):>7.0f} {ratio:>5.1f}x  {'yes' if ok else 'NO'}"
-              f"   (all runs: {', '.join('%.2fs' % r['wall'] for r in runs)})")
-    print(f"goal: >= {GOAL_RATIO:.0f}x the authors' rate for every protocol, and >= 100 games/s for IMAP: "
-          + ("met" if ok_all else "not met"))
+              f"{cpu_rate:>11.1f} " + " ".join(f"{x:>12.1f}x" for x in ratios)
+              + f"   (all runs: {', '.join('%.2fs' % r['wall'] for r in runs)})")
+    if size == "1000":
+        print(f"goal (issue 14): >= {GOAL_RATIO:.0f}x the authors' harness on a 1,000-game suite file, every "
+              "protocol: " + ("met" if ok_all else "not met") + " (the best-arrangement column is the stricter "
+              "comparison; one run each is noisy: docs/scale.md alternates them)")
     if args.profile:
         profile(args.tasks, args.agents.split(",")[0].strip())
     return 0
