@@ -56,6 +56,7 @@ from engine.observe import (
 )
 from engine.protocol import D, TOP, band_cost, satisfaction, slot_words, slot_words_or
 from engine.seats import Reply
+from personas.base import insertion_costs
 
 from .protocol import ProtocolPersona, Reading, as_int
 
@@ -447,10 +448,12 @@ class DSMPersona(ProtocolPersona):
         cal = view.calendar
         cfg = self.config
         ranked: list[tuple[tuple, Plan, int]] = []
+        # a plain plan's cost at every slot (plan_cost(cal, Plan(k), ..., host=True)), in one pass
+        plain_costs = insertion_costs(cal)
         for k in range(view.num_slots):
-            plain = Plan(k)
-            cost = plan_cost(cal, plain, st.meeting_id, host=True)
+            cost = plain_costs[k]
             if cost is not None:
+                plain = Plan(k)
                 s = satisfaction(cost)
                 ranked.append(((0, -s, 0, k, ""), plain, s))
             elif isinstance(cal[k], MeetingCopy) and cfg.cascade_depth > 0 and cfg.displacement_targets > 0:
