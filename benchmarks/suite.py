@@ -12,8 +12,8 @@ The machine is shared and noisy: each figure is the best of ``--repeat`` runs.
 
 The authors' rates (:data:`AUTHORS_RATE`) were measured side by side with ``calbench run``
 on this machine on 30 Nov 2026: their harness (``run.py`` of their public repository, built
-in a scratch folder beside the project, never in it) and ours alternated, three rounds,
-whole process, median (docs/scale.md has the method and every figure).  Two 1,000-game
+in a scratch folder beside the project, never in it) and ours alternated, three rounds
+(six for the 1,000-row file), whole process, median (docs/scale.md has the method and every figure).  Two 1,000-game
 figures: ``1000`` plays a 1,000-row task file (their harness reads the file again for every
 game), ``1000-best`` the same 1,000 games as 1,000 entries over the 108-row file, their
 fastest way to play them.
@@ -52,7 +52,7 @@ AUTHORS_FILE = ROOT.parent / "shared" / "compat" / "authors_uniform_full.jsonl"
 # The authors' harness, whole process, this machine (games/s; see the module docstring).
 AUTHORS_RATE = {
     "108": {"imap": 31.3, "sdmap": 30.5, "dsm-welfare": 26.1, "dsm-private": 26.9},
-    "1000": {"imap": 29.6, "sdmap": 28.5, "dsm-welfare": 22.3, "dsm-private": 26.2},
+    "1000": {"imap": 29.8, "sdmap": 28.7, "dsm-welfare": 22.1, "dsm-private": 26.2},
     "1000-best": {"imap": 52.0, "sdmap": 48.9, "dsm-welfare": 31.5, "dsm-private": 39.2},
 }
 GOAL_RATIO = 10.0  # issue 14: >= 10x the authors' harness on a 1,000-game suite
