@@ -13,10 +13,10 @@ The machine is shared and noisy: each figure is the best of ``--repeat`` runs.
 The authors' rates (:data:`AUTHORS_RATE`) were measured side by side with ``calbench run``
 on this machine on 30 Nov 2026: their harness (``run.py`` of their public repository, built
 in a scratch folder beside the project, never in it) and ours alternated, three rounds
-(six for the 1,000-row file), whole process, median (docs/scale.md has the method and every figure).  Two 1,000-game
-figures: ``1000`` plays a 1,000-row task file (their harness reads the file again for every
-game), ``1000-best`` the same 1,000 games as 1,000 entries over the 108-row file, their
-fastest way to play them.
+(six for the 1,000-row file), whole process, median (docs/scale.md has the method and
+every figure).  Two 1,000-game figures: ``1000`` plays a 1,000-row task file (their
+harness reads the file again for every game), ``1000-best`` the same 1,000 games as
+1,000 entries over the 108-row file, their fastest way to play them.
 
 ``--games N`` times a suite of N games instead: the task file's rows repeated in order
 (each copy with its own task id, ``ID~k``) to N rows, written to a temporary file.
