@@ -104,3 +104,17 @@ def db_path(arg: str | None) -> str:
     d = user_data_dir("calbench", appauthor=False)
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, "calbench.db")
+
+
+def game_options(args) -> tuple[str, ...]:
+    """What every command that plays games reads alike: ``--max-turns`` checked and
+    ``--channel`` read (``calbench_tui.settings.parse_channels``: aliases, ``every``, the
+    engine's channel order), as one-line errors.  Returns the channels."""
+    if args.max_turns < 1:
+        raise UserError("--max-turns must be at least 1")
+    from calbench_tui.settings import SettingsError, parse_channels
+
+    try:
+        return parse_channels(args.channel)
+    except SettingsError as exc:
+        raise UserError(str(exc)) from None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from . import UserError, add_db_option, check_db, db_path, require_terminal
+from . import UserError, add_db_option, check_db, db_path, game_options, require_terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,7 +103,7 @@ def _handle_join(args: argparse.Namespace) -> int:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from calbench_tui.settings import Settings, SettingsError, load_keymap, parse_channels, seed_of_ref
+    from calbench_tui.settings import Settings, SettingsError, load_keymap, seed_of_ref
 
     if args.list_keys:
         return _list_keys(args)
@@ -115,12 +115,7 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.seat is not None and args.seat < 0:
         raise UserError(f"--seat must be 0 or more, not {args.seat}")
-    if args.max_turns < 1:
-        raise UserError("--max-turns must be at least 1")
-    try:
-        channels = parse_channels(args.channel)
-    except SettingsError as exc:
-        raise UserError(str(exc)) from None
+    channels = game_options(args)
 
     from calbench_tui.app import binding_ids, make_app
 

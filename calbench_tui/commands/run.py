@@ -23,16 +23,7 @@ from typing import Any
 
 from personas.spec import AgentsSpec, PersonaSpecError
 
-from . import UserError, add_db_option, db_path
-
-CHANNEL_ALIASES = {
-    "dm": "dm",
-    "participant": "participant_groupchat",
-    "participant_groupchat": "participant_groupchat",
-    "all": "all_groupchat",
-    "all_groupchat": "all_groupchat",
-}
-
+from . import UserError, add_db_option, db_path, game_options
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -74,7 +65,7 @@ def register(subparsers) -> None:
 
     g = p.add_argument_group("game settings")
     g.add_argument("--channel", default="dm", metavar="LIST",
-                   help="message channels: dm, participant, all, or a comma list (dm,all); default dm")
+                   help="message channels, combined with commas: dm (default), participant, all, or 'every'")
     g.add_argument("--max-turns", type=int, default=15, metavar="N", help="cheap-talk turns per round (default 15)")
     g.add_argument("--retries", type=int, default=3, metavar="N", help="decision retries after a rejected batch (default 3)")
     g.add_argument("--deterministic", action="store_true",
@@ -95,22 +86,6 @@ def register(subparsers) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-def parse_channels(raw: str) -> tuple[str, ...]:
-    out: list[str] = []
-    for part in raw.split(","):
-        part = part.strip().lower()
-        if not part:
-            continue
-        if part not in CHANNEL_ALIASES:
-            raise UserError(f"unknown channel {part!r}; choose from dm, participant, all (or a comma list)")
-        ch = CHANNEL_ALIASES[part]
-        if ch not in out:
-            out.append(ch)
-    if not out:
-        raise UserError("--channel needs at least one of dm, participant, all")
-    return tuple(out)
-
-
 def parse_shard(raw: str | None) -> tuple[int, int] | None:
     if raw is None:
         return None
@@ -195,8 +170,7 @@ def handle(args) -> int:
 
     from ..progress import progress_bar
 
-    if args.max_turns < 1:
-        raise UserError("--max-turns must be at least 1")
+    channels = game_options(args)
     if args.retries < 0:
         raise UserError("--retries must be 0 or more")
     if args.concurrency is not None and args.concurrency < 1:
@@ -210,7 +184,6 @@ def handle(args) -> int:
         executor = ray_executor(RayOptions(address=args.address))
     elif args.address:
         raise UserError("--address needs --executor ray")
-    channels = parse_channels(args.channel)
     sh = parse_shard(args.shard)
     if not args.agents.strip():
         raise UserError("--agents needs a persona name, e.g. imap")

@@ -20,7 +20,7 @@ import signal
 import sys
 import uuid
 
-from . import UserError, add_db_option, db_path
+from . import UserError, add_db_option, db_path, game_options
 
 
 def register(subparsers) -> None:
@@ -76,7 +76,6 @@ def _check_address(args: argparse.Namespace) -> None:
 
 
 def _options(args: argparse.Namespace):
-    from calbench_tui.settings import SettingsError, parse_channels
     from engine.model import TaskError
     from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
     from personas.spec import AgentsSpec, PersonaSpecError, SeatSpec
@@ -86,12 +85,7 @@ def _options(args: argparse.Namespace):
         v = getattr(args, name)
         if not 0 <= v <= 86400:
             raise UserError(f"--{name.replace('_', '-')} must be 0..86400 seconds, not {v:g}")
-    if args.max_turns < 1:
-        raise UserError("--max-turns must be at least 1")
-    try:
-        channels = parse_channels(args.channel)
-    except SettingsError as exc:
-        raise UserError(str(exc)) from None
+    channels = game_options(args)
     try:
         tasks = resolve_tasks(args.task)
     except (TaskRefError, TaskError, OSError) as exc:
