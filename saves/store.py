@@ -572,14 +572,17 @@ class Store:
         store = cls(db, path)
         try:
             await db.execute("PRAGMA busy_timeout = 10000")
-            if not memory:
-                async with db.execute("PRAGMA journal_mode = WAL") as cur:
-                    mode = (await cur.fetchone())[0]
-                if str(mode).lower() != "wal":
-                    raise StoreError(f"{path}: SQLite refused WAL mode (journal_mode is {mode})")
-            await db.execute("PRAGMA synchronous = NORMAL")
-            await db.execute("PRAGMA foreign_keys = ON")
-            await store._migrate()
+            # Two processes creating one database at once can be told "database is locked"
+            # at once, without the busy timeout (switching to WAL, or SQLite refusing a lock
+            # upgrade that could deadlock): the set-up is idempotent, so try it again.
+            for attempt in range(8):
+                try:
+                    await store._set_up(memory)
+                    break
+                except sqlite3.OperationalError as exc:
+                    if attempt == 7 or "locked" not in str(exc) and "busy" not in str(exc):
+                        raise
+                    await asyncio.sleep(0.05 * 2 ** attempt)
         except sqlite3.DatabaseError as exc:
             await db.close()
             raise StoreError(f"{path} is not a usable CalBench database: {exc}") from None
@@ -587,6 +590,18 @@ class Store:
             await db.close()
             raise
         return store
+
+    async def _set_up(self, memory: bool) -> None:
+        """WAL mode, the connection's pragmas and the migrations (each safe to repeat)."""
+        db = self._db
+        if not memory:
+            async with db.execute("PRAGMA journal_mode = WAL") as cur:
+                mode = (await cur.fetchone())[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.path}: SQLite refused WAL mode (journal_mode is {mode})")
+        await db.execute("PRAGMA synchronous = NORMAL")
+        await db.execute("PRAGMA foreign_keys = ON")
+        await self._migrate()
 
     async def close(self) -> None:
         """Flush every open sink, then close the connection (and see its thread end: a
