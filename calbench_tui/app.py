@@ -44,6 +44,7 @@ from engine.model import Task
 from lab.session import Session, run_session
 from personas.human import HumanPersona, HumanRequest
 from personas.spec import AgentsSpec
+from saves.lease import LeaseHeld
 
 from .messages import AppSink, GameEvent, GameFailed, GameOver, HumanTurn
 from .screens.decision import DecisionScreen
@@ -321,9 +322,14 @@ class CalBenchApp(App):
         try:
             outcome = await run_session(session, store=self.store, stream=True,
                                         listeners=[AppSink(self, self.settings.seat)],
-                                        resume_upto=resume_upto)
+                                        resume_upto=resume_upto, owner="calbench-play")
         except asyncio.CancelledError:
             raise  # ctrl+q: the session marked the game stopped (and _stop_game says so too)
+        except LeaseHeld as exc:  # another process plays this game: nothing was written; one line
+            self.status = None
+            self.error = str(exc)
+            self.exit(return_code=2)
+            return
         except Exception as exc:  # the store itself failed: nothing more can be saved
             outcome = None
             error = f"{type(exc).__name__}: {exc}"

@@ -35,10 +35,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from saves.lease import Owner, current_owner
+from saves.lease import (HEARTBEAT_SECONDS, LeaseHeld, Owner, current_owner, game_subject,
+                         participant_subject)
 
 __all__ = ["CHUNK", "Claimer", "ResumeReport", "die_with_parent", "units_of", "check_other_runs",
-           "prepare_resume_claims"]
+           "prepare_resume_claims", "Lease", "LeaseHeld", "hold_game", "game_subject", "participant_subject"]
 
 #: Units claimed per store transaction (one writer-lock trip per chunk, as the saver flushes).
 CHUNK = 8
@@ -207,3 +208,81 @@ async def prepare_resume_claims(store, key: str, tasks: Sequence[Any], ids: Sequ
     # complete is played again by whoever claims it next)
     await store.drop_claims(key, {c["owner"] for c in claims if not c["alive"]})
     return keep, report
+
+
+# -- one owner of a live game (issue 24, 3) ----------------------------------------------------
+
+class Lease:
+    """One process's lease on a live thing: a game in play (:func:`game_subject`) or a study
+    participant's session (:func:`participant_subject`).
+
+    ``async with Lease(store, subject, role="calbench-play"):`` takes the lease (raising
+    :class:`LeaseHeld`, whose text is one line naming the owner, when a live process holds
+    it), renews its heartbeat every ``heartbeat`` seconds while the block runs, and drops it
+    at the end, however the block ends.  A lease whose process is gone (this host: its pid
+    is absent or now another process; another host: no heartbeat for
+    ``saves.lease.LEASE_STALE_SECONDS``) is taken over, and :attr:`took_over` says whose it
+    was.  The lease lives in the save database, so every process that opens it agrees.
+
+    ``lost`` is set when the heartbeat finds the lease gone (someone took it over believing
+    this process dead): the holder should stop writing.
+    """
+
+    def __init__(self, store, subject: str, *, role: str, game_id: str | None = None, what: str = "",
+                 heartbeat: float = HEARTBEAT_SECONDS) -> None:
+        self.store = store
+        self.subject = subject
+        self.role = role
+        self.game_id = game_id
+        self.what = what
+        self.heartbeat = heartbeat
+        self.owner: Owner = current_owner()
+        self.took_over: dict[str, Any] | None = None
+        self.held = False
+        self.lost = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def acquire(self) -> "Lease":
+        status, other = await self.store.take_lease(self.subject, self.owner, role=self.role, game_id=self.game_id)
+        if status == "taken":
+            raise LeaseHeld(self.subject, other or {}, self.what)
+        self.took_over = other if status == "stale" else None
+        self.held = True
+        self._task = asyncio.get_running_loop().create_task(self._beat(), name=f"lease {self.subject}")
+        return self
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            try:
+                if not await self.store.renew_lease(self.subject, self.owner):
+                    self.lost.set()
+                    return
+            except Exception:  # noqa: BLE001 - a busy database: try again at the next beat
+                continue
+
+    async def release(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except BaseException:  # noqa: BLE001 - cancelled, as asked
+                pass
+            self._task = None
+        if self.held:
+            self.held = False
+            try:
+                await asyncio.shield(self.store.release_lease(self.subject, self.owner))
+            except BaseException:  # noqa: BLE001 - a closed store at shutdown: the lease goes stale with us
+                pass
+
+    async def __aenter__(self) -> "Lease":
+        return await self.acquire()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.release()
+
+
+def hold_game(store, game_id: str, role: str) -> Lease:
+    """The lease on one game in play (``async with hold_game(store, gid, "serve"):``)."""
+    return Lease(store, game_subject(game_id), role=role, game_id=game_id, what=f"game {game_id[:8]}")

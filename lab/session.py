@@ -104,7 +104,8 @@ def failure_trace(session: Session, events: list[dict[str, Any]], exc: BaseExcep
 async def run_session(session: Session, *, store: Any = None, stream: bool = True,
                       listeners: Sequence[EventSink] = (), resume_upto: int | None = None,
                       saver: Saver | None = None,
-                      after: Callable[[dict[str, Any]], Awaitable[Any]] | None = None) -> SessionOutcome:
+                      after: Callable[[dict[str, Any]], Awaitable[Any]] | None = None,
+                      owner: str = "calbench") -> SessionOutcome:
     """Play ``session`` to its end, filing it in ``store`` (``saves.store.Store`` or None).
 
     ``resume_upto``: continue a stopped game of this id, keeping its events up to that
@@ -114,7 +115,27 @@ async def run_session(session: Session, *, store: Any = None, stream: bool = Tru
     at once.  ``after``: an async measurement given the finished trace before it is filed
     (the optional LLM judge adds ``judge`` and ``metrics["judge_vps"]`` there).  Raises
     ``asyncio.CancelledError`` after marking a streamed game stopped.
+
+    A streamed game has one owner: before the game is created or reopened this process
+    takes its lease (``lab.lease.hold_game``; ``owner`` names the role shown to others:
+    "calbench-play", "study run", "serve") and holds it, with a heartbeat, until the game
+    is filed.  Another live process's lease raises ``saves.lease.LeaseHeld`` (one line
+    naming that process) before anything is written; a lease whose process is gone is
+    taken over.
     """
+    if store is not None and stream:
+        from .lease import hold_game
+
+        async with hold_game(store, session.game_id, owner):
+            return await _run_session(session, store=store, stream=stream, listeners=listeners,
+                                      resume_upto=resume_upto, saver=saver, after=after)
+    return await _run_session(session, store=store, stream=stream, listeners=listeners,
+                              resume_upto=resume_upto, saver=saver, after=after)
+
+
+async def _run_session(session: Session, *, store: Any, stream: bool, listeners: Sequence[EventSink],
+                       resume_upto: int | None, saver: Saver | None,
+                       after: Callable[[dict[str, Any]], Awaitable[Any]] | None) -> SessionOutcome:
     t0 = time.perf_counter()
     gid = session.game_id
     resume_events: list[dict[str, Any]] | None = None

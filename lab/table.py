@@ -274,7 +274,8 @@ class Table:
                           {**self.extra_config, **seat_llm_config(seats), "remote_seats": sorted(self.remote),
                            **({"lobby": self.lobby_record} if self.lobby_record else {})})
         try:
-            self.outcome = await run_session(session, store=self.store, stream=True, listeners=[_Projector(self)])
+            self.outcome = await run_session(session, store=self.store, stream=True, listeners=[_Projector(self)],
+                                             owner="serve")
         finally:
             for rs in self.remote.values():
                 if rs.hold_task is not None:

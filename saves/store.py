@@ -1051,6 +1051,76 @@ class Store:
             r["alive"] = owner_alive(r["owner"], r["host"], r["pid"], r["claimed_at"])
         return rows
 
+    # -- leases: one live owner of a game or a participant's session (see lab/lease.py) ---
+    _LEASE_COLS = ("unit", "task_id", "game_id", "owner", "host", "pid", "run_pid", "claimed_at")
+
+    @staticmethod
+    def _lease_row(r: tuple) -> dict[str, Any]:
+        from .lease import LEASE_STALE_SECONDS, owner_alive
+
+        unit, role, game_id, owner, host, pid, run_pid, at = r
+        return {"subject": unit, "role": role, "game_id": game_id, "owner": owner, "host": host, "pid": pid,
+                "heartbeat": at, "alive": owner_alive(owner, host, pid, at, stale_after=LEASE_STALE_SECONDS)}
+
+    async def take_lease(self, subject: str, owner, *, role: str, game_id: str | None = None
+                         ) -> tuple[str, dict[str, Any] | None]:
+        """Take the lease on ``subject`` for ``owner`` (a ``saves.lease.Owner``), in one write transaction.
+
+        Answers ``("claimed", None)`` (it was free, or ours), ``("stale", old)`` (its holder is
+        gone: taken over) or ``("taken", holder)`` (a live process holds it: nothing written).
+        """
+        from .lease import LEASE_KEY
+
+        async with self._tx() as db:
+            rows = await db.execute_fetchall(f"SELECT {', '.join(self._LEASE_COLS)} FROM claims "
+                                             "WHERE settings_key = ? AND unit = ?", (LEASE_KEY, subject))
+            held = self._lease_row(rows[0]) if rows else None
+            if held is not None and held["owner"] != owner.token and held["alive"]:
+                return "taken", held
+            await db.execute("INSERT OR REPLACE INTO claims (settings_key, unit, task_id, game_id, owner, host, pid, "
+                             "run_pid, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (LEASE_KEY, subject, role, game_id, owner.token, owner.host, owner.pid, owner.run_pid,
+                              _now()))
+        if held is not None and held["owner"] != owner.token:
+            return "stale", held
+        return "claimed", None
+
+    async def renew_lease(self, subject: str, owner) -> bool:
+        """The holder's heartbeat; False when ``owner`` no longer holds the lease (taken over)."""
+        from .lease import LEASE_KEY
+
+        async with self._lock:
+            cur = await self._db.execute("UPDATE claims SET claimed_at = ? WHERE settings_key = ? AND unit = ? "
+                                         "AND owner = ?", (_now(), LEASE_KEY, subject, owner.token))
+            return cur.rowcount == 1
+
+    async def release_lease(self, subject: str, owner) -> bool:
+        """Drop ``owner``'s lease on ``subject`` (a clean end); another holder's is left alone."""
+        from .lease import LEASE_KEY
+
+        async with self._lock:
+            cur = await self._db.execute("DELETE FROM claims WHERE settings_key = ? AND unit = ? AND owner = ?",
+                                         (LEASE_KEY, subject, owner.token))
+            return cur.rowcount == 1
+
+    async def lease(self, subject: str) -> dict[str, Any] | None:
+        """The lease on ``subject`` (``role``, ``pid``, ``host``, ``heartbeat``, ``alive``), or None."""
+        from .lease import LEASE_KEY
+
+        async with self._db.execute(f"SELECT {', '.join(self._LEASE_COLS)} FROM claims WHERE settings_key = ? "
+                                    "AND unit = ?", (LEASE_KEY, subject)) as cur:
+            row = await cur.fetchone()
+        return self._lease_row(row) if row else None
+
+    async def leases(self, prefix: str = "") -> list[dict[str, Any]]:
+        """Every lease whose subject starts with ``prefix`` (e.g. ``"game:"``), live or stale."""
+        from .lease import LEASE_KEY
+
+        esc = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        async with self._db.execute(f"SELECT {', '.join(self._LEASE_COLS)} FROM claims WHERE settings_key = ? "
+                                    "AND unit LIKE ? ESCAPE '\\' ORDER BY unit", (LEASE_KEY, esc + "%")) as cur:
+            return [self._lease_row(r) for r in await cur.fetchall()]
+
     # -- queries --------------------------------------------------------------------------
     async def list_games(self, *, status: str | None = None, task_id: str | None = None,
                          settings_key: str | None = None, source: str | None = None) -> list[dict[str, Any]]:

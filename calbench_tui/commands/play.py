@@ -193,11 +193,16 @@ def check_resume_endpoints(game: str, db: str, llm) -> None:
 
     from . import with_store
 
+    from saves.lease import LeaseHeld, game_subject
+
     async def main(store):
         try:
             trace = await store.load_trace(game)
         except Exception:
             return None
+        held = await store.lease(game_subject(trace["game_id"]))
+        if held is not None and held["alive"]:  # another terminal plays it now: one line, nothing touched
+            raise UserError(f"cannot resume: {LeaseHeld(held['subject'], held, 'game ' + trace['game_id'][:8])}")
         return trace
 
     if db != ":memory:" and not db.startswith("file:") and not os.path.exists(db):

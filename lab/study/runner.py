@@ -308,7 +308,8 @@ class StudyRunner:
                           clock=LogicalClock() if self.deterministic and not resumed else None)
         await self.driver.game_started(ctx)
         outcome = await run_session(session, store=self.store, stream=True,
-                                    listeners=list(self.driver.listeners(ctx)), resume_upto=resume_upto)
+                                    listeners=list(self.driver.listeners(ctx)), resume_upto=resume_upto,
+                                    owner="study run")
         await self.driver.game_over(ctx, outcome)
         infra = [e for e in outcome.trace.get("events") or () if e.get("type") == "seat_timeout"
                  and (e.get("data") or {}).get("agent_id") != g.seat]
