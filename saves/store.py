@@ -372,7 +372,8 @@ def human_game_in_play(trace: dict[str, Any]) -> bool:
     cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
     kinds = {str(a.get(k)).lower() for a in _agents_of(cfg) for k in ("type", "kind")}
     names = {n.strip().lower() for n in str(saved.get("agents") or "").split(",")}
-    return "human" in kinds or "human" in names or isinstance(cfg.get("human_seat"), int)
+    return ("human" in kinds or "human" in names or isinstance(cfg.get("human_seat"), int)
+            or bool(cfg.get("remote_seats")) or cfg.get("participant") is not None)
 
 
 def in_play_message(trace: dict[str, Any], what: str) -> str:

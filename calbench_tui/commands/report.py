@@ -73,9 +73,14 @@ def load(path: str, ids: list[str] | None,
     """(game_results rows, traces of those games) from the database at ``path``."""
 
     async def main(store):
+        from saves.guard import admit
+
         rows = await store.game_results(task_id=ids, include_unverified=include_unverified)
         gids = list(dict.fromkeys(r["game_id"] for r in rows))
-        return rows, [await store.load_trace(g) for g in gids]
+        traces = [await store.load_trace(g) for g in gids]
+        # the one guard: a game a person is still playing never reaches a report
+        keep = {t["game_id"] for t in traces if admit(t, reveal=False)}
+        return [r for r in rows if r["game_id"] in keep], [t for t in traces if t["game_id"] in keep]
 
     return with_store(path, main)
 

@@ -54,6 +54,7 @@ def register(sub) -> None:
                    help="store traces that do not verify (a changed move, a bad state hash, edited metrics, "
                         "missing events) marked 'unverified' instead of refusing them; reports leave them out "
                         "unless given --include-unverified")
+    add_reveal_option(p)
     p.set_defaults(handler=handle_import)
 
     p = sub.add_parser("trace", help="replay a trace and verify it (no persona is called)",
@@ -91,10 +92,12 @@ def add_reveal_option(parser) -> None:
 
 def refuse_peeking(trace: dict[str, Any], args, what: str) -> None:
     """One line, exit 2, for a saved game a human is still playing (unless --reveal-all-seats)."""
-    from saves.store import human_game_in_play, in_play_message
+    from saves.guard import PeekRefused, refuse
 
-    if human_game_in_play(trace) and not getattr(args, "reveal_all_seats", False):
-        raise UserError(in_play_message(trace, what))
+    try:
+        refuse(trace, reveal=getattr(args, "reveal_all_seats", False), what=what)
+    except PeekRefused as exc:
+        raise UserError(str(exc)) from None
 
 
 def read_trace_file(path: str) -> dict[str, Any]:
@@ -214,11 +217,20 @@ def _export_all(args) -> int:
     except OSError as exc:
         raise UserError(f"cannot create {args.output}: {exc.strerror or exc}") from None
 
+    from saves.guard import admit, skip_line
+
+    skipped = 0
+
     async def go(store):
+        nonlocal skipped
         games = await store.list_games(status=args.status)
         written = 0
         for i, g in enumerate(games, 1):
             trace = await store.load_trace(g["game_id"])
+            if not admit(trace, reveal=args.reveal_all_seats):  # the one guard: no peeking at a game in play
+                print(("\n" if sys.stderr.isatty() else "") + skip_line(trace, "the export"), file=sys.stderr)
+                skipped += 1
+                continue
             path = os.path.join(out, f"calbench-{g['game_id']}.json")
             try:
                 with open(path, "w", encoding="utf-8") as fh:
@@ -231,7 +243,8 @@ def _export_all(args) -> int:
         return written
 
     n = with_store(db_path(args.db), go)
-    print(f"wrote {n} game(s) to {args.output}" if n else "no saved games to export", file=sys.stderr)
+    left = f" ({skipped} in play left out)" if skipped else ""
+    print((f"wrote {n} game(s) to {args.output}" if n else "no saved games to export") + left, file=sys.stderr)
     return 0
 
 
@@ -246,10 +259,11 @@ def handle_import(args) -> int:
         for path in args.files:
             try:
                 if is_sqlite_file(path):  # another save database (e.g. a shard of a suite): merge it
-                    await _merge_database(store, path, results, args.keep_unverified)
+                    await _merge_database(store, path, results, args.keep_unverified, reveal=args.reveal_all_seats)
                     continue
                 trace = read_trace_file(path)
-                results.append(await import_verified(store, trace, path, args.keep_unverified))
+                results.append(await import_verified(store, trace, path, args.keep_unverified,
+                                                     reveal=args.reveal_all_seats))
             except (UserError, StoreError) as exc:
                 msg = str(exc)
                 results.append((path, "failed", msg if msg.startswith(path) else f"{path}: {msg}"))
@@ -258,7 +272,7 @@ def handle_import(args) -> int:
                                                  f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"))
 
     with_store(db_path(args.db), go)
-    counts = {"imported": 0, "unverified": 0, "duplicate": 0, "failed": 0}
+    counts = {"imported": 0, "unverified": 0, "duplicate": 0, "failed": 0, "in play": 0}
     for path, outcome, detail in results:
         counts[outcome] += 1
         if outcome == "imported":
@@ -268,25 +282,33 @@ def handle_import(args) -> int:
                   "unless given --include-unverified")
         elif outcome == "duplicate":
             print(f"skipped {path}: game {detail} is already saved", file=sys.stderr)
+        elif outcome == "in play":
+            print(f"{path}: {detail}", file=sys.stderr)
         else:
             print(f"calbench: error: could not import {detail}", file=sys.stderr)
     unverified = f", {counts['unverified']} imported unverified" if counts["unverified"] else ""
-    print(f"{counts['imported']} imported{unverified}, {counts['duplicate']} already saved, "
+    in_play = f", {counts['in play']} in play left out" if counts["in play"] else ""
+    print(f"{counts['imported']} imported{unverified}, {counts['duplicate']} already saved{in_play}, "
           f"{counts['failed']} failed", file=sys.stderr)
     return 1 if counts["failed"] or counts["unverified"] else 0
 
 
-async def import_verified(store, trace: dict[str, Any], where: str, keep_unverified: bool) -> tuple[str, str, str]:
+async def import_verified(store, trace: dict[str, Any], where: str, keep_unverified: bool, *,
+                          reveal: bool = False) -> tuple[str, str, str]:
     """Fold and check ``trace`` (``engine.replay.verify_trace``), then import it.
 
     A trace that verifies is stored ``verified``.  One that does not is refused — or, with
     ``keep_unverified``, stored marked ``unverified`` with its problems.  Returns one
-    ``(where, outcome, detail)`` line for the summary.
+    ``(where, outcome, detail)`` line for the summary.  A game a person is still playing
+    (saved mid-game) is left out unless ``reveal`` (the one guard, ``saves.guard``).
     """
     from engine.replay import TraceError, verify_trace
+    from saves.guard import admit, skip_line
     from saves.store import _check_trace
 
     _check_trace(trace)  # types and sizes first: the fold must not meet a value it cannot read
+    if not admit(trace, reveal=reveal):
+        return where, "in play", skip_line(trace, "the import")
     try:
         res = verify_trace(trace)
         problems = list(res.problems)
@@ -317,7 +339,8 @@ def is_sqlite_file(path: str) -> bool:
         return False
 
 
-async def _merge_database(store, path: str, results: list, keep_unverified: bool = False) -> None:
+async def _merge_database(store, path: str, results: list, keep_unverified: bool = False, *,
+                          reveal: bool = False) -> None:
     """Import every game of another save database, one result line per game."""
     from saves.store import Store, StoreError
 
@@ -329,7 +352,7 @@ async def _merge_database(store, path: str, results: list, keep_unverified: bool
             where = f"{path}#{g['game_id'][:8]}"
             try:
                 trace = await other.load_trace(g["game_id"])
-                results.append(await import_verified(store, trace, where, keep_unverified))
+                results.append(await import_verified(store, trace, where, keep_unverified, reveal=reveal))
             except StoreError as exc:
                 results.append((where, "failed", f"{where}: {exc}"))
             except Exception as exc:  # noqa: BLE001 - one bad game never aborts the others

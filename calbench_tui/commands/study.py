@@ -232,10 +232,13 @@ def handle_export(args) -> int:
 
     study = _load(args.path)
     path = _existing(args.db)
+    skipped: list[str] = []
     try:
-        counts = with_store(path, lambda store: export_study(study, store, args.out))
+        counts = with_store(path, lambda store: export_study(study, store, args.out, skipped=skipped))
     except OSError as exc:
         raise UserError(f"cannot write to {args.out}: {exc.strerror}") from None
+    for line in skipped:  # games a participant is still playing: never written mid-game
+        print(line, file=sys.stderr)
     for name, n in counts.items():
         print(f"{Path(args.out) / name}: {n} rows")
     print(f"{Path(args.out) / 'codebook.md'}: every column described")

@@ -135,8 +135,14 @@ def codebook_markdown() -> str:
     return "\n".join(out)
 
 
-async def study_rows(study, store) -> dict[str, list[dict[str, Any]]]:
-    """Every row of every file, as dicts keyed by the codebook's columns."""
+async def study_rows(study, store, *, skipped: list[str] | None = None,
+                     reveal: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """Every row of every file, as dicts keyed by the codebook's columns.
+
+    A game a participant is still playing is left out (its rows would hold the other seats'
+    messages and calendars) unless ``reveal``; ``skipped`` gets one line per game left out
+    (``saves.guard``, the one guard of every path that writes a game)."""
+    from saves.guard import admit, skip_line
     from saves.study import StudyStore
 
     db = StudyStore(store, study.name)
@@ -186,6 +192,10 @@ async def study_rows(study, store) -> dict[str, list[dict[str, Any]]]:
         try:
             trace = await store.load_trace(gid)
         except Exception:
+            continue
+        if not admit(trace, reveal=reveal):
+            if skipped is not None:
+                skipped.append(skip_line(trace, "the study export", flag=False) + f" (participant {pid})")
             continue
         await _game_rows(out, trace, pid, sim[pid], g, bel_by_game.get(gid, []), timeouts.get(gid, 0))
     for a in answers:
@@ -277,11 +287,13 @@ def _recipients(d: dict[str, Any], task: Task) -> list[int]:
     return []
 
 
-async def export_study(study, store, out_dir: str | Path) -> dict[str, int]:
-    """Write every CSV and ``codebook.md`` into ``out_dir``; returns rows per file."""
+async def export_study(study, store, out_dir: str | Path, *, skipped: list[str] | None = None,
+                       reveal: bool = False) -> dict[str, int]:
+    """Write every CSV and ``codebook.md`` into ``out_dir``; returns rows per file.  Games in
+    play are left out, one line each in ``skipped`` (see :func:`study_rows`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = await study_rows(study, store)
+    rows = await study_rows(study, store, skipped=skipped, reveal=reveal)
     counts = {}
     for name, (_, cols) in CODEBOOK.items():
         with open(out / name, "w", newline="", encoding="utf-8") as fh:
