@@ -33,6 +33,17 @@ SCRIPTED = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive")
 CHANNELS = ("dm", "participant", "all")
 
 
+def _duplicates(ids: list[str]) -> list[str]:
+    """The ids that occur more than once, in the order they first repeat."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for i in ids:
+        if i in seen and i not in out:
+            out.append(i)
+        seen.add(i)
+    return out
+
+
 class StudyFileError(ValueError):
     """A study file that cannot be used; the message is one line (file, line, what to do)."""
 
@@ -187,6 +198,15 @@ class Questionnaire(_Model):
     when: Literal["before", "after_game", "after_study"]
     title: str = ""
     items: list[Item] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_items(self) -> "Questionnaire":
+        # answers are keyed by item id: two items with one id would overwrite each other's answers
+        dup = _duplicates([it.id for it in self.items])
+        if dup:
+            raise ValueError(f"questionnaire {self.id!r} has more than one item with id {', '.join(map(repr, dup))}; "
+                             "give every item its own id")
+        return self
 
 
 class Beliefs(_Model):
@@ -371,6 +391,12 @@ def _check_semantics(study: Study, text: str, source: str, base: Path | None) ->
         if c.cost != "task" and not all(r.strip().startswith("seed:") for r in refs):
             fail(("conditions", i, "cost"), f"cost = {c.cost!r} re-costs seed:N scenarios only; list the pool as "
                                             "seed:N references, or use cost = \"task\" and tasks of that cost")
+    seen: dict[str, int] = {}
+    for i, q in enumerate(study.quiz):  # answers are keyed by question number; one question twice is a slip
+        key = " ".join(q.question.split()).lower()
+        if key in seen:
+            fail(("quiz", i), f"asks {q.question!r} again (quiz question {seen[key] + 1}); give each question once")
+        seen[key] = i
     seats = study.assignment.seats
     for i, c in enumerate(study.conditions):
         if c.seat >= n:
