@@ -540,6 +540,47 @@ def _game_rows(trace: dict[str, Any], status: str, verification: str | None, pro
     return PreparedGame(game, blob, rows, _seat_rows(gid, trace, agents))
 
 
+def _foreign_tables(path: str) -> list[str] | None:
+    """The tables of the SQLite file at ``path`` when it is not a CalBench database, read
+    through a read-only connection (nothing is written: no journal mode switched, no table
+    made); None when it is ours, new or empty, or not SQLite at all (left to the caller)."""
+    from urllib.parse import quote
+
+    try:
+        if os.path.getsize(path) == 0:
+            return None
+    except OSError:
+        return None
+    uri = "file:" + quote(os.path.abspath(path))
+    for opts in ("?mode=ro", "?mode=ro&immutable=1"):  # immutable: a WAL file we may not open shared
+        try:
+            con = sqlite3.connect(uri + opts, uri=True)
+        except sqlite3.Error:
+            continue
+        try:
+            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            cols = [r[1] for r in con.execute("PRAGMA table_info(schema_version)")]
+        except sqlite3.OperationalError:
+            continue
+        except sqlite3.DatabaseError:
+            return None  # not SQLite: Store.open says so in its own words
+        finally:
+            con.close()
+        if not tables or cols == ["version", "applied_at"]:
+            return None
+        return tables
+    return None
+
+
+def _refuse_foreign(path: str) -> None:
+    tables = _foreign_tables(path)
+    if tables is not None:
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise StoreError(f"{path} is an SQLite database of another program (tables: {shown}), not a CalBench "
+                         "save database; it was left as it was. Give --db a CalBench database or a new file")
+
+
 class Store:
     """The save database.  Open with ``await Store.open(path)`` (``":memory:"`` for tests)."""
 
@@ -562,6 +603,8 @@ class Store:
                 raise StoreError(f"cannot create the folder {parent} for the save database: "
                                  f"{exc.strerror or exc}") from None
             path = str(Path(path).expanduser())
+        if not memory and not path.startswith("file:"):
+            _refuse_foreign(path)  # another program's database: refused before anything is written
         try:
             if not memory:
                 # Probe synchronously first: when aiosqlite's own connect fails, its worker
