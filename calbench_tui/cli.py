@@ -13,7 +13,7 @@ import argparse
 import importlib
 import sys
 
-from .commands import UserError
+from .commands import ArgumentParser, UserError
 
 # Order = order in --help.  Each module registers one or more sub-commands.
 COMMAND_MODULES = [
@@ -31,7 +31,7 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="calbench",
         description="CalBench: schedule meetings across private calendars — humans, LLMs and "
                     "reference protocols — and measure cost, fairness and privacy against an oracle.",

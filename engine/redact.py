@@ -12,16 +12,27 @@ detail, a trace and the store.  :func:`redact` replaces
 * anything shaped like a bearer token (``Bearer <token>``) or an ``sk-…`` key
 
 with ``[redacted]``.  The replacement holds no quote or backslash, so redacting a JSON
-text leaves it valid JSON.  Cheap when there is nothing to redact (substring tests in C
+text leaves it valid JSON.
+
+Every encoding of a key is redacted, not only the raw text (issue 24, 7): its JSON-escaped
+forms (a key holding ``"`` or ``\\`` is stored escaped inside JSON text; also escaped twice,
+and with non-ASCII as ``\\uXXXX``), its Python ``repr`` (argparse quotes a bad value so), its
+URL-encoded forms, and its base64 inside a basic-auth
+``user:key`` whatever the user (the three alignments of the key in base64, less the edge
+characters the user and the padding change).  A ``Basic <base64>`` credential that decodes
+to ``user:password`` is redacted whole.  Cheap when there is nothing to redact (substring tests in C
 before any regular expression), so the store can run it over every row it writes.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import time
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 __all__ = ["REDACTED", "redact", "redact_obj", "register_secret", "register_secret_env", "known_secrets"]
 
@@ -31,6 +42,8 @@ MIN_SECRET = 8
 _ENV_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET|_SECRET_KEY)$", re.I)
 # "Bearer <token>" and OpenAI-style keys (sk-..., sk-proj-..., sk-ant-...).
 _SHAPES = re.compile(r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{6,}|\bsk-[A-Za-z0-9_-]{6,}")
+# "Basic <base64 of user:password>" (checked by decoding: only real credentials go)
+_BASIC = re.compile(r"\b(?i:basic)( +)([A-Za-z0-9+/]{8,}={0,2})")
 
 _explicit: set[str] = set()
 _env_names: set[str] = {"OPENAI_API_KEY"}
@@ -70,15 +83,48 @@ def known_secrets() -> list[str]:
     for name, value in os.environ.items():
         if (name in _env_names or _ENV_NAME.search(name)) and len(value.strip()) >= MIN_SECRET:
             vals.add(value.strip())
-    out = sorted(vals, key=len, reverse=True)
+    out = sorted({v for secret in vals for v in encodings(secret)}, key=len, reverse=True)
     _cache = (key, now, out)
     return out
+
+
+def encodings(secret: str) -> set[str]:
+    """``secret`` and the forms it takes inside stored or printed text: JSON-escaped (once and
+    twice, ASCII-only or not), URL-encoded, and base64 within ``user:secret`` (each of the
+    three alignments, without the edge characters that depend on the user or the padding).
+    Forms shorter than 8 characters are left out (they would redact ordinary text)."""
+    out = {secret}
+    for ascii_only in (False, True):
+        once = json.dumps(secret, ensure_ascii=ascii_only)[1:-1]
+        out.add(once)
+        out.add(json.dumps(once, ensure_ascii=ascii_only)[1:-1])
+    out.update({quote(secret, safe=""), quote(secret), quote_plus(secret),
+                repr(secret)[1:-1], ascii(secret)[1:-1]})  # repr: argparse's "invalid value: '...'"
+    raw = secret.encode("utf-8")
+    for shift in range(3):  # where the key starts in "user:key", modulo 3 bytes
+        enc = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        start = 4 if shift else 0  # the first group mixes the user's bytes in
+        end = len(enc) - (4 if (shift + len(raw)) % 3 else 0)  # the last group may hold padding or what follows
+        if end - start >= MIN_SECRET:
+            out.add(enc[start:end])
+    return {v for v in out if len(v) >= MIN_SECRET}
+
+
+def _basic(m: re.Match) -> str:
+    token = m.group(2)
+    try:
+        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+    except (ValueError, TypeError):
+        return m.group(0)
+    return f"{m.group(0)[:5]}{m.group(1)}{REDACTED}" if b":" in decoded else m.group(0)
 
 
 def redact(text: str) -> str:
     """``text`` with every known secret and every token-shaped string replaced by ``[redacted]``."""
     if not isinstance(text, str) or not text:
         return text
+    if ("asic " in text or "ASIC " in text) and _BASIC.search(text):  # "Basic <credential>" goes whole first
+        text = _BASIC.sub(_basic, text)
     for secret in _cache[2] if _fresh() else known_secrets():
         if secret in text:
             text = text.replace(secret, REDACTED)

@@ -119,6 +119,11 @@ def _dumps(obj: Any) -> str:
     return redact(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS).decode())
 
 
+def _text(v: Any) -> Any:
+    """A plain text column (agents, settings key, persona, model): redacted like JSON texts."""
+    return redact(v) if isinstance(v, str) else v
+
+
 def _loads(text: str | None) -> Any:
     return None if text is None else orjson.loads(text)
 
@@ -202,6 +207,10 @@ def encode_events(events: list[dict[str, Any]], task_row: Any = None, *, task: A
     # trusted events were not checked value by value (``_check_trace``): a value JSON cannot
     # hold raises here rather than being stored as its text
     payload = orjson.dumps(rows, default=None if trusted else str, option=orjson.OPT_NON_STR_KEYS)
+    text = payload.decode()
+    clean = redact(text)  # like every JSON text the store writes
+    if clean is not text and clean != text:
+        payload = clean.encode()
     last = max((r[0] for r in rows if isinstance(r[0], int)), default=None)
     return codec, len(rows), last, zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(payload)
 
@@ -255,7 +264,7 @@ def _seat_rows(game_id: str, trace: dict[str, Any], agents_spec: str) -> list[tu
         else:
             persona = cfg_agents[a].get("type") if 0 <= a < len(cfg_agents) else None
         model = s.get("model") or (cfg_agents[a].get("model") if 0 <= a < len(cfg_agents) else None)
-        rows.append((game_id, a, persona, model, *[_num(s.get(c)) for c in _SEAT_COLUMNS], _dumps(s)))
+        rows.append((game_id, a, _text(persona), _text(model), *[_num(s.get(c)) for c in _SEAT_COLUMNS], _dumps(s)))
     return rows
 
 
@@ -523,8 +532,8 @@ def _game_rows(trace: dict[str, Any], status: str, verification: str | None, pro
     cost_mode = saved.get("cost_mode") if saved.get("cost_mode") in COST_MODES else trace_cost_mode(trace)
     coord, excess = headline(trace)
     extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
-    game = (gid, str(task_id) if task_id is not None else None, _dumps(task) if task else None, _dumps(config),
-            agents, settings_key, status, trace.get("started_at"), trace.get("ended_at"),
+    game = (gid, _text(str(task_id)) if task_id is not None else None, _dumps(task) if task else None,
+            _dumps(config), _text(agents), _text(settings_key), status, trace.get("started_at"), trace.get("ended_at"),
             _dumps(trace["final_state"]) if "final_state" in trace else None,
             _dumps(trace["metrics"]) if "metrics" in trace else None,
             cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None,
@@ -738,8 +747,9 @@ class Store:
         """
         from engine.game import CALBENCH_VERSION
 
-        values = (game_id, str(task_row.get("task_id")) if task_row.get("task_id") is not None else None,
-                  _dumps(task_row), _dumps(config), agents, settings_key, started_at, cost_mode_of_row(task_row),
+        values = (game_id, _text(str(task_row.get("task_id"))) if task_row.get("task_id") is not None else None,
+                  _dumps(task_row), _dumps(config), _text(agents), _text(settings_key), started_at,
+                  cost_mode_of_row(task_row),
                   CALBENCH_VERSION)
         sql = ("INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "
                "cost_mode, source, calbench_version) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, 'calbench', ?)")

@@ -6,7 +6,9 @@ printed as one line, exit code 2) and the database location.
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 
 
 class UserError(Exception):
@@ -15,6 +17,18 @@ class UserError(Exception):
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose error line is redacted (``engine.redact``): argparse echoes
+    the offending argument ("invalid int value: '<the key>'"), which may be a key typed in
+    the wrong place.  Sub-command parsers made by ``add_subparsers`` are of this class too."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        from engine.redact import redact
+
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {redact(message)}\n")
 
 
 def require_terminal(what: str) -> None:

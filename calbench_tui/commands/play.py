@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from . import UserError, add_db_option, check_db, db_path, game_options, require_terminal
+from . import ArgumentParser, UserError, add_db_option, check_db, db_path, game_options, require_terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="calbench-play",
         description="Play one seat of a CalBench game in the terminal: talk, propose, decide, and see how "
                     "you did against the oracle.",
