@@ -77,9 +77,14 @@ def register(sub) -> None:
 
     q = ss.add_parser("withdraw", help="delete one participant's data everywhere",
                       description="Delete the participant's games (with their events and results), steps, "
-                                  "answers, beliefs and timings, and say what was removed.")
+                                  "answers, beliefs and timings, and say what was removed. A participant in a "
+                                  "live session is never withdrawn under it: see --wait.")
     q.add_argument("path", metavar="PATH")
     q.add_argument("--participant", required=True, metavar="ID")
+    q.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="if the participant is in a live session (a game in play), wait up to SECONDS for it "
+                        "to end (the participant finishes or quits) before removing anything; without it such "
+                        "a withdraw is refused and nothing is removed")
     add_db_option(q)
     q.set_defaults(handler=handle_withdraw)
 
@@ -246,16 +251,22 @@ def handle_export(args) -> int:
 
 
 def handle_withdraw(args) -> int:
+    from lab.study.withdraw import ParticipantBusy, withdraw_participant
     from saves.study import StudyStore
 
     study = _load(args.path)
     path = _existing(args.db)
+    if args.wait < 0:
+        raise UserError("--wait must be 0 or more seconds")
 
     async def go(store):
         db = StudyStore(store, study.name)
         if await db.participant(args.participant) is None:
             raise UserError(f"no participant {args.participant!r} in study {study.name}")
-        return await db.withdraw(args.participant)
+        try:  # never under a live session: it would crash and leave its game behind
+            return await withdraw_participant(store, study.name, args.participant, wait=args.wait)
+        except ParticipantBusy as exc:
+            raise UserError(str(exc)) from None
 
     counts = with_store(path, go)
     parts = ", ".join(f"{n} {table}" for table, n in counts.items() if n)

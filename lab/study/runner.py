@@ -161,7 +161,17 @@ class StudyRunner:
 
     # -- the loop ------------------------------------------------------------------------------------
     async def run(self) -> list[StepResult]:
-        """Play every step not yet complete, in order; returns what was played now."""
+        """Play every step not yet complete, in order; returns what was played now.
+
+        The participant's lease (``lab.lease``) is held while it runs: a second live session
+        of the same participant, or a withdraw, is refused in one line (``LeaseHeld``)."""
+        from ..lease import Lease, participant_subject
+
+        async with Lease(self.store, participant_subject(self.study.name, self.participant), role="study run",
+                         what=f"participant {self.participant}"):
+            return await self._run()
+
+    async def _run(self) -> list[StepResult]:
         if not self.steps:
             await self.enroll()
         while (i := self.next_step()) is not None:
