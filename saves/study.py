@@ -13,6 +13,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from engine.redact import redact
+
 __all__ = ["StudyStore", "STUDY_TABLES"]
 
 STUDY_TABLES = ("study_participants", "study_steps", "study_answers", "study_beliefs", "study_timings")
@@ -121,7 +123,7 @@ class StudyStore:
         async with self.store._tx() as db:
             await db.execute("UPDATE study_steps SET completed_at = ?, seconds = COALESCE(seconds, 0) + ?, "
                              "data = ? WHERE study_id = ? AND participant = ? AND step = ?",
-                             (_now(), seconds, json.dumps(data or {}), self.study_id, participant, step))
+                             (_now(), seconds, redact(json.dumps(data or {})), self.study_id, participant, step))
 
     async def complete_participant(self, participant: str, code: str) -> None:
         async with self.store._tx() as db:
@@ -133,7 +135,7 @@ class StudyStore:
                           answers: list[dict[str, Any]], *, game_id: str | None = None) -> None:
         """``answers``: ``{"item", "response", "attempt"=1, "correct"=None}`` each."""
         rows = [(self.study_id, participant, step, questionnaire, a["item"],
-                 None if a.get("response") is None else str(a["response"]), int(a.get("attempt", 1)),
+                 None if a.get("response") is None else redact(str(a["response"])), int(a.get("attempt", 1)),
                  None if a.get("correct") is None else int(bool(a["correct"])), game_id, _now()) for a in answers]
         async with self.store._tx() as db:
             await db.executemany("INSERT OR REPLACE INTO study_answers (study_id, participant, step, questionnaire, "

@@ -176,3 +176,19 @@ def test_argparse_error_lines_are_redacted(argv, tmp_path):
     out = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 2
     assert "error:" in out.stderr and NEEDLE not in out.stderr and REDACTED in out.stderr, out.stderr
+
+
+async def test_study_rows_are_redacted(tmp_path, monkeypatch):
+    """A participant's free-text answer and a step's error text are columns too."""
+    from saves.store import Store
+    from saves.study import StudyStore
+
+    monkeypatch.setenv("CALBENCH_T24_API_KEY", KEY)
+    db = tmp_path / "st.db"
+    async with await Store.open(db) as store:
+        s = StudyStore(store, "pilot")
+        await s.add_participant("P1", slot=0, simulated=False, assignment=[], steps=["consent", "questionnaire:post"],
+                                design_hash="h")
+        await s.add_answers("P1", 1, "post", [{"item": "comments", "response": f"my key is {KEY}"}])
+        await s.complete_step("P1", 0, data={"status": "failed", "error": f"endpoint said {json.dumps(KEY)}"})
+    assert NEEDLE not in _every_text(db)
