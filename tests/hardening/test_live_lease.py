@@ -189,3 +189,43 @@ def test_lease_api_refuses_live_and_takes_over_stale(tmp_path):
             await store.close()
 
     asyncio.run(main())
+
+
+async def test_a_served_game_in_play_is_held_by_serve(tmp_path):
+    """``serve`` holds the lease of its table's game: another terminal's ``calbench-play
+    --resume`` of it is refused in one line naming serve and this process."""
+    from engine.taskref import hydrate_labels, resolve_tasks
+    from lab.remote_bot import RemoteBot
+    from lab.server import TableServer
+    from lab.table import Table
+    from saves.lease import game_subject
+
+    db = tmp_path / "t.db"
+    store = await Store.open(db)
+    task = hydrate_labels(resolve_tasks("canonical:3")[0])
+    table = Table(task, ["human", "imap", "human", "imap", "imap"], GameConfig(deterministic=True),
+                  game_id="table-live", store=store, hold_seconds=60)
+    server = TableServer([table], port=0)
+    await server.start()
+    tasks = []
+    try:
+        codes = {c["seat"]: c["code"] for c in table.codes()}
+        tasks = [asyncio.ensure_future(RemoteBot(server.url, codes[0], stop_after=2).run()),
+                 asyncio.ensure_future(RemoteBot(server.url, codes[2]).run()),
+                 asyncio.ensure_future(table.run())]
+        await asyncio.wait_for(tasks[0], 30)  # seat 0 went quiet mid-game: the table holds it, in play
+        held = await store.lease(game_subject("table-live"))
+        assert held is not None and held["role"] == "serve" and held["pid"] == os.getpid() and held["alive"]
+        proc = await asyncio.create_subprocess_exec(
+            os.path.join(BIN, "calbench-play"), "--resume", "table-li", "--db", str(db),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), 120)
+        lines = [ln for ln in err.decode().splitlines() if ln.strip()]
+        assert proc.returncode == 2 and len(lines) == 1, err
+        assert "serve" in lines[0] and f"pid {os.getpid()}" in lines[0]
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await server.stop()
+        await store.close()

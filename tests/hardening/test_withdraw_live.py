@@ -102,7 +102,8 @@ def test_withdraw_under_a_live_session_is_refused_and_removes_nothing(live):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and f"pid {proc.pid}" in lines[0] and "nothing was removed" in lines[0], out.stderr
+    assert len(lines) == 1 and f"study run, pid {proc.pid}" in lines[0] and "nothing was removed" in lines[0], \
+        out.stderr
     after = _rows(db)
     assert after["study_participants"] == 1 and after["games"] == 1 and after["events"] >= before["events"]
     assert proc.poll() is None  # the session plays on, untouched
