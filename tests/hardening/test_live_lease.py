@@ -164,8 +164,11 @@ def test_lease_api_refuses_live_and_takes_over_stale(tmp_path):
             subject = participant_subject("pilot", "P01")
             async with Lease(store, subject, role="study run", heartbeat=0.01) as lease:
                 first = (await store.lease(subject))["heartbeat"]
-                await asyncio.sleep(0.1)
-                assert (await store.lease(subject))["heartbeat"] > first  # the heartbeat renews it
+                for _ in range(1000):  # the heartbeat renews it (every 10 ms here)
+                    await asyncio.sleep(0.01)
+                    if (await store.lease(subject))["heartbeat"] > first:
+                        break
+                assert (await store.lease(subject))["heartbeat"] > first
                 # another live process (our parent: alive, another pid) cannot take it
                 other = Owner(lease.owner.host, os.getppid(), "", None)
                 status, holder = await store.take_lease(subject, other, role="serve")
