@@ -54,7 +54,7 @@ def register(sub) -> None:
                    help="store traces that do not verify (a changed move, a bad state hash, edited metrics, "
                         "missing events) marked 'unverified' instead of refusing them; reports leave them out "
                         "unless given --include-unverified")
-    add_reveal_option(p)
+    add_reveal_option(p, "import")
     p.set_defaults(handler=handle_import)
 
     p = sub.add_parser("trace", help="replay a trace and verify it (no persona is called)",
@@ -84,9 +84,9 @@ def _db_holding(arg: str | None, game: str) -> str:
         raise
 
 
-def add_reveal_option(parser) -> None:
+def add_reveal_option(parser, verb: str = "show") -> None:
     parser.add_argument("--reveal-all-seats", action="store_true",
-                        help="also show a game a human is still playing (running or stopped): this reveals "
+                        help=f"also {verb} a game a human is still playing (running or stopped): this reveals "
                              "every seat's calendar, costs and private labels mid-game")
 
 
