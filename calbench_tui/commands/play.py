@@ -191,9 +191,9 @@ def check_resume_endpoints(game: str, db: str, llm) -> None:
     from personas.llm.restore import check_endpoints, saved_llm_settings
     from personas.llm.settings import LLMConfigError
 
-    from . import with_store
-
     from saves.lease import LeaseHeld, game_subject
+
+    from . import with_store
 
     async def main(store):
         try:
