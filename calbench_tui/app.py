@@ -370,6 +370,8 @@ class CalBenchApp(App):
 
         table = frame.get("table") or {}
         self.game_id = frame.get("game_id")
+        if frame.get("took_over") and frame.get("message"):  # we took the seat from another window
+            self.notify(str(frame["message"]), severity="warning", timeout=20)
         self.settings = self.settings.with_(seat=frame["seat"], channels=tuple(table.get("channels") or ("dm",)))
         while len(self.screen_stack) > 1:
             self.pop_screen()
@@ -409,6 +411,14 @@ class CalBenchApp(App):
         self.status = None
         self.error = message
         self.exit(return_code=2)
+
+    def remote_taken_over(self, message: str) -> None:
+        """Our seat was opened with the same code elsewhere: say so in words (not as an error)."""
+        self.status = "stopped"
+        self.error = message  # said again on the command line after the app closes
+        self.notify(message, severity="warning", timeout=60)
+        if self.game_screen is not None:
+            self.game_screen.chat.note(message)
 
     def remote_refused(self, message: str) -> None:
         """The table refused the code (ask again on the code screen), or took the seat away,

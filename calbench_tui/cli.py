@@ -90,7 +90,7 @@ def play_main(argv: list[str] | None = None) -> int:
     from .commands import play
 
     parser = play.build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(play.code_argv(sys.argv[1:] if argv is None else argv))
     return _run(play.handle, args)
 
 

@@ -133,7 +133,13 @@ class RemoteGame:
             if frame.get("fatal"):
                 raise RemoteError(frame.get("message") or "the table refused this connection")
             app.notify(f"Server: {frame.get('message')}", severity="warning", timeout=6)
-        elif t in ("taken_over", "cancelled", "stopped"):
+        elif t == "taken_over":
+            self.finished = True
+            taken = getattr(app, "remote_taken_over", None)
+            if taken is None:
+                raise RemoteError(frame.get("message") or t)
+            taken(str(frame.get("message") or "this seat is played from another connection now"))
+        elif t in ("cancelled", "stopped"):
             self.finished = True
             raise RemoteError(frame.get("message") or t)
 

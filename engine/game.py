@@ -176,6 +176,12 @@ class _Game:
             reply = Reply(error="seat_error", error_detail=redact(f"{type(exc).__name__}: {exc}"))
         if reply.latency_ms is None and reply.error and not self.config.deterministic:
             reply.latency_ms = int((time.perf_counter() - t0) * 1000)
+        for note in _seat_events(reply):  # e.g. a served seat taken over by another connection
+            ev = self.log.make(note.pop("type"), round=round, turn=turn, phase=phase, agent_id=seat, **note)
+            if buffer is not None:
+                buffer.append(ev)
+            else:
+                await self.log.add(ev)
         if reply.error:
             kind = failure_event_type(reply.error)
             more = {}
@@ -513,8 +519,22 @@ def _extra(reply: Reply) -> dict[str, Any]:
 
     Its ``human_input`` entry is left out: that becomes an event of its own (:func:`_human_input`).
     """
-    extra = {k: v for k, v in (reply.extra or {}).items() if k != "human_input"}
+    extra = {k: v for k, v in (reply.extra or {}).items() if k not in ("human_input", "seat_events")}
     return {"extra": extra} if extra else {}
+
+
+#: Events about a seat (not a move) that a front end may hand the engine to record, in
+#: ``Reply.extra["seat_events"]``; any other type there is ignored.
+SEAT_EVENT_TYPES = frozenset({"seat_takeover"})
+
+
+def _seat_events(reply: Reply) -> list[dict[str, Any]]:
+    """The ``seat_events`` of a reply (a list of ``{"type": ..., **data}``) with a known type."""
+    notes = (reply.extra or {}).get("seat_events") if isinstance(reply.extra, dict) else None
+    if not isinstance(notes, list):
+        return []
+    return [{k: v for k, v in n.items() if k not in ("round", "turn", "phase", "agent_id")}
+            for n in notes if isinstance(n, dict) and n.get("type") in SEAT_EVENT_TYPES]
 
 
 def _human_input(reply: Reply) -> dict[str, Any] | None:

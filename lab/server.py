@@ -41,21 +41,35 @@ class ServerLimits:
     burst: int = 60
     join_timeout: float = 20.0
     max_depth: int = 32  # JSON nesting
+    send_timeout: float = 15.0  # seconds one frame to a client may take before the client is dropped
+    stop_timeout: float = 3.0  # seconds stop() gives the last frames and the close handshakes
 
 
 class _WsConnection:
-    """A websocket as the table sees it: send a frame, close; sends are serialised."""
+    """A websocket as the table sees it: send a frame, close, abort; sends are serialised and
+    each is bounded by ``timeout`` (a client that stops reading cannot hold a writer)."""
 
-    def __init__(self, ws: web.WebSocketResponse) -> None:
+    def __init__(self, ws: web.WebSocketResponse, transport: Any = None, timeout: float = 15.0) -> None:
         self.ws = ws
+        self.transport = transport
+        self.timeout = timeout
         self.lock = asyncio.Lock()
 
     async def send(self, frame: dict[str, Any]) -> None:
         async with self.lock:
-            await self.ws.send_str(json.dumps(frame, separators=(",", ":"), default=str))
+            await asyncio.wait_for(self.ws.send_str(json.dumps(frame, separators=(",", ":"), default=str)),
+                                   self.timeout)
 
     async def close(self, reason: str) -> None:
-        await self.ws.close(message=reason.encode()[:120])
+        try:
+            await asyncio.wait_for(self.ws.close(message=reason.encode()[:120]), self.timeout)
+        except asyncio.TimeoutError:
+            self.abort()
+
+    def abort(self) -> None:
+        """Drop the TCP connection at once (a close handshake would wait for the client)."""
+        if self.transport is not None:
+            self.transport.abort()
 
 
 class _Bucket:
@@ -123,11 +137,13 @@ class TableServer:
         self._extra_routes = extra_routes
         self._runner: web.AppRunner | None = None
         self._sockets: set[web.WebSocketResponse] = set()
+        self._transports: dict[web.WebSocketResponse, Any] = {}
+        self.extra_connections: Callable[[], int] | None = None  # e.g. the browser page's app sessions
 
     @property
     def connections(self) -> int:
         """Open websocket connections (joined or still to send their join frame)."""
-        return len(self._sockets)
+        return len(self._sockets) + (self.extra_connections() if self.extra_connections is not None else 0)
 
     def add_table(self, table: Table) -> None:
         self.tables.append(table)
@@ -158,20 +174,38 @@ class TableServer:
             self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def stop(self) -> None:
-        """Close every open connection ("going away"), then stop listening; returns at once,
-        not after the clients' own timeouts."""
-        for ws in list(self._sockets):
-            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the server is stopping")
+        """Send the frames still queued (the tables' last words), close every open connection
+        ("going away"), then stop listening.  Every step is bounded by ``stop_timeout``: a
+        client that does not read cannot keep the server up (its connection is aborted)."""
+        limit = self.limits.stop_timeout
+        for t in self.tables:
+            await t.flush(limit)
+
+        async def close(ws: web.WebSocketResponse) -> None:
+            try:
+                await asyncio.wait_for(ws.close(code=WSCloseCode.GOING_AWAY, message=b"the server is stopping"),
+                                       limit)
+            except Exception:
+                transport = self._transports.get(ws)
+                if transport is not None:
+                    transport.abort()
+
+        if self._sockets:
+            await asyncio.gather(*(close(ws) for ws in list(self._sockets)))
         if self._runner is not None:
-            await self._runner.cleanup()
+            try:
+                await asyncio.wait_for(self._runner.cleanup(), limit + 2)
+            except asyncio.TimeoutError:
+                pass
             self._runner = None
 
     async def handle_table(self, request: web.Request) -> web.WebSocketResponse:
         limits = self.limits
         ws = web.WebSocketResponse(heartbeat=20, max_msg_size=limits.max_frame)
         await ws.prepare(request)
-        conn = _WsConnection(ws)
+        conn = _WsConnection(ws, request.transport, limits.send_timeout)
         self._sockets.add(ws)
+        self._transports[ws] = request.transport
         table = seat = None
         try:
             try:
@@ -207,12 +241,13 @@ class TableServer:
                     await conn.send({"type": "error", "message": "frames are JSON text"})
                 elif msg.type == WSMsgType.ERROR:
                     break
-        except ConnectionError:
+        except (ConnectionError, asyncio.TimeoutError):
             pass
         finally:
             if table is not None and seat is not None:
                 await table.leave(seat, conn)
             self._sockets.discard(ws)
+            self._transports.pop(ws, None)
             if not ws.closed:
-                await ws.close()
+                await conn.close("")
         return ws

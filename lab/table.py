@@ -14,10 +14,20 @@ the tests and a benchmark all drive the same object.
   ``engine.observe.seat_event(event, seat)`` — the same privacy gate that feeds the local
   screens — and requests carry the seat's observation.  The whole trace is sent only when
   the game is over (the end screen's omniscient view, SPEC §5).
-* **Codes.** One random, unguessable code per human seat (``secrets.token_urlsafe``).  A
-  code opens one seat only; the seat is bound to the connection, so a frame cannot act for
-  another seat.  A second connection with the same code takes the seat over and the first
-  is told so.
+* **Codes.** One random, unguessable code per human seat (:func:`new_code`: about 101
+  random bits, never starting with ``-``, so ``--code CODE`` always parses).  A code opens
+  one seat only; the seat is bound to the connection, so a frame cannot act for another
+  seat.  A second connection with the same code takes the seat over: both connections are
+  told in words, the host's ``on_takeover`` hook is called, and the seat's next answer
+  records a ``seat_takeover`` event in the trace.
+* **Sending never waits for a client.**  Each connection has its own outbox: a queue of
+  at most ``send_queue`` frames, written by a task of its own, each frame within
+  ``send_timeout`` seconds.  A client that stops reading fills its outbox or stalls a
+  write; it is then dropped (its seat held, then the timeout rule, as for a lost line) —
+  the table and the other seats never wait for it.
+* **What a person did** (``human_input``) is built here from the reply the table
+  validated (actions, text, the time the server measured); a client's own notes are kept
+  apart under ``client`` and can never replace those fields.
 * **Lobby.** The game starts when every human seat is taken.  After ``lobby_wait`` seconds
   the empty seats are filled with ``lobby_fill`` (a persona name) or, with
   ``lobby_fill=None``, the table is cancelled; either is recorded.
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import string
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,6 +63,13 @@ __all__ = ["Connection", "Table", "TableError", "RemoteSeat", "new_code"]
 #: Lengths of text a client may send in one reply (content of one message, whole frame).
 MAX_TEXT = 4000
 MAX_ACTIONS = 20
+#: Frames that may wait for one connection, and seconds one frame may take to leave.
+SEND_QUEUE = 1000
+SEND_TIMEOUT = 15.0
+#: A client's own notes on a reply (``human_input``): how many keys, how long each value.
+MAX_CLIENT_NOTES = 16
+MAX_NOTE_TEXT = 200
+_FIRST = string.ascii_letters + string.digits
 
 
 class TableError(Exception):
@@ -65,8 +83,78 @@ class Connection(Protocol):
 
 
 def new_code() -> str:
-    """A join code: 96 random bits, URL-safe (16 characters)."""
-    return secrets.token_urlsafe(12)
+    """A join code: 17 URL-safe characters, about 101 random bits, never starting with ``-``.
+
+    (A code starting with ``-`` reads as an option: ``--code -AbC`` did not parse.)
+    """
+    return secrets.choice(_FIRST) + secrets.token_urlsafe(12)
+
+
+_CLOSE = object()
+
+
+class _Outbox:
+    """The frames waiting for one connection, written by a task of its own (see the module doc)."""
+
+    def __init__(self, table: "Table", rs: "RemoteSeat", conn: Connection) -> None:
+        self.table, self.rs, self.conn = table, rs, conn
+        self.queue: asyncio.Queue = asyncio.Queue(table.send_queue)
+        self.dropped = False
+        self.task = asyncio.ensure_future(self._pump())
+
+    def put(self, frame: Any) -> None:
+        if self.dropped:
+            return
+        try:
+            self.queue.put_nowait(frame)
+        except asyncio.QueueFull:
+            self.drop(f"more than {self.table.send_queue} frames were waiting for this connection")
+
+    async def _pump(self) -> None:
+        while True:
+            frame = await self.queue.get()
+            if frame is _CLOSE:
+                self.queue.task_done()
+                await self._close("taken over")
+                return
+            try:
+                await asyncio.wait_for(self.conn.send(frame), self.table.send_timeout)
+            except asyncio.CancelledError:
+                raise
+            except asyncio.TimeoutError:
+                self.drop(f"a frame could not be sent within {self.table.send_timeout:g} s")
+                return
+            except Exception:  # the connection broke mid-send: the seat is held, nothing is lost
+                self.drop("the connection broke")
+                return
+            finally:
+                self.queue.task_done()
+
+    def drop(self, why: str) -> None:
+        """Stop writing to this connection, close it (bounded) and hold its seat."""
+        if self.dropped:
+            return
+        self.dropped = True
+        self.table.dropped.append({"seat": self.rs.seat, "reason": why})
+        if asyncio.current_task() is not self.task:
+            self.task.cancel()
+        while not self.queue.empty():  # nobody waits on these any more
+            self.queue.get_nowait()
+            self.queue.task_done()
+        asyncio.ensure_future(self._close(why))
+        self.table._detach(self.rs, self.conn)
+
+    async def _close(self, reason: str) -> None:
+        try:
+            await asyncio.wait_for(self.conn.close(reason), self.table.send_timeout)
+        except Exception:
+            abort = getattr(self.conn, "abort", None)
+            if abort is not None:
+                abort()
+
+    async def flush(self) -> None:
+        if not self.dropped:
+            await self.queue.join()
 
 
 @dataclass(eq=False)
@@ -84,6 +172,8 @@ class RemoteSeat:
     hold_task: asyncio.Task | None = None
     filled_by: str | None = None  # the persona that took the seat when the lobby gave up
     briefing: HumanRequest | None = None  # the registration, re-sent on every join
+    outbox: _Outbox | None = None  # the frames waiting for ``conn``
+    takeovers: list[dict[str, Any]] = field(default_factory=list)  # not yet in the trace
 
     @property
     def present(self) -> bool:
@@ -111,7 +201,8 @@ class Table:
     def __init__(self, task: Task, agents: list[str], config: GameConfig, *, game_id: str, store: Any = None,
                  settings_key: str = "serve", make_persona=None, hold_seconds: float = 120.0,
                  lobby_wait: float = 600.0, lobby_fill: str | None = "imap",
-                 extra_config: dict[str, Any] | None = None) -> None:
+                 extra_config: dict[str, Any] | None = None, send_queue: int = SEND_QUEUE,
+                 send_timeout: float = SEND_TIMEOUT, on_takeover=None) -> None:
         if len(agents) != task.num_agents:
             raise TableError(f"the table names {len(agents)} seats but the task has {task.num_agents}")
         self.task = task
@@ -124,6 +215,9 @@ class Table:
         self.lobby_wait = lobby_wait
         self.lobby_fill = lobby_fill
         self.extra_config = dict(extra_config or {})
+        self.send_queue, self.send_timeout = send_queue, send_timeout
+        self.on_takeover = on_takeover  # called with (seat, message) when a seat is opened elsewhere
+        self.dropped: list[dict[str, Any]] = []  # connections dropped for not reading (seat, reason)
         self._make_persona = make_persona
         self.remote: dict[int, RemoteSeat] = {}
         for seat, name in enumerate(self.agents):
@@ -151,18 +245,30 @@ class Table:
             raise TableError("unknown join code")
         if rs.filled_by is not None:
             raise TableError(f"seat {rs.seat} was given to {rs.filled_by} when the lobby closed")
-        old, rs.conn = rs.conn, conn
-        if old is not None and old is not conn:
-            try:
-                await old.send({"type": "taken_over", "message": "this seat was opened from another connection"})
-                await old.close("taken over")
-            except Exception:
-                pass
+        old, old_box = rs.conn, rs.outbox
+        rs.conn, rs.outbox = conn, _Outbox(self, rs, conn)
+        took_over = old is not None and old is not conn
+        if took_over and old_box is not None:
+            old_box.put({"type": "taken_over", "message":
+                         f"Seat {rs.seat} was opened with your join code from another connection (another "
+                         "window or computer) and is played from there now; this window no longer plays it."})
+            old_box.put(_CLOSE)
+        if took_over:
+            words = f"seat {rs.seat} was taken over: its join code was opened from another connection"
+            rs.takeovers.append({"seat": rs.seat, "status": self.status, "at": time.time(),
+                                 "reason": "the same join code was opened from another connection"})
+            if self.on_takeover is not None:
+                self.on_takeover(rs.seat, words)
         rs.timed_out = False
         if rs.hold_task is not None:
             rs.hold_task.cancel()
             rs.hold_task = None
-        await self._send(rs, self._welcome(rs))
+        welcome = self._welcome(rs)
+        if took_over:
+            welcome["took_over"] = True
+            welcome["message"] = (f"You took over seat {rs.seat}: it was open in another window or computer, "
+                                  "which no longer plays it.")
+        await self._send(rs, welcome)
         if rs.briefing is not None:
             await self._send_request(rs, rs.briefing)
         for view in list(rs.events):
@@ -178,15 +284,35 @@ class Table:
 
     async def leave(self, rs: RemoteSeat, conn: Connection) -> None:
         """``conn`` is gone; hold the seat (a later connection that took it over is not affected)."""
+        if self._detach(rs, conn):
+            await self._broadcast_lobby()
+
+    def _detach(self, rs: RemoteSeat, conn: Connection) -> bool:
+        """Unbind ``conn`` from its seat and start holding the seat; False when it was not bound."""
         if rs.conn is not conn:
-            return
+            return False
         rs.conn = None
-        if self.status == "playing":
+        box, rs.outbox = rs.outbox, None
+        if box is not None and not box.dropped:
+            box.dropped = True
+            box.task.cancel()
+        if self.status == "playing" and rs.hold_task is None:
             rs.hold_task = asyncio.ensure_future(self._hold(rs))
-        await self._broadcast_lobby()
+        asyncio.ensure_future(self._broadcast_lobby())
+        return True
+
+    async def flush(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until every connection's waiting frames are written."""
+        boxes = [rs.outbox.flush() for rs in self.remote.values() if rs.outbox is not None]
+        if boxes:
+            await asyncio.wait([asyncio.ensure_future(b) for b in boxes], timeout=timeout)
 
     async def _hold(self, rs: RemoteSeat) -> None:
-        await asyncio.sleep(self.hold_seconds)
+        try:
+            await asyncio.sleep(self.hold_seconds)
+        finally:
+            if rs.hold_task is asyncio.current_task():
+                rs.hold_task = None
         if rs.conn is None:
             rs.timed_out = True
             self._apply_timeout(rs)
@@ -195,7 +321,17 @@ class Table:
         req = rs.pending
         if req is not None and not req.done and req.kind != "register":
             req.answer(Reply(error="seat_timeout",
-                             error_detail=f"the participant was disconnected for more than {self.hold_seconds:g} s"))
+                             error_detail=f"the participant was disconnected for more than {self.hold_seconds:g} s",
+                             extra=self._notes(rs)))
+
+    @staticmethod
+    def _notes(rs: RemoteSeat) -> dict[str, Any]:
+        """The seat's takeovers not yet in the trace, for the engine to record (``seat_events``)."""
+        if not rs.takeovers:
+            return {}
+        events = [{"type": "seat_takeover", **t} for t in rs.takeovers]
+        rs.takeovers = []
+        return {"seat_events": events}
 
     # -- frames from a client ---------------------------------------------------------------
     async def receive(self, rs: RemoteSeat, frame: Any) -> None:
@@ -228,10 +364,18 @@ class Table:
         text = frame.get("text")
         if text is not None and (not isinstance(text, str) or len(text) > MAX_TEXT):
             raise TableError("'text' must be a short string")
-        extra = frame.get("human_input")
-        extra = {k: v for k, v in extra.items() if isinstance(k, str) and isinstance(v, (str, int, float, bool))} \
-            if isinstance(extra, dict) else {}
-        req.answer(Reply(actions=actions, text=text, extra={"human_input": {**extra, "remote": True}}))
+        # The record of what the person did is the server's: the actions and text validated
+        # above, the time measured here (HumanPersona), "remote"; a client's own notes go
+        # under "client" and cannot replace any of those.
+        notes = frame.get("human_input")
+        client = {}
+        if isinstance(notes, dict):
+            for k, v in list(notes.items())[:MAX_CLIENT_NOTES]:
+                if isinstance(k, str) and len(k) <= 64 and isinstance(v, (str, int, float, bool)) \
+                        and not (isinstance(v, str) and len(v) > MAX_NOTE_TEXT):
+                    client[k] = v
+        record: dict[str, Any] = {"remote": True, **({"client": client} if client else {})}
+        req.answer(Reply(actions=actions, text=text, extra={"human_input": record, **self._notes(rs)}))
 
     # -- the game ---------------------------------------------------------------------------
     async def run(self) -> SessionOutcome | None:
@@ -351,10 +495,6 @@ class Table:
             await self._send(rs, frame)
 
     async def _send(self, rs: RemoteSeat, frame: dict[str, Any]) -> None:
-        conn = rs.conn
-        if conn is None:
-            return
-        try:
-            await conn.send(frame)
-        except Exception:  # the connection broke mid-send: the seat is held, nothing is lost
-            await self.leave(rs, conn)
+        """Queue ``frame`` for the seat's connection; never waits for the client (see the module doc)."""
+        if rs.conn is not None and rs.outbox is not None:
+            rs.outbox.put(frame)

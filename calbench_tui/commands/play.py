@@ -17,6 +17,39 @@ import os
 from . import ArgumentParser, UserError, add_db_option, check_db, db_path, game_options, require_terminal
 
 
+#: The environment variable a join code may be given in (the browser page's app processes
+#: get their code this way, so it never shows in the process list).
+CODE_ENV = "CALBENCH_JOIN_CODE"
+
+
+def code_argv(argv: list[str]) -> list[str]:
+    """``--code -AbC`` as ``--code=-AbC``: argparse reads a value starting with ``-`` as an option."""
+    out = list(argv)
+    for i, a in enumerate(out[:-1]):
+        if a == "--code" and out[i + 1].startswith("-") and not out[i + 1].startswith("--"):
+            out[i:i + 2] = [f"--code={out[i + 1]}"]
+            break
+    return out
+
+
+def _join_code(args: argparse.Namespace) -> str | None:
+    """The code from --code, --code-file or the environment (in that order); None to ask on screen."""
+    if args.code:
+        return args.code.strip() or None
+    if args.code_file:
+        try:
+            with open(args.code_file, encoding="utf-8") as fh:
+                text = fh.read(4096)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"--code-file {args.code_file}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
+        lines = text.strip().splitlines()
+        if not lines:
+            raise UserError(f"--code-file {args.code_file} is empty")
+        return lines[0].strip()
+    env = os.environ.get(CODE_ENV, "").strip()
+    return env or None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="calbench-play",
@@ -50,7 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--join", metavar="URL",
                    help="play a seat of a table served elsewhere ('calbench serve'): ws://HOST:PORT/table "
                         "(http://HOST:PORT works too)")
-    p.add_argument("--code", metavar="CODE", help="the join code of your seat (asked for on screen if missing)")
+    p.add_argument("--code", metavar="CODE",
+                   help="the join code of your seat (asked for on screen if missing); --code=CODE works for "
+                        "any code. To keep it out of the process list, use --code-file or the environment "
+                        f"variable {CODE_ENV}")
+    p.add_argument("--code-file", metavar="PATH", help="read the join code from this file (its first line)")
     add_db_option(p)
     return p
 
@@ -84,7 +121,7 @@ def _handle_join(args: argparse.Namespace) -> int:
     if local:
         raise UserError(f"{', '.join(local)} set up a game on this machine; with --join the table decides "
                         "(leave them out)")
-    code = args.code.strip() if args.code else None
+    code = _join_code(args)
     try:
         keymap = load_keymap(args.keys, binding_ids())
     except SettingsError as exc:
@@ -98,7 +135,7 @@ def _handle_join(args: argparse.Namespace) -> int:
     if app.error:  # the table ended the seat: opened elsewhere, cancelled, or stopped by the host
         print(f"The table closed your seat: {app.error}.")
     elif app.status in ("running", "stopped"):
-        print(f"You left the table. Rejoin with: calbench-play --join {url} --code {app.settings.code or 'CODE'}")
+        print(f"You left the table. Rejoin with: calbench-play --join {url} --code={app.settings.code or 'CODE'}")
     return 0
 
 
@@ -110,7 +147,7 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.join is not None:
         return _handle_join(args)
-    if args.code:
+    if args.code or args.code_file:
         raise UserError("--code goes with --join URL")
 
     if args.seat is not None and args.seat < 0:

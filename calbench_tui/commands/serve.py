@@ -60,6 +60,13 @@ def register(subparsers) -> None:
                    help="after the game, keep serving until every participant has left, at most this long "
                         "(default 300), so they can read the end screen")
     p.add_argument("--no-web", action="store_true", help="serve terminals only (no browser page)")
+    p.add_argument("--public-url", metavar="URL",
+                   help="the address participants' browsers use when a reverse proxy is in front, e.g. "
+                        "https://lab.example.org/ (links, the page's script and its wss:// websocket follow "
+                        "it; without it the proxy's X-Forwarded-Proto / X-Forwarded-Host headers are used)")
+    p.add_argument("--max-sessions-per-address", type=int, default=8, metavar="N",
+                   help="browser sessions (each runs an app process) one client address may have open at "
+                        "once (default 8)")
     p.add_argument("--json", action="store_true", help="print the join information as one JSON line first")
     add_db_option(p)
     from .llm import add_llm_arguments
@@ -73,6 +80,20 @@ def _check_address(args: argparse.Namespace) -> None:
         raise UserError("--host needs an address: 127.0.0.1 (this machine, the default) or 0.0.0.0 (the network)")
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port must be 0..65535, not {args.port}")
+    if not 1 <= args.max_sessions_per_address <= 10000:
+        raise UserError(f"--max-sessions-per-address must be 1..10000, not {args.max_sessions_per_address}")
+    if args.public_url is not None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(args.public_url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise UserError(f"--public-url {args.public_url!r} is not a web address; e.g. https://lab.example.org/")
+        args.public_url = args.public_url.strip().rstrip("/") + "/"
+
+
+def _web_base(args: argparse.Namespace, server) -> str:
+    """The browser address printed in links: --public-url, else the address served."""
+    return args.public_url or server.web_url
 
 
 def _options(args: argparse.Namespace):
@@ -140,9 +161,13 @@ def handle(args: argparse.Namespace) -> int:
             store = await Store.open(path)
         except StoreError as exc:
             raise UserError(str(exc)) from None
+        def on_takeover(seat: int, words: str) -> None:
+            print(f"Note: {words}; the first one was told, and the takeover is recorded in the game.",
+                  file=sys.stderr, flush=True)
+
         table = Table(task, names, config, game_id=str(uuid.uuid4()), store=store, settings_key="serve",
                       hold_seconds=args.hold, lobby_wait=args.lobby_wait, lobby_fill=fill,
-                      extra_config={"app": "calbench-serve"}, make_persona=make_persona)
+                      extra_config={"app": "calbench-serve"}, make_persona=make_persona, on_takeover=on_takeover)
         web = None
         if not args.no_web:
             try:
@@ -151,9 +176,12 @@ def handle(args: argparse.Namespace) -> int:
                 await store.close()
                 raise UserError("the browser page needs textual-serve (pip install textual-serve), "
                                 "or use --no-web") from None
-            web = WebFront(host=args.host, port=args.port)
+            web = WebFront(host=args.host, port=args.port, codes={c["code"] for c in table.codes()},
+                           public_url=args.public_url, max_per_client=args.max_sessions_per_address)
         server = TableServer([table], host=args.host, port=args.port,
                              extra_routes=web.add_routes if web is not None else None)
+        if web is not None:  # --linger waits for browser sessions too, not only the table's sockets
+            server.extra_connections = lambda: web.sessions
         try:
             await server.start()
         except OSError as exc:
@@ -242,18 +270,20 @@ def _handle_study(args: argparse.Namespace) -> int:
     study_path, db = str(Path(args.study).resolve()), str(Path(db_path(args.db)).resolve())
 
     async def main() -> int:
-        web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links)
+        web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links,
+                       public_url=args.public_url, max_per_client=args.max_sessions_per_address)
         server = TableServer([], host=args.host, port=args.port, extra_routes=web.add_routes)
         try:
             await server.start()
         except OSError as exc:
             raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-        rows = [{"participant": pid, "code": code, "link": f"{server.web_url}?code={code}"}
+        base = _web_base(args, server)
+        rows = [{"participant": pid, "code": code, "link": f"{base}?code={code}"}
                 for code, pid in links.items()]
         if args.json:
-            print(json.dumps({"web": server.web_url, "study": study_path, "participants": rows}), flush=True)
+            print(json.dumps({"web": base, "study": study_path, "participants": rows}), flush=True)
         else:
-            print(f"Serving study {args.study} on {server.web_url} (database {db})")
+            print(f"Serving study {args.study} on {base} (database {db})")
             for r in rows:
                 print(f"  {r['participant']}: {r['link']}")
             print("Give each participant their own link. 'calbench study status' shows where everyone is; "
@@ -287,13 +317,14 @@ async def _linger(server, seconds: float) -> None:
 def _announce(args, server, table) -> None:
     seats = table.codes()
     if args.json:
-        print(json.dumps({"url": server.url, "web": None if args.no_web else server.web_url,
+        print(json.dumps({"url": server.url, "web": None if args.no_web else _web_base(args, server),
                           "game_id": table.game_id, "seats": seats}), flush=True)
         return
-    print(f"Serving game {table.game_id} on {server.url}" + ("" if args.no_web else f" and {server.web_url}"))
+    web = _web_base(args, server)
+    print(f"Serving game {table.game_id} on {server.url}" + ("" if args.no_web else f" and {web}"))
     for s in seats:
-        line = f"  seat {s['seat']}: calbench-play --join {server.url} --code {s['code']}"
+        line = f"  seat {s['seat']}: calbench-play --join {server.url} --code={s['code']}"
         if not args.no_web:
-            line += f"   or   {server.web_url}?code={s['code']}"
+            line += f"   or   {web}?code={s['code']}"
         print(line)
     print("Waiting for every seat to be taken; ctrl+c stops the server (the game stays saved).", flush=True)
