@@ -215,7 +215,8 @@ class WebFront(Server):
             if previous is not None:  # the same code in another page: that page's app goes first
                 old_ws, old_app, _ = previous
                 self.live.pop(code, None)
-                await old_ws.close(code=REPLACED, message=b"opened in another window")
+                # (the close handshake is not awaited here: that page may be slow to answer it)
+                asyncio.ensure_future(old_ws.close(code=REPLACED, message=b"opened in another window"))
                 await old_app.stop_bounded()
             ws = web.WebSocketResponse(heartbeat=15, max_msg_size=64 * 1024)
             width = _to_int(request.query.get("width"), 80, 20, 400)

@@ -52,6 +52,10 @@ def register(subparsers) -> None:
     p.add_argument("--max-turns", type=int, default=15, metavar="N", help="CHEAP_TALK sweeps per round (default 15)")
     p.add_argument("--hold", type=float, default=120.0, metavar="SECONDS",
                    help="how long a dropped participant's seat is held before the timeout rule applies (default 120)")
+    p.add_argument("--send-timeout", type=float, default=15.0, metavar="SECONDS",
+                   help="a participant's terminal or browser that does not take a frame within this long (it "
+                        "stopped reading) is dropped: its seat is held (--hold), then the timeout rule applies; "
+                        "the table never waits for it (default 15)")
     p.add_argument("--lobby-wait", type=float, default=600.0, metavar="SECONDS",
                    help="how long to wait for every human seat to be taken (default 600)")
     p.add_argument("--lobby-fill", default="imap", metavar="PERSONA|cancel",
@@ -102,6 +106,8 @@ def _options(args: argparse.Namespace):
     from personas.spec import AgentsSpec, PersonaSpecError, SeatSpec
 
     _check_address(args)
+    if not 0.1 <= args.send_timeout <= 3600:
+        raise UserError(f"--send-timeout must be 0.1..3600 seconds, not {args.send_timeout:g}")
     for name in ("hold", "lobby_wait", "linger"):
         v = getattr(args, name)
         if not 0 <= v <= 86400:
@@ -141,7 +147,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError("give --agents SPEC and --task REF (one table), or --study PATH (a study's participants)")
     task, names, channels, fill = _options(args)
     from engine.game import GameConfig
-    from lab.server import TableServer
+    from lab.server import ServerLimits, TableServer
     from lab.table import Table
     from personas.registry import make_personas
     from saves.store import Store, StoreError
@@ -167,7 +173,8 @@ def handle(args: argparse.Namespace) -> int:
 
         table = Table(task, names, config, game_id=str(uuid.uuid4()), store=store, settings_key="serve",
                       hold_seconds=args.hold, lobby_wait=args.lobby_wait, lobby_fill=fill,
-                      extra_config={"app": "calbench-serve"}, make_persona=make_persona, on_takeover=on_takeover)
+                      extra_config={"app": "calbench-serve"}, make_persona=make_persona, on_takeover=on_takeover,
+                      send_timeout=args.send_timeout)
         web = None
         if not args.no_web:
             try:
@@ -179,6 +186,7 @@ def handle(args: argparse.Namespace) -> int:
             web = WebFront(host=args.host, port=args.port, codes={c["code"] for c in table.codes()},
                            public_url=args.public_url, max_per_client=args.max_sessions_per_address)
         server = TableServer([table], host=args.host, port=args.port,
+                             limits=ServerLimits(send_timeout=args.send_timeout),
                              extra_routes=web.add_routes if web is not None else None)
         if web is not None:  # --linger waits for browser sessions too, not only the table's sockets
             server.extra_connections = lambda: web.sessions
