@@ -202,7 +202,7 @@ class Table:
                  settings_key: str = "serve", make_persona=None, hold_seconds: float = 120.0,
                  lobby_wait: float = 600.0, lobby_fill: str | None = "imap",
                  extra_config: dict[str, Any] | None = None, send_queue: int = SEND_QUEUE,
-                 send_timeout: float = SEND_TIMEOUT, on_takeover=None) -> None:
+                 send_timeout: float = SEND_TIMEOUT, on_takeover=None, resume_upto: int | None = None) -> None:
         if len(agents) != task.num_agents:
             raise TableError(f"the table names {len(agents)} seats but the task has {task.num_agents}")
         self.task = task
@@ -216,6 +216,7 @@ class Table:
         self.lobby_fill = lobby_fill
         self.extra_config = dict(extra_config or {})
         self.send_queue, self.send_timeout = send_queue, send_timeout
+        self.resume_upto = resume_upto  # continue a stopped served game from this seq (serve --resume)
         self.on_takeover = on_takeover  # called with (seat, message) when a seat is opened elsewhere
         self.dropped: list[dict[str, Any]] = []  # connections dropped for not reading (seat, reason)
         self._make_persona = make_persona
@@ -419,7 +420,7 @@ class Table:
                            **({"lobby": self.lobby_record} if self.lobby_record else {})})
         try:
             self.outcome = await run_session(session, store=self.store, stream=True, listeners=[_Projector(self)],
-                                             owner="serve")
+                                             owner="serve", resume_upto=self.resume_upto)
         finally:
             for rs in self.remote.values():
                 if rs.hold_task is not None:

@@ -237,6 +237,10 @@ def check_resume_endpoints(game: str, db: str, llm) -> None:
             trace = await store.load_trace(game)
         except Exception:
             return None
+        if served_game(trace):  # its other seats are people at other terminals: only serve can bring them back
+            raise UserError(f"game {trace['game_id'][:8]} was served to remote players ('calbench serve'); "
+                            f"continue it with: calbench serve --resume {trace['game_id'][:8]}"
+                            + (f" --db {db}" if db else "") + " (new join codes are issued)")
         held = await store.lease(game_subject(trace["game_id"]))
         if held is not None and held["alive"]:  # another terminal plays it now: one line, nothing touched
             raise UserError(f"cannot resume: {LeaseHeld(held['subject'], held, 'game ' + trace['game_id'][:8])}")
@@ -254,6 +258,13 @@ def check_resume_endpoints(game: str, db: str, llm) -> None:
             asyncio.run(check_endpoints(list(seats.values())))
     except LLMConfigError as exc:
         raise UserError(f"cannot resume game {trace['game_id'][:8]}: {exc}") from None
+
+
+def served_game(trace: dict) -> bool:
+    """Whether a saved game was played at a ``calbench serve`` table (remote seats)."""
+    saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
+    cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+    return saved.get("settings_key") == "serve" or cfg.get("app") == "calbench-serve" or "remote_seats" in cfg
 
 
 def resume_command(game_id: str, db: str | None = None) -> str:

@@ -136,7 +136,14 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 def handle_games(args) -> int:
     async def go(store):
-        return await store.list_games(status=args.status, task_id=args.task)
+        games = await store.list_games(status=args.status, task_id=args.task)
+        if any(g["status"] == "running" for g in games):
+            # a game 'running' with no live owner (its process was killed) is abandoned
+            live = {row["subject"] for row in await store.leases("game:") if row["alive"]}
+            for g in games:
+                if g["status"] == "running" and f"game:{g['game_id']}" not in live:
+                    g["stored_status"], g["status"] = "running", "abandoned"
+        return games
 
     path = db_path(args.db)
     exists = path == ":memory:" or path.startswith("file:") or os.path.exists(os.path.expanduser(path))
@@ -144,7 +151,9 @@ def handle_games(args) -> int:
     if args.json:
         keys = ("game_id", "task_id", "agents", "status", "started_at", "ended_at", "coordination", "excess_cost",
                 "cost_mode", "source", "verification")
-        print(json.dumps({"games": [{k: g.get(k) for k in keys} for g in games]}, indent=2))
+        print(json.dumps({"games": [{**{k: g.get(k) for k in keys},
+                                     **({"stored_status": g["stored_status"]} if "stored_status" in g else {})}
+                                    for g in games]}, indent=2))
         return 0
     if not games:
         print("No saved games. Play one with 'calbench-play', run a suite with 'calbench run', "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import uuid
@@ -39,6 +40,9 @@ def register(subparsers) -> None:
                    help="one persona per seat; 'human' seats are served remotely (at least one), e.g. "
                         "human,imap,human,imap,imap")
     p.add_argument("--task", metavar="REF", help="one task: canonical:3, seed:7, FILE.jsonl:ID")
+    p.add_argument("--resume", metavar="GAME",
+                   help="continue a served game that was stopped or whose server died (an id or a unique prefix): "
+                        "the same seats from its last complete round, with new join codes")
     p.add_argument("--study", metavar="PATH",
                    help="serve a study's participants instead: each gets a private link to their whole session "
                         "(consent to completion code) in a browser; needs --participants")
@@ -100,6 +104,87 @@ def _web_base(args: argparse.Namespace, server) -> str:
     return args.public_url or server.web_url
 
 
+def _checks(args: argparse.Namespace) -> None:
+    _check_address(args)
+    if not 0.1 <= args.send_timeout <= 3600:
+        raise UserError(f"--send-timeout must be 0.1..3600 seconds, not {args.send_timeout:g}")
+    for name in ("hold", "lobby_wait", "linger"):
+        v = getattr(args, name)
+        if not 0 <= v <= 86400:
+            raise UserError(f"--{name.replace('_', '-')} must be 0..86400 seconds, not {v:g}")
+
+
+def _lobby_fill(args: argparse.Namespace) -> str | None:
+    from personas.spec import SeatSpec
+
+    if args.lobby_fill.strip().lower() == "cancel":
+        return None
+    fill_seat = SeatSpec.parse(args.lobby_fill)
+    if fill_seat.kind != "scripted":
+        raise UserError("--lobby-fill takes a scripted persona (imap, sdmap, dsm-welfare, dsm-private, passive) "
+                        "or 'cancel'")
+    return fill_seat.name
+
+
+def _resumed(args: argparse.Namespace):
+    """A saved served game to continue: (task, seat names, config, fill, (game id, keep-up-to seq)).
+
+    Only a game played at a table (``calbench serve``) is continued here, and only when no
+    live process owns it; its human seats get new join codes."""
+    import asyncio as _asyncio
+
+    from engine.game import GameConfig, resume_point
+    from engine.model import Task
+    from engine.taskref import hydrate_labels
+    from saves.lease import LeaseHeld, game_subject
+    from saves.store import Store, StoreError
+
+    from .play import served_game
+
+    _checks(args)
+    fill = _lobby_fill(args)
+    path = db_path(args.db)
+    if path != ":memory:" and not path.startswith("file:") and not os.path.exists(os.path.expanduser(path)):
+        raise UserError(f"no save database at {path}; give --db PATH")
+
+    async def load():
+        try:
+            store = await Store.open(path)
+        except StoreError as exc:
+            raise UserError(str(exc)) from None
+        try:
+            try:
+                trace = await store.load_trace(args.resume)
+            except Exception as exc:  # noqa: BLE001 - unknown or ambiguous id: the store says which
+                raise UserError(str(exc).splitlines()[0] if str(exc) else f"no game {args.resume!r}") from None
+            held = await store.lease(game_subject(trace["game_id"]))
+        finally:
+            await store.close()
+        return trace, held
+
+    trace, held = _asyncio.run(load())
+    gid = trace["game_id"]
+    status = (trace.get("saved") or {}).get("status")
+    if not served_game(trace):
+        raise UserError(f"game {gid[:8]} was not served at a table; continue it with 'calbench-play --resume "
+                        f"{gid[:8]}' (or 'calbench run --resume' for a suite)")
+    if status == "completed":
+        raise UserError(f"game {gid[:8]} is already completed; nothing to resume")
+    if held is not None and held["alive"]:
+        raise UserError(f"cannot resume: {LeaseHeld(held['subject'], held, 'game ' + gid[:8])}")
+    if not isinstance(trace.get("task"), dict):
+        raise UserError(f"game {gid[:8]} has no task row, so it cannot be resumed")
+    cfg = trace.get("config") or {}
+    names = [n.strip() for n in str((trace.get("saved") or {}).get("agents") or "").split(",")]
+    task = hydrate_labels(Task.from_row(trace["task"]))
+    if len(names) != task.num_agents or "human" not in names:
+        raise UserError(f"game {gid[:8]} has no human seat to serve")
+    config = GameConfig(max_turns_per_round=int(cfg.get("max_turns_per_round", 15)),
+                        decision_retries=int(cfg.get("decision_retries", 3)),
+                        channels=tuple(cfg.get("channels") or ("dm",)))
+    return task, names, config, fill, (gid, resume_point(trace.get("events") or []))
+
+
 def _options(args: argparse.Namespace):
     from engine.model import TaskError
     from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
@@ -143,13 +228,20 @@ def handle(args: argparse.Namespace) -> int:
         return _handle_study(args)
     if args.participants:
         raise UserError("--participants goes with --study PATH")
-    if not args.agents or not args.task:
+    resume = None
+    if args.resume:
+        if args.agents or args.task:
+            raise UserError("--resume continues a saved table with its own seats and task; drop --agents / --task")
+        task, names, config, fill, resume = _resumed(args)
+    elif not args.agents or not args.task:
         raise UserError("give --agents SPEC and --task REF (one table), or --study PATH (a study's participants)")
-    task, names, channels, fill = _options(args)
+    else:
+        task, names, channels, fill = _options(args)
     from engine.game import GameConfig
     from lab.server import ServerLimits, TableServer
     from lab.table import Table
     from personas.registry import make_personas
+    from saves.lease import LeaseHeld
     from saves.store import Store, StoreError
 
     from .run import build_llm_settings
@@ -159,7 +251,8 @@ def handle(args: argparse.Namespace) -> int:
     def make_persona(name: str, seat: int):
         return make_personas(name, 1, llm=(per_seat or {}).get(seat, llm))[0]
 
-    config = GameConfig(max_turns_per_round=args.max_turns, channels=channels)
+    if resume is None:
+        config = GameConfig(max_turns_per_round=args.max_turns, channels=channels)
     path = db_path(args.db)
 
     async def main() -> int:
@@ -171,7 +264,8 @@ def handle(args: argparse.Namespace) -> int:
             print(f"Note: {words}; the first one was told, and the takeover is recorded in the game.",
                   file=sys.stderr, flush=True)
 
-        table = Table(task, names, config, game_id=str(uuid.uuid4()), store=store, settings_key="serve",
+        table = Table(task, names, config, game_id=resume[0] if resume else str(uuid.uuid4()), store=store,
+                      settings_key="serve", resume_upto=resume[1] if resume else None,
                       hold_seconds=args.hold, lobby_wait=args.lobby_wait, lobby_fill=fill,
                       extra_config={"app": "calbench-serve"}, make_persona=make_persona, on_takeover=on_takeover,
                       send_timeout=args.send_timeout)
@@ -203,7 +297,10 @@ def handle(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, me.cancel)
         try:
-            outcome = await table.run()
+            try:
+                outcome = await table.run()
+            except LeaseHeld as exc:  # another live process plays this game: nothing was written
+                raise UserError(f"cannot serve it: {exc}") from None
             if outcome is None:
                 print("The table was cancelled: not every seat was taken in time (recorded).", file=sys.stderr)
             else:
