@@ -156,13 +156,33 @@ class StudyApp(CalBenchApp):
 
     @work(exclusive=True, group="game", exit_on_error=False)
     async def run_study(self) -> None:
-        from lab.study.runner import QuizFailed, StudyRunner
+        from lab.study.runner import StudyRunner
 
         def on_step(i: int, name: str) -> None:
             self.current_step = name
 
         self.runner = StudyRunner(self.study, self.store, self.participant, TerminalDriver(self), base=self.base,
                                   on_step=on_step)
+        from lab.lease import Lease, LeaseHeld, participant_subject
+
+        # One live session per participant (a second tab, terminal or server is refused in one
+        # line; a session whose process is gone is taken over and resumes at its step).
+        lease = Lease(self.store, participant_subject(self.study.name, self.participant), role="study run",
+                      what=f"participant {self.participant}'s session")
+        try:
+            await lease.acquire()
+        except LeaseHeld as exc:
+            self.error = str(exc)
+            self.exit(return_code=2)
+            return
+        try:
+            await self._run_study_held()
+        finally:
+            await lease.release()
+
+    async def _run_study_held(self) -> None:
+        from lab.study.runner import QuizFailed
+
         try:
             row = await self.runner.enroll()
             self.code = row.get("completion_code")  # already finished: the code they were given

@@ -353,7 +353,6 @@ def _handle_study(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lab.study.model import StudyFileError, load_study
-    from lab.table import new_code
     from lab.server import TableServer
 
     if args.agents or args.task:
@@ -363,7 +362,7 @@ def _handle_study(args: argparse.Namespace) -> int:
                         "(or run 'calbench study run' at each terminal)")
     _check_address(args)
     try:
-        load_study(args.study)
+        study = load_study(args.study)
     except (StudyFileError, OSError) as exc:
         raise UserError(str(exc).splitlines()[0]) from None
     ids = _participant_ids(args.participants)
@@ -371,8 +370,9 @@ def _handle_study(args: argparse.Namespace) -> int:
         from calbench_tui.web import WebFront
     except ImportError:
         raise UserError("serving a study needs textual-serve (pip install textual-serve)") from None
-    links = {new_code(): pid for pid in ids}
     study_path, db = str(Path(args.study).resolve()), str(Path(db_path(args.db)).resolve())
+    key = _link_key(db)
+    links = {study_link(key, study.name, pid): pid for pid in ids}  # the same links after a restart
 
     async def main() -> int:
         web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links,
@@ -410,6 +410,47 @@ def _handle_study(args: argparse.Namespace) -> int:
         return 0
 
     return asyncio.run(main())
+
+
+def _link_key(db: str) -> bytes:
+    """The secret the study links are derived from, kept next to the database (``DB.links-key``,
+    readable by its owner only); made on first use.  Without it nobody can work out a link
+    from a study name and a participant id."""
+    from pathlib import Path
+
+    path = Path(db + ".links-key")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise UserError(f"cannot create the study links' key {path}: {exc.strerror or exc}") from None
+    else:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(os.urandom(32).hex() + "\n")
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        key = bytes.fromhex(text)
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise UserError(f"the study links' key {path} is unreadable; remove it to make a new one "
+                        "(every participant's link then changes)") from None
+    if len(key) < 16:
+        raise UserError(f"the study links' key {path} is too short; remove it to make a new one")
+    return key
+
+
+def study_link(key: bytes, study: str, participant: str) -> str:
+    """A participant's link code: derived from the study and the participant with a secret key
+    (HMAC-SHA256), so it is the same every time the study is served, 17 URL-safe characters
+    (about 101 bits), never starting with '-'."""
+    import base64
+    import hashlib
+    import hmac
+    import string
+
+    digest = hmac.new(key, f"calbench-study-link\0{study}\0{participant}".encode(), hashlib.sha256).digest()
+    first = (string.ascii_letters + string.digits)[digest[0] % 62]
+    return first + base64.urlsafe_b64encode(digest[1:13]).decode()
 
 
 async def _linger(server, seconds: float) -> None:
