@@ -86,10 +86,19 @@ class StudySeat:
         self.deadline: float | None = None  # time.monotonic() when the current call runs out
         self.deadline_phase: str | None = None
         self.timeouts = 0
+        # A grid owed from an earlier run of this game: the page was reloaded (or the session
+        # stopped) while it was open, after the round itself was saved.  (round, that round's
+        # meeting participants, the messages delivered to the seat in it); asked on resume.
+        self.owed: tuple[int, tuple[int, ...], tuple[Any, ...]] | None = None
 
     # the persona protocol ---------------------------------------------------------------------
     async def register(self, briefing: Any) -> Any:
-        return await self.inner.register(briefing)
+        out = await self.inner.register(briefing)
+        owed, self.owed = self.owed, None
+        if owed is not None and self.ask_beliefs is not None:
+            # resumed right after that round: the view now is the one the grid was shown with
+            await self._grid(owed[0], briefing.view, owed[1], owed[2])
+        return out
 
     async def speak(self, obs: Any) -> Reply:
         return await self._timed("talk", self.inner.speak, obs, self.talk_seconds)
@@ -103,17 +112,21 @@ class StudySeat:
     async def reflect(self, obs: Any) -> None:
         if obs.round not in self.rounds or self.ask_beliefs is None:
             return None
-        seat = obs.view.seat
-        targets = belief_targets(self.targets, seat, obs.view.num_agents, obs.meeting.participants)
+        await self._grid(obs.round, obs.view, obs.meeting.participants, tuple(obs.round_messages))
+        return None
+
+    async def _grid(self, round_: int, view: Any, participants: Sequence[int], messages: tuple[Any, ...]) -> None:
+        seat = view.seat
+        targets = belief_targets(self.targets, seat, view.num_agents, participants)
         if not targets:
             return None
-        req = BeliefRequest(obs.round, seat, obs.view.num_slots, targets, obs.view, tuple(obs.round_messages))
+        req = BeliefRequest(round_, seat, view.num_slots, targets, view, messages)
         t0 = time.perf_counter()
         grid = await self.ask_beliefs(req)
         clean = {int(t): [max(-3, min(3, int(v))) for v in list(row)[:req.num_slots]]
                  + [0] * max(0, req.num_slots - len(row)) for t, row in (grid or {}).items() if int(t) in targets}
         if self.on_timing is not None:
-            await self.on_timing(phase="beliefs", round_=obs.round, turn=None,
+            await self.on_timing(phase="beliefs", round_=round_, turn=None,
                                  seconds=time.perf_counter() - t0, timed_out=False)
         if self.on_beliefs is not None:
             await self.on_beliefs(req, clean)

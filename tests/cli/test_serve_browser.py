@@ -317,9 +317,12 @@ def test_a_browser_player_keeps_the_page_after_the_game_while_linger_lasts(tmp_p
                 results = await asyncio.wait_for(asyncio.gather(bot_task, other.run()), 120)
                 assert all(r["type"] == "game_over" and r["status"] == "completed" for r in results)
                 t0 = time.monotonic()
-                while time.monotonic() - t0 < 5:  # the page is still open: the server must stay
-                    assert proc.poll() is None, "the server left while a browser session was open"
-                    await asyncio.sleep(0.25)
+                async with aiohttp.ClientSession() as http:
+                    while time.monotonic() - t0 < 5:  # the page is still open: the server must stay, serving
+                        assert proc.poll() is None, "the server left while a browser session was open"
+                        async with http.get(info["web"], timeout=aiohttp.ClientTimeout(total=10)) as r:
+                            assert r.status == 200  # (before: refused at once, the server was shutting down)
+                        await asyncio.sleep(0.25)
                 assert not await page.evaluate("() => document.body.classList.contains('-closed')")
                 await context.close()
             exit_code = await asyncio.to_thread(proc.wait, 30)

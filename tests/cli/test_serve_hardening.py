@@ -117,8 +117,10 @@ class StalledClient:
 
 
 def test_a_client_that_stops_reading_is_dropped_and_the_table_plays_on(tmp_path):
-    """Item 18: seat 0 stops reading (and floods pings); seat 2 still plays the whole game, and
-    seat 0 is dropped, held, then played by the timeout rule — recorded."""
+    """Item 18, end to end: seat 0 stops reading (and floods pings); seat 2 still plays the whole
+    game, and seat 0 is dropped, held, then played by the timeout rule — recorded.  (Before,
+    the table stood still until the websocket heartbeat gave up on seat 0, if it did; the
+    deterministic check is the test above.)"""
     proc, info, db = _serve(tmp_path, "--no-web", "--hold", "1", "--send-timeout", "2")
     stalled = None
     try:
@@ -142,6 +144,55 @@ def test_a_client_that_stops_reading_is_dropped_and_the_table_plays_on(tmp_path)
     assert [g for g, s in _status(db)] == [info["game_id"]] and _status(db)[0][1] == "completed"
     assert any(t == "seat_timeout" and d.get("agent_id") == 0 for t, d in events)
     assert not any(t == "seat_timeout" and d.get("agent_id") == 2 for t, d in events)
+
+
+class StuckConnection:
+    """A connection whose writes never finish (a peer that stopped reading, with every buffer
+    on the way full) and whose close never finishes either."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.never = asyncio.Event()
+
+    async def send(self, frame):
+        self.sent += 1
+        await self.never.wait()
+
+    async def close(self, reason):
+        await self.never.wait()
+
+
+async def test_a_connection_whose_writes_never_finish_never_holds_the_table(tmp_path):
+    """Item 18, at the table: seat 0's connection takes no frame at all.  The table does not
+    wait for it: seat 0 is dropped after the send timeout, held, then played by the timeout
+    rule, and seat 2 plays the whole game (before: the join itself waited for ever)."""
+    from engine.game import GameConfig
+    from engine.taskref import hydrate_labels, resolve_tasks
+    from lab.server import TableServer
+    from lab.table import Table
+    from saves.store import Store
+
+    store = await Store.open(tmp_path / "t.db")
+    table = Table(hydrate_labels(resolve_tasks("canonical:3")[0]), ["human", "imap", "human", "imap", "imap"],
+                  GameConfig(deterministic=True), game_id="stuck-1", store=store, hold_seconds=0.2,
+                  send_timeout=0.5)
+    server = TableServer([table], port=0)
+    await server.start()
+    try:
+        codes = {c["seat"]: c["code"] for c in table.codes()}
+        stuck = StuckConnection()
+        await asyncio.wait_for(table.join(codes[0], stuck), 10)
+        bot = RemoteBot(server.url, codes[2])
+        outcome, result = await asyncio.wait_for(asyncio.gather(table.run(), bot.run()), 120)
+    finally:
+        await asyncio.wait_for(server.stop(), 30)
+        await store.close()
+    assert outcome.status == "completed" and result["status"] == "completed"
+    assert table.dropped and table.dropped[0]["seat"] == 0 and "could not be sent" in table.dropped[0]["reason"]
+    assert stuck.sent == 1  # the first frame, then nothing more was written to it
+    events = outcome.trace["events"]
+    assert any(e["type"] == "seat_timeout" and e["data"]["agent_id"] == 0 for e in events)
+    assert not any(e["type"] == "seat_timeout" and e["data"]["agent_id"] == 2 for e in events)
 
 
 def test_ctrl_c_stops_the_host_while_a_client_does_not_read(tmp_path):

@@ -100,3 +100,56 @@ async def test_one_live_session_per_participant(tmp_path):
     finally:
         holder.kill()
         holder.wait(timeout=10)
+
+
+async def test_a_reload_during_the_last_belief_grid_asks_it_again_on_resume(tmp_path):
+    """The page is reloaded (the session stopped) while the last round's belief grid is open:
+    the round is saved, and the resumed session asks that grid again instead of skipping it."""
+    from calbench_tui.cli import main as cli_main
+    from lab.study.model import load_study
+    from lab.study.runner import StudyRunner
+    from lab.study.simulate import SimulatedDriver, simulated_ids
+    from saves.store import Store
+    from saves.study import StudyStore
+
+    path = tmp_path / "study.toml"
+    assert cli_main(["study", "init", str(path)]) == 0
+    study = load_study(str(path))
+    pid = simulated_ids(1)[0]
+    reached = asyncio.Event()
+    asked: list[tuple[str, int]] = []
+
+    class ClosedDuringTheGrid(SimulatedDriver):
+        async def beliefs(self, ctx, req):
+            if not ctx.game.practice and req.round == len(ctx.task.meetings) - 1:
+                self.game_id = ctx.game_id
+                reached.set()
+                await asyncio.Event().wait()  # the grid is on screen when the page goes away
+            return await super().beliefs(ctx, req)
+
+    class Resumed(SimulatedDriver):
+        async def beliefs(self, ctx, req):
+            asked.append((ctx.game_id, req.round))
+            return await super().beliefs(ctx, req)
+
+    store = await Store.open(tmp_path / "study.db")
+    try:
+        first = ClosedDuringTheGrid(study, pid)
+        run = asyncio.ensure_future(StudyRunner(study, store, pid, first, base=path.parent).run())
+        await asyncio.wait_for(reached.wait(), 120)
+        run.cancel()
+        await asyncio.wait([run], timeout=30)
+        game_id = first.game_id
+        async with store._db.execute("SELECT status FROM games WHERE game_id = ?", (game_id,)) as cur:
+            assert (await cur.fetchone())[0] == "stopped"
+        beliefs = StudyStore(store, study.name)
+        rows_before = {(b["game_id"], b["round"]) for b in await beliefs.beliefs(pid)}
+
+        await asyncio.wait_for(StudyRunner(study, store, pid, Resumed(study, pid), base=path.parent).run(), 300)
+        rows_after = {(b["game_id"], b["round"]) for b in await beliefs.beliefs(pid)}
+    finally:
+        await store.close()
+    owed = [(g, r) for g, r in asked if g == game_id]
+    assert owed, "the grid that was open when the page went away was never asked again"
+    last = owed[0][1]
+    assert (game_id, last) not in rows_before and (game_id, last) in rows_after
