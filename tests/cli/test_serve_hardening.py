@@ -431,3 +431,51 @@ def test_a_takeover_is_recorded_and_both_sides_and_the_host_are_told(tmp_path):
     assert "seat 0 was taken over" in (tmp_path / "serve.err").read_text()
     takeovers = [d for t, d in _events(db, info["game_id"]) if t == "seat_takeover"]
     assert len(takeovers) == 1 and takeovers[0]["agent_id"] == 0 and takeovers[0]["seat"] == 0
+
+
+async def test_the_displaced_player_reads_why_in_words_not_an_error(tmp_path):
+    """Item 24, on the displaced player's screen: the same code opened elsewhere is said as
+    what happened ("…no longer plays it"), never "the game stopped because of an error"."""
+    from calbench_tui.app import make_app, screen_text
+    from calbench_tui.settings import Settings
+    from engine.game import GameConfig
+    from engine.taskref import hydrate_labels, resolve_tasks
+    from lab.server import TableServer
+    from lab.table import Table
+    from saves.store import Store
+
+    store = await Store.open(tmp_path / "t.db")
+    table = Table(hydrate_labels(resolve_tasks("canonical:3")[0]), ["human", "imap", "human", "imap", "imap"],
+                  GameConfig(), game_id="takeover-1", store=store)
+    server = TableServer([table], port=0)
+    await server.start()
+    codes = {c["seat"]: c["code"] for c in table.codes()}
+    app = make_app(settings=Settings(join=server.url, code=codes[0]))
+    game = asyncio.ensure_future(table.run())
+    others = []
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            others.append(asyncio.ensure_future(RemoteBot(server.url, codes[2]).run()))
+            t0 = time.monotonic()
+            while table.status != "playing" or app.game_screen is None:
+                assert time.monotonic() - t0 < 60, "the game never started"
+                await pilot.pause(0.05)
+            others.append(asyncio.ensure_future(RemoteBot(server.url, codes[0]).run()))  # the same code, elsewhere
+            t0 = time.monotonic()
+            while not (app.error and "no longer plays it" in app.error):
+                assert time.monotonic() - t0 < 60, f"the takeover was not said: {app.error!r}"
+                await pilot.pause(0.05)
+            t0 = time.monotonic()
+            while not any("no longer plays it" in str(n.message) for n in app._notifications):
+                assert time.monotonic() - t0 < 30, "no notice on screen"
+                await pilot.pause(0.05)
+            notes = [str(n.message) for n in app._notifications]
+            text = screen_text(app)
+        assert not [n for n in notes if "because of an error" in n or "The game stopped" in n]
+        assert "because of an error" not in text
+    finally:
+        for t in [*others, game]:
+            t.cancel()
+        await asyncio.wait([*others, game], timeout=10)
+        await server.stop()
+        await store.close()
