@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
