@@ -237,13 +237,13 @@ def check_resume_endpoints(game: str, db: str, llm) -> None:
             trace = await store.load_trace(game)
         except Exception:
             return None
+        held = await store.lease(game_subject(trace["game_id"]))
+        if held is not None and held["alive"]:  # another terminal plays it now: one line, nothing touched
+            raise UserError(f"cannot resume: {LeaseHeld(held['subject'], held, 'game ' + trace['game_id'][:8])}")
         if served_game(trace):  # its other seats are people at other terminals: only serve can bring them back
             raise UserError(f"game {trace['game_id'][:8]} was served to remote players ('calbench serve'); "
                             f"continue it with: calbench serve --resume {trace['game_id'][:8]}"
                             + (f" --db {db}" if db else "") + " (new join codes are issued)")
-        held = await store.lease(game_subject(trace["game_id"]))
-        if held is not None and held["alive"]:  # another terminal plays it now: one line, nothing touched
-            raise UserError(f"cannot resume: {LeaseHeld(held['subject'], held, 'game ' + trace['game_id'][:8])}")
         return trace
 
     if db != ":memory:" and not db.startswith("file:") and not os.path.exists(db):
