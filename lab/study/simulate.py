@@ -110,6 +110,6 @@ class SimulatedDriver:
     async def game_over(self, ctx, outcome) -> None:
         pass
 
-    async def thanks(self, code: str) -> None:
+    async def thanks(self, code: str, **info: Any) -> None:
         self.code = code
         self.seen.append("thanks")
