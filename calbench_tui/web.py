@@ -24,6 +24,7 @@ from textual_serve.server import Server
 __all__ = ["WebFront"]
 
 _CODE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_POOL_ID = re.compile(r"[A-Za-z0-9_.@:-]{1,128}")  # an online pool's id for a participant (Prolific, MTurk ...)
 
 
 def _to_int(value: str | None, default: int, lo: int, hi: int) -> int:
@@ -45,17 +46,22 @@ class WebFront(Server):
     Table mode (``table_url``): every visitor gets ``calbench-play --join``, with the code
     from the link or typed on the first screen.  Study mode (``study``): the link's code
     names one participant, and the visitor gets ``calbench study run PATH --participant ID``;
-    a link without a known code opens nothing.
+    a link without a known code opens nothing.  An online pool may add the participant's id
+    in its own system (``&participant=ID``, the study's ``[pool] id_param``): it travels in
+    the app websocket's path and reaches ``study run --pool-id``, which keeps it with the
+    participant.
     """
 
     def __init__(self, *, host: str, port: int, table_url: str = "", study: tuple[str, str] | None = None,
-                 participants: dict[str, str] | None = None, title: str = "CalBench") -> None:
+                 participants: dict[str, str] | None = None, title: str = "CalBench",
+                 pool_param: str = "participant") -> None:
         super().__init__("calbench-play --join", host=host, port=port, title=title)
         self.table_url = table_url  # set once the server listens (its port may be chosen then)
         self.study = study  # (study file, database) in study mode
         self.participants = dict(participants or {})  # code -> participant id
+        self.pool_param = pool_param  # the link's query parameter carrying a pool's id (study mode)
 
-    def command_for(self, code: str) -> str | None:
+    def command_for(self, code: str, pool_id: str | None = None) -> str | None:
         """The app a visitor with ``code`` (possibly empty) gets, or None for nothing."""
         if self.study is not None:
             pid = self.participants.get(code)
@@ -63,7 +69,8 @@ class WebFront(Server):
                 return None
             path, db = self.study
             return (_python_cli("main") + f" study run {shlex.quote(path)} --participant {shlex.quote(pid)}"
-                    + f" --db {shlex.quote(db)}")
+                    + f" --db {shlex.quote(db)}"
+                    + (f" --pool-id {shlex.quote(pool_id)}" if pool_id and _POOL_ID.fullmatch(pool_id) else ""))
         command = _python_cli("play_main") + f" --join {shlex.quote(self.table_url)}"
         return command + (f" --code {shlex.quote(code)}" if code else "")
 
@@ -74,6 +81,7 @@ class WebFront(Server):
             web.get("/", self.handle_index, name="index"),
             web.get("/ws", self.handle_websocket, name="websocket"),
             web.get("/ws/{code}", self.handle_websocket, name="websocket_code"),
+            web.get("/ws/{code}/pool/{pool}", self.handle_websocket, name="websocket_pool"),
             web.static("/static", self.statics_path, show_index=False, name="static"),
         ])
         app.on_shutdown.append(self.on_shutdown)
@@ -82,6 +90,10 @@ class WebFront(Server):
         code = request.query.get("code", "")
         if not _CODE.fullmatch(code or "-") or (self.study is not None and self.command_for(code) is None):
             raise web.HTTPNotFound(text="This link does not open a CalBench session. Check the link you were given.")
+        pool = request.query.get(self.pool_param) if self.study is not None else None
+        if pool is not None and not _POOL_ID.fullmatch(pool):
+            raise web.HTTPBadRequest(text=f"The {self.pool_param} in this link is not an id. Check the link you "
+                                          "were given.")
         return await self._index(request)
 
     @aiohttp_jinja2.template("app_index.html")
@@ -89,6 +101,9 @@ class WebFront(Server):
         router = request.app.router
         code = request.query.get("code", "")
         route = ("websocket_code", {"code": code}) if _CODE.fullmatch(code) else ("websocket", {})
+        pool = request.query.get(self.pool_param) if self.study is not None else None
+        if pool and _CODE.fullmatch(code) and _POOL_ID.fullmatch(pool):  # the pool's id rides in the path
+            route = ("websocket_pool", {"code": code, "pool": pool})
         host = request.host  # the address the participant used, so links work from other machines
         scheme = "wss" if request.secure else "ws"
         static = router["static"].url_for(filename="/")
@@ -99,7 +114,8 @@ class WebFront(Server):
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         code = request.match_info.get("code", "")
-        command = self.command_for(code) if _CODE.fullmatch(code or "-") else None
+        pool = request.match_info.get("pool")
+        command = self.command_for(code, pool) if _CODE.fullmatch(code or "-") else None
         if command is None:
             raise web.HTTPNotFound(text="unknown code")
         ws = web.WebSocketResponse(heartbeat=15)

@@ -230,7 +230,7 @@ def _handle_study(args: argparse.Namespace) -> int:
                         "(or run 'calbench study run' at each terminal)")
     _check_address(args)
     try:
-        load_study(args.study)
+        pool_param = load_study(args.study).pool.id_param
     except (StudyFileError, OSError) as exc:
         raise UserError(str(exc).splitlines()[0]) from None
     ids = _participant_ids(args.participants)
@@ -242,7 +242,8 @@ def _handle_study(args: argparse.Namespace) -> int:
     study_path, db = str(Path(args.study).resolve()), str(Path(db_path(args.db)).resolve())
 
     async def main() -> int:
-        web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links)
+        web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links,
+                       pool_param=pool_param)
         server = TableServer([], host=args.host, port=args.port, extra_routes=web.add_routes)
         try:
             await server.start()

@@ -242,6 +242,10 @@ def handle_run(args) -> int:
     return 0
 
 
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 def _similar(a: str, b: str) -> bool:
     """Ids a person could type for one another: the same but for case, '-' and '_'."""
     def norm(x: str) -> str:
@@ -277,7 +281,7 @@ def _check_participant_id(study, pid: str, args) -> None:
         return
     question = (f"{pid!r} is not a participant of {study.name} yet, but {', '.join(map(repr, like))} is. "
                 f"Register {pid!r} as a NEW participant?")
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if not _interactive():
         raise UserError(f"{question[:-1]}: run with --participant {like[0]} to continue that participant, or add "
                         f"--new-participant to register {pid!r}")
     try:

@@ -246,21 +246,25 @@ class StudyRunner:
         records = await self.driver.quiz(self.study.quiz)
         qs = self.study.quiz
         final: dict[int, bool] = {}
-        tries: dict[int, int] = {}
+        passed_in: dict[int, int] = {}  # question -> the attempt that got it right
         rows = []
         for r in records:
             k = int(r["item"])
             ok = int(r["response"]) == qs[k].answer
             final[k] = ok
-            tries[k] = max(tries.get(k, 0), int(r["attempt"]))
+            if ok and k not in passed_in:
+                passed_in[k] = int(r["attempt"])
             rows.append({"item": str(k), "response": r["response"], "attempt": r["attempt"], "correct": ok})
         retries = sum(1 for r in rows if not r["correct"])
-        out = [k for k in range(len(qs)) if not final.get(k) and qs[k].max_attempts is not None
-               and tries.get(k, 0) >= qs[k].max_attempts]
+        tried = {int(r["item"]) for r in rows}
+        out = [k for k in range(len(qs)) if qs[k].max_attempts is not None and k in tried
+               and passed_in.get(k, qs[k].max_attempts + 1) > qs[k].max_attempts]
         if out:  # used up a question's tries: screened out (recorded, the slot is given up)
-            await self.db.add_answers(self.participant, i, "quiz", rows)
-            return StepResult("quiz", "screened_out", {"retries": retries, "attempts": len(rows),
-                                                       "failed_question": out[0]})
+            keep = [r for r in rows if int(r["item"]) < out[0]
+                    or (int(r["item"]) == out[0] and int(r["attempt"]) <= qs[out[0]].max_attempts)]
+            await self.db.add_answers(self.participant, i, "quiz", keep)
+            return StepResult("quiz", "screened_out", {"retries": sum(1 for r in keep if not r["correct"]),
+                                                       "attempts": len(keep), "failed_question": out[0]})
         if not all(final.get(k) for k in range(len(qs))):
             raise QuizFailed("the quiz was not passed")
         await self.db.add_answers(self.participant, i, "quiz", rows)

@@ -51,6 +51,7 @@ async def study_status(study, store, *, now: datetime | None = None, stall_minut
         if current is not None and current["game_id"] and state in ("active", "stalled"):
             seat = _seat_of(p, current["name"])
             last_partner = None
+            failing: set[int] = set()  # a failed call still ends with the seat's turn_end / decide_end
             for e in await store.load_events(current["game_id"]):
                 a = (e.get("data") or {}).get("agent_id")
                 if a is None or a == seat:
@@ -58,8 +59,12 @@ async def study_status(study, store, *, now: datetime | None = None, stall_minut
                 if e["type"] == "seat_timeout":
                     failures += 1
                     last_partner = "failed"
+                    failing.add(a)
                 elif e["type"] in ("turn_end", "decide_end"):
-                    last_partner = "answered"
+                    if a in failing:
+                        failing.discard(a)
+                    else:
+                        last_partner = "answered"
             partner_down = last_partner == "failed"  # the latest partner call went unanswered
         if current is not None and current["game_id"]:
             async with store._db.execute("SELECT MAX(round) FROM events WHERE game_id = ?",
