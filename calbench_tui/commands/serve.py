@@ -230,10 +230,17 @@ def _handle_study(args: argparse.Namespace) -> int:
                         "(or run 'calbench study run' at each terminal)")
     _check_address(args)
     try:
-        pool_param = load_study(args.study).pool.id_param
+        study = load_study(args.study)
     except (StudyFileError, OSError) as exc:
         raise UserError(str(exc).splitlines()[0]) from None
+    pool_param = study.pool.id_param
     ids = _participant_ids(args.participants)
+    import re
+
+    off = [p for p in ids if not re.fullmatch(study.study.participant_pattern, p)]
+    if off:  # each link runs 'study run', which would refuse the id: say so now
+        raise UserError(f"--participants: {off[0]!r} does not match the study's participant_pattern "
+                        f"{study.study.participant_pattern!r}")
     try:
         from calbench_tui.web import WebFront
     except ImportError:
