@@ -99,8 +99,10 @@ def _seat_of(p, step_name: str) -> int | None:
 async def _cycle(study, db, now, stall_minutes) -> dict[str, Any]:
     """The cycle the next arrival goes into and its rows nobody holds (each with its plan)."""
     from .assign import assignment, cycle_length
+    from .model import pool_tasks
 
     n = cycle_length(study)
+    tasks = None
     held = await db.held_slots(False, stall_minutes=stall_minutes, now=now)
     slot = await db.next_slot(False, stall_minutes=stall_minutes, now=now)
     k = slot // n
@@ -108,7 +110,8 @@ async def _cycle(study, db, now, stall_minutes) -> dict[str, Any]:
     for s in range(k * n, (k + 1) * n):
         if s in held:
             continue
-        plan = [g for g in assignment(study, s) if not g.practice]
+        tasks = tasks if tasks is not None else pool_tasks(study)
+        plan = [g for g in assignment(study, s, tasks) if not g.practice]
         rows.append({"slot": s, "row": s - k * n + 1,
                      "plan": " → ".join(f"{g.condition}@seat{g.seat}" for g in plan)})
     return {"number": k + 1, "size": n, "next_slot": slot, "unfilled": rows}
