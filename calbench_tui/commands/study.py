@@ -142,8 +142,10 @@ def handle_check(args) -> int:
         def progress(pid, results):
             if not args.json:
                 games = [r for r in results if r.name.startswith("game:")]
-                ok = sum(r.status == "completed" for r in games)
-                print(f"  {pid}: {len(results)} steps, {ok}/{len(games)} games completed", file=sys.stderr)
+                ok = sum(r.status == "completed" and not r.data.get("partner_failures") for r in games)
+                lost = sum(int(r.data.get("partner_failures") or 0) for r in games)
+                print(f"  {pid}: {len(results)} steps, {ok}/{len(games)} games played without a problem"
+                      + (f" ({lost} partner call(s) unanswered)" if lost else ""), file=sys.stderr)
 
         if not args.json:
             print(f"Dry run: {d['participants_per_cycle']} simulated participants …", file=sys.stderr)
