@@ -84,8 +84,27 @@ class Driver(Protocol):
     # optional: async def goodbye(self, outcome: str) -> None  (declined consent, screened out by the quiz)
 
 
+#: Keys added to the study file later, left out of the hash while at their default so that a
+#: file written before them keeps its hash (returning participants are not told it changed).
+_LATER_KEYS = {"": {"payment": None, "pool": {"id_param": "participant", "return_url": None}},
+               "study": {"participant_pattern": "[A-Za-z0-9]+"}, "conditions": {"reveal_partners": False},
+               "quiz": {"max_attempts": None}, "items": {"answer": None}}
+
+
+def _drop_later(d: Any, where: str = "") -> Any:
+    if isinstance(d, list):
+        return [_drop_later(x, where) for x in d]
+    if not isinstance(d, dict):
+        return d
+    later = _LATER_KEYS.get(where, {})
+    return {k: _drop_later(v, k) for k, v in d.items() if not (k in later and v == later[k])}
+
+
 def design_hash(study: Study) -> str:
-    return hashlib.sha256(study.model_dump_json().encode()).hexdigest()[:16]
+    import json
+
+    data = _drop_later(json.loads(study.model_dump_json()))
+    return hashlib.sha256(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def completion_code(study: Study, participant: str) -> str:
