@@ -121,6 +121,7 @@ class GameScreen(Screen):
         self.calendar.detail = self.query_one("#slot-detail", Static)
         if self.num_rounds:
             self.banner.update_state(rounds=self.num_rounds)
+        self.query_one(ChatPanel).blind = self.blind
         self.query_one(ChatPanel).setup(self.seat, self.num_agents, self.channels)
         self.query_one(ChatPanel).note(f"You are Agent {self.seat}. ? shows the instructions and keys; "
                                        "ctrl+p lists every action by name.")

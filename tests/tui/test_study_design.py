@@ -81,6 +81,7 @@ async def test_partners_are_agent_n_everywhere_in_a_study_game(tmp_path, monkeyp
                 assert word not in bar, bar
                 assert word not in text, text
             assert "you" in bar and "no answer" in bar
+            assert "⟨" not in text  # no payload tag telling a protocol partner from an LLM one
             await pilot.press("question_mark")
             await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help")
             await wait_for(pilot, lambda: "Your partners are the other seats" in screen_text(app), what="help text")
