@@ -201,6 +201,19 @@ def _format_design(d) -> str:
     for p, plan in enumerate(d["cycle"]):
         games = [f"{g['condition']}@seat{g['seat']}:{g['task_id']}" for g in plan if not g["practice"]]
         lines.append(f"  #{p + 1}: " + " → ".join(games))
+    shown = [c["name"] for c in d["conditions"] if not c.get("blinded", True)]
+    lines.append("Partners are blinded (Agent N) in every condition" if not shown else
+                 f"Partners are named (reveal_partners) in: {', '.join(shown)}; blinded elsewhere")
+    if d.get("payment"):
+        p = d["payment"]
+        cur = p["currency"]
+        lines.append(f"Payment: {cur}{p['show_up']:.2f} for completing + {cur}{p['per_meeting']:.2f} per meeting"
+                     + (f" − {cur}{p['per_cost']:.2f} per unit of cost" if p["per_cost"] else "")
+                     + (f", bonus capped at {cur}{p['cap']:.2f}" if p["cap"] is not None else ""))
+    if d.get("attention_checks"):
+        lines.append(f"Attention checks: {d['attention_checks']} questionnaire item(s) with a right answer")
+    if d.get("return_url"):
+        lines.append(f"Completion screen links back to: {d['return_url']}")
     lines.append(f"Per participant: {d['games_per_participant']} games"
                  f"{' + 1 practice' if d['practice'] else ''}, {d['steps_per_participant']} steps, "
                  f"about {d['expected_minutes']} minutes")

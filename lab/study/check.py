@@ -24,7 +24,8 @@ def design(study: Study) -> dict[str, Any]:
         seats = sorted({g.seat for plan in plans for g in plan if g.condition == c.name and not g.practice})
         positions = sorted({g.position for plan in plans for g in plan if g.condition == c.name and not g.practice})
         conds.append({"name": c.name, "partners": c.partners, "channels": c.channels, "max_turns": c.max_turns,
-                      "seats": seats, "positions": positions, "uses_llm": c.uses_llm})
+                      "seats": seats, "positions": positions, "uses_llm": c.uses_llm,
+                      "blinded": not c.reveal_partners})
     steps = plan_steps(study, plans[0])
     return {
         "study": study.name,
@@ -40,6 +41,9 @@ def design(study: Study) -> dict[str, Any]:
         if study.assignment.method == "latin" else None,
         "cycle": [[{"condition": g.condition, "task_id": g.task_id, "seat": g.seat, "practice": g.practice}
                    for g in plan] for plan in plans],
+        "payment": study.payment.model_dump() if study.payment else None,
+        "return_url": study.pool.return_url,
+        "attention_checks": sum(1 for q in study.questionnaires for it in q.items if it.is_check),
     }
 
 
