@@ -80,8 +80,8 @@ def register(sub) -> None:
 
     q = ss.add_parser("export", help="tidy CSV files and a codebook",
                       description="Write participants.csv, steps.csv, games.csv, messages.csv, beliefs.csv, "
-                                  "questionnaires.csv, timings.csv, assignment.csv (the randomisation record), payments.csv "
-                                  "(with [payment]) and codebook.md to DIR.")
+                                  "questionnaires.csv, timings.csv, assignment.csv (the randomisation record), "
+                                  "payments.csv (rows with [payment]) and codebook.md to DIR.")
     q.add_argument("path", metavar="PATH")
     q.add_argument("--out", required=True, metavar="DIR")
     add_db_option(q)

@@ -109,8 +109,8 @@ class DecisionScreen(Screen):
         yield Static(head, id="dbanner")
         if obs.rejection:
             left = obs.max_attempts - obs.attempt
-            yield Static(Text(f"Rejected: {self._words(obs.rejection)} — {left} retr{'y' if left == 1 else 'ies'} left.",
-                              style="bold red"), id="rejection")
+            yield Static(Text(f"Rejected: {self._words(obs.rejection)} — "
+                              f"{left} retr{'y' if left == 1 else 'ies'} left.", style="bold red"), id="rejection")
         with Horizontal(id="dbody"):
             with VerticalScroll(id="dleft"):
                 yield BatchBuilder(self.plan, seat=seat, labels=obs.view.labels,
