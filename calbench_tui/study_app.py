@@ -29,7 +29,8 @@ from .app import CalBenchApp
 from .messages import AppSink
 from .screens.game import GameScreen
 from .screens.study_beliefs import BeliefGridScreen
-from .screens.study_steps import NoticeScreen, QuestionnaireScreen, QuizScreen, StudyTextScreen, ThanksScreen
+from .screens.study_steps import (GoodbyeScreen, NoticeScreen, QuestionnaireScreen, QuizScreen, StudyTextScreen,
+                                  ThanksScreen)
 from .settings import Settings
 from .widgets.study_countdown import Countdown
 
@@ -95,8 +96,10 @@ class TerminalDriver:
         app.game_task = task
         app.game_id = ctx.game_id
         app.status = "running"
+        # blinded unless the condition says otherwise: partners are "Agent N" on every screen
+        app.blind_partners = not ctx.condition.reveal_partners
         gs = GameScreen(seat=g.seat, channels=ctx.condition.channel_names(), num_agents=task.num_agents,
-                        num_rounds=len(task.meetings))
+                        num_rounds=len(task.meetings), blind=app.blind_partners, participant_words=True)
         app.game_screen = gs
         await app.push_screen(gs)
         app.countdown_seat = ctx.seat_persona
@@ -114,6 +117,9 @@ class TerminalDriver:
             m = res.trace.get("metrics") or {}
             text = Text(f"\n{self._game_title(ctx)} is over: {m.get('meetings_scheduled', '?')} of "
                         f"{m.get('meetings_total', '?')} meetings were scheduled.\n\nPress enter to continue.")
+        elif app.blind_partners:  # the error text may name a partner's model or endpoint
+            text = Text("\nThe game stopped because of a technical problem. It is recorded; "
+                        "press enter to continue with the study.")
         else:
             text = Text(f"\nThe game stopped because of a problem ({outcome.error}). It is recorded; "
                         "press enter to continue with the study.")
@@ -124,16 +130,35 @@ class TerminalDriver:
         app.game_screen = None
         await self._show(NoticeScreen("Game over", text))
 
-    async def thanks(self, code: str) -> None:
+    def timed_out(self, phase: str, outcome: str | None) -> None:
+        """A call of the participant's ran out of time: say what happened, in their words."""
+        from .wording import TIMEOUT_WORDS
+
+        gs = self.app.game_screen
+        words = TIMEOUT_WORDS.get((phase, outcome or ""))
+        if gs is None or not words:
+            return
+        if phase == "decision":
+            gs.timed_out_round = gs.round
+        gs.deliver(lambda: gs.chat.note(Text(words, style="bold"), also_active=True))
+
+    async def goodbye(self, outcome: str | None) -> None:
+        """The participant declined consent or was screened out by the quiz: the end, politely."""
+        self.app.left = outcome
+        await self._show(GoodbyeScreen(outcome or "declined"))
+
+    async def thanks(self, code: str, *, payment=None, return_link: str | None = None, **_: Any) -> None:
         self.app.code = code
-        await self._show(ThanksScreen(code))
+        self.app.payment = payment
+        self.app.return_link = return_link
+        await self._show(ThanksScreen(code, payment=payment, return_link=return_link))
 
 
 class StudyApp(CalBenchApp):
     """One participant (see the module docstring)."""
 
     def __init__(self, study: Study, *, participant: str, store: Any = None, store_path: str | None = None,
-                 base: Path | None = None, settings: Settings | None = None) -> None:
+                 base: Path | None = None, settings: Settings | None = None, pool_id: str | None = None) -> None:
         super().__init__(settings=settings or Settings(seat=0, setup=False), store=store, store_path=store_path)
         self.study = study
         self.participant = participant
@@ -143,6 +168,12 @@ class StudyApp(CalBenchApp):
         self.finished = False
         self.current_step: str | None = None
         self.countdown_seat = None
+        self.pool_id = pool_id  # the online pool's id for this participant (from the browser link)
+        self.left: str | None = None  # declined | screened_out: the participant left for good
+        self.payment: dict | None = None
+        self.return_link: str | None = None
+        self.blind_partners = True  # partners are "Agent N" (the help says nothing of their protocol)
+        self.participant_words = True  # the engine's rejections said in the participant's words
 
     async def on_mount(self, event) -> None:
         event.prevent_default()  # not the play app's mount (setup screen, a game of its own)
@@ -184,7 +215,7 @@ class StudyApp(CalBenchApp):
         from lab.study.runner import QuizFailed
 
         try:
-            row = await self.runner.enroll()
+            row = await self.runner.enroll(pool_id=self.pool_id)
             self.code = row.get("completion_code")  # already finished: the code they were given
             if self.runner.design_changed:
                 self.notify("The study file changed since this participant started; their stored "
@@ -200,7 +231,10 @@ class StudyApp(CalBenchApp):
             self.error = f"{type(exc).__name__}: {exc}"
             self.exit(return_code=2)
             return
-        self.finished = True
+        if self.runner.outcome is not None:  # declined or screened out: final, exit 0
+            self.left = self.runner.outcome
+        else:
+            self.finished = True
         self.current_step = None
         self.exit(return_code=0)
 
@@ -213,5 +247,5 @@ class StudyApp(CalBenchApp):
 
 
 def make_study_app(study: Study, *, participant: str, store: Any = None, store_path: str | None = None,
-                   base: Path | None = None) -> StudyApp:
-    return StudyApp(study, participant=participant, store=store, store_path=store_path, base=base)
+                   base: Path | None = None, pool_id: str | None = None) -> StudyApp:
+    return StudyApp(study, participant=participant, store=store, store_path=store_path, base=base, pool_id=pool_id)

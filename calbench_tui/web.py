@@ -47,6 +47,7 @@ _CODE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 REPLACED = 4001
 _HERE = Path(__file__).resolve().parent
 
+_POOL_ID = re.compile(r"[A-Za-z0-9_.@:-]{1,128}")  # an online pool's id for a participant (Prolific, MTurk ...)
 _NO_LINK = "This link does not open a CalBench session. Check the link you were given."
 
 
@@ -88,13 +89,16 @@ class WebFront(Server):
     Table mode (``table_url``): a visitor with one of ``codes`` gets ``calbench-play
     --join``.  Study mode (``study``): the link's code names one participant, and the
     visitor gets ``calbench study run PATH --participant ID``.  A link without a known code
-    opens nothing (see the module docstring for the caps).
+    opens nothing (see the module docstring for the caps).  An online pool may add the
+    participant's id in its own system (``&participant=ID``, the study's ``[pool] id_param``):
+    it travels in the app websocket's path and reaches ``study run --pool-id``, which keeps it
+    with the participant.
     """
 
     def __init__(self, *, host: str, port: int, table_url: str = "", study: tuple[str, str] | None = None,
                  participants: dict[str, str] | None = None, title: str = "CalBench",
                  codes: set[str] | None = None, public_url: str | None = None,
-                 max_per_client: int = 8) -> None:
+                 max_per_client: int = 8, pool_param: str = "participant") -> None:
         super().__init__("calbench-play --join", host=host, port=port, title=title)
         self.table_url = table_url  # set once the server listens (its port may be chosen then)
         self.study = study  # (study file, database) in study mode
@@ -102,13 +106,14 @@ class WebFront(Server):
         self.codes = set(codes or ())  # table mode: the join codes a process may be started for
         self.public_url = public_url.rstrip("/") + "/" if public_url else None
         self.max_per_client = max_per_client
+        self.pool_param = pool_param  # the link's query parameter carrying a pool's id (study mode)
         self.live: dict[str, tuple[web.WebSocketResponse, _App, str]] = {}  # code -> (socket, app, client)
         self.started = 0  # app processes started (the tests count them)
         self.refused: list[tuple[str, str]] = []  # (client, why) of every refused start
         self._lock = asyncio.Lock()
 
     # -- what a code opens ------------------------------------------------------------------
-    def command_for(self, code: str) -> str | None:
+    def command_for(self, code: str, pool_id: str | None = None) -> str | None:
         """The app a visitor with ``code`` gets, or None for nothing (the code goes in the environment)."""
         if not code or not _CODE.fullmatch(code):
             return None
@@ -118,7 +123,8 @@ class WebFront(Server):
                 return None
             path, db = self.study
             return (_python_cli("main") + f" study run {shlex.quote(path)} --participant {shlex.quote(pid)}"
-                    + f" --db {shlex.quote(db)}")
+                    + f" --db {shlex.quote(db)}"
+                    + (f" --pool-id {shlex.quote(pool_id)}" if pool_id and _POOL_ID.fullmatch(pool_id) else ""))
         if code not in self.codes:
             return None
         return _python_cli("play_main") + f" --join {shlex.quote(self.table_url)}"
@@ -139,6 +145,7 @@ class WebFront(Server):
         app.add_routes([
             web.get("/", self.handle_index, name="index"),
             web.get("/ws/{code}", self.handle_websocket, name="websocket_code"),
+            web.get("/ws/{code}/pool/{pool}", self.handle_websocket, name="websocket_pool"),
             web.static("/static", self.statics_path, show_index=False, name="static"),
         ])
         app.on_shutdown.append(self.on_shutdown)
@@ -176,10 +183,15 @@ class WebFront(Server):
                     {"title": self.title, "error": "That code does not open a seat here. Check it and try again."},
                     status=404)
             raise web.HTTPNotFound(text=_NO_LINK)
+        pool = request.query.get(self.pool_param) if self.study is not None else None
+        if pool is not None and not _POOL_ID.fullmatch(pool):
+            raise web.HTTPBadRequest(text=f"The {self.pool_param} in this link is not an id. Check the link you "
+                                          "were given.")
         scheme, host, prefix = self._base(request)
         ws_scheme = "wss" if scheme == "https" else "ws"
+        ws_path = f"/ws/{code}" + (f"/pool/{pool}" if pool else "")  # the pool's id rides in the path
         context = {"font_size": _to_int(request.query.get("fontsize"), 16, 8, 40),
-                   "app_websocket_url": f"{ws_scheme}://{host}{prefix}/ws/{code}",
+                   "app_websocket_url": f"{ws_scheme}://{host}{prefix}{ws_path}",
                    "config": {"static": {"url": f"{scheme}://{host}{prefix}/static/"}},
                    "application": {"name": self.title}, "ping_url": ""}
         response = aiohttp_jinja2.render_template("web_page.html", request, context)
@@ -201,7 +213,7 @@ class WebFront(Server):
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
         code = request.match_info.get("code", "")
-        command = self.command_for(code)
+        command = self.command_for(code, request.match_info.get("pool"))
         if command is None:
             raise web.HTTPNotFound(text="unknown code")
         client = self._client(request)

@@ -179,3 +179,12 @@ CREATE TABLE event_blobs (
     last_seq  INTEGER,
     data      BLOB NOT NULL
 );
+
+-- migration 6: study participants who left for good (declined consent, screened out by the
+-- quiz) and the id an online pool gave them; a counterbalancing slot is no longer unique: a
+-- slot given up (declined, screened out, withdrawn, stalled) is taken by the next arrival
+ALTER TABLE study_participants ADD COLUMN outcome TEXT
+    CHECK (outcome IS NULL OR outcome IN ('declined', 'screened_out'));   -- final; status stays 'active'
+ALTER TABLE study_participants ADD COLUMN pool_id TEXT;                  -- e.g. a Prolific id from the link
+DROP INDEX study_participant_slots;
+CREATE INDEX study_participants_by_slot ON study_participants (study_id, simulated, slot);

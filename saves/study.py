@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from engine.redact import redact
 
@@ -22,6 +22,14 @@ STUDY_TABLES = ("study_participants", "study_steps", "study_answers", "study_bel
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
+
+
+STALL_MINUTES = 10.0  # no step started or finished for this long: the participant has stalled
+
+
+def _state(r: dict[str, Any]) -> str:
+    """active | completed | declined | screened_out (stalled is a reading of time, see lab.study.status)."""
+    return r.get("outcome") or r["status"]
 
 
 def _row(cur, row) -> dict[str, Any]:
@@ -47,6 +55,7 @@ class StudyStore:
             return None
         r = rows[0]
         r["assignment"] = json.loads(r["assignment"])
+        r["state"] = _state(r)
         return r
 
     async def participants(self, *, simulated: bool | None = None) -> list[dict[str, Any]]:
@@ -54,9 +63,11 @@ class StudyStore:
         if simulated is not None:
             where += " AND simulated = ?"
             args.append(int(simulated))
-        rows = await self._all(f"SELECT * FROM study_participants WHERE {where} ORDER BY simulated, slot", args)
+        rows = await self._all(f"SELECT * FROM study_participants WHERE {where} ORDER BY simulated, slot, "
+                               "started_at", args)
         for r in rows:
             r["assignment"] = json.loads(r["assignment"])
+            r["state"] = _state(r)
         return rows
 
     async def steps(self, participant: str) -> list[dict[str, Any]]:
@@ -89,22 +100,69 @@ class StudyStore:
             args.append(participant)
         return await self._all(f"SELECT * FROM {table} WHERE {where} ORDER BY participant, {order}", args)
 
-    async def next_slot(self, simulated: bool) -> int:
-        rows = await self._all("SELECT COALESCE(MAX(slot) + 1, 0) AS n FROM study_participants "
-                               "WHERE study_id = ? AND simulated = ?", (self.study_id, int(simulated)))
-        return int(rows[0]["n"])
+    async def last_activity(self) -> dict[str, str]:
+        """participant -> the latest time a step of theirs started or finished (UTC ISO)."""
+        rows = await self._all("SELECT participant, MAX(COALESCE(started_at, ''), COALESCE(completed_at, '')) AS t "
+                               "FROM study_steps WHERE study_id = ? GROUP BY participant, step", (self.study_id,))
+        out: dict[str, str] = {}
+        for r in rows:
+            if r["t"] and r["t"] > out.get(r["participant"], ""):
+                out[r["participant"]] = r["t"]
+        return out
+
+    async def held_slots(self, simulated: bool, *, stall_minutes: float = STALL_MINUTES,
+                         now: datetime | None = None) -> dict[int, list[str]]:
+        """slot -> the participants holding it: completed ones, and active ones not stalled.
+        A slot of a participant who declined, was screened out, withdrew (their row is gone)
+        or stalled (no step started or finished for ``stall_minutes``) is open again."""
+        now = now or datetime.now(timezone.utc)
+        last = await self.last_activity()
+        held: dict[int, list[str]] = {}
+        for p in await self.participants(simulated=simulated):
+            if p["outcome"]:
+                continue
+            if p["status"] != "completed":
+                ts = last.get(p["participant"]) or p["started_at"]
+                if ts and (now - datetime.fromisoformat(ts)).total_seconds() / 60 >= stall_minutes:
+                    continue
+            held.setdefault(int(p["slot"]), []).append(p["participant"])
+        return held
+
+    async def next_slot(self, simulated: bool, *, stall_minutes: float = STALL_MINUTES,
+                        now: datetime | None = None) -> int:
+        """The lowest counterbalancing slot nobody holds (see :meth:`held_slots`)."""
+        held = await self.held_slots(simulated, stall_minutes=stall_minutes, now=now)
+        slot = 0
+        while slot in held:
+            slot += 1
+        return slot
 
     # -- writing -------------------------------------------------------------------------------
     async def add_participant(self, participant: str, *, slot: int, simulated: bool,
-                              assignment: list[dict[str, Any]], steps: list[str], design_hash: str) -> None:
+                              assignment: list[dict[str, Any]], steps: list[str], design_hash: str,
+                              pool_id: str | None = None) -> None:
         """Register a participant and their planned steps, in one transaction."""
         async with self.store._tx() as db:
-            await db.execute("INSERT INTO study_participants (study_id, participant, slot, simulated, assignment, "
-                             "design_hash, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (self.study_id, participant, slot, int(simulated), json.dumps(assignment),
-                              design_hash, _now()))
-            await db.executemany("INSERT INTO study_steps (study_id, participant, step, name) VALUES (?, ?, ?, ?)",
-                                 [(self.study_id, participant, i, name) for i, name in enumerate(steps)])
+            await self._insert(db, participant, slot, simulated, assignment, steps, design_hash, pool_id)
+
+    async def register(self, participant: str, *, simulated: bool, plan: Callable[[int], tuple[list, list]],
+                       design_hash: str, pool_id: str | None = None, stall_minutes: float = STALL_MINUTES) -> int:
+        """Register a participant at the lowest open slot (:meth:`next_slot`), the slot chosen and
+        the row written in one write transaction (two arrivals at once never take one slot).
+        ``plan(slot)`` gives ``(assignment, steps)``.  Returns the slot."""
+        async with self.store._tx() as db:
+            slot = await self.next_slot(simulated, stall_minutes=stall_minutes)
+            assignment, steps = plan(slot)
+            await self._insert(db, participant, slot, simulated, assignment, steps, design_hash, pool_id)
+        return slot
+
+    async def _insert(self, db, participant, slot, simulated, assignment, steps, design_hash, pool_id) -> None:
+        await db.execute("INSERT INTO study_participants (study_id, participant, slot, simulated, assignment, "
+                         "design_hash, started_at, pool_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (self.study_id, participant, slot, int(simulated), json.dumps(assignment),
+                          design_hash, _now(), pool_id))
+        await db.executemany("INSERT INTO study_steps (study_id, participant, step, name) VALUES (?, ?, ?, ?)",
+                             [(self.study_id, participant, i, name) for i, name in enumerate(steps)])
 
     async def start_step(self, participant: str, step: int, *, game_id: str | None = None) -> None:
         async with self.store._tx() as db:
@@ -130,6 +188,17 @@ class StudyStore:
             await db.execute("UPDATE study_participants SET status = 'completed', completed_at = ?, "
                              "completion_code = ? WHERE study_id = ? AND participant = ?",
                              (_now(), code, self.study_id, participant))
+
+    async def set_outcome(self, participant: str, outcome: str) -> None:
+        """The participant left for good: ``declined`` (consent) or ``screened_out`` (the quiz)."""
+        async with self.store._tx() as db:
+            await db.execute("UPDATE study_participants SET outcome = ?, completed_at = ? "
+                             "WHERE study_id = ? AND participant = ?", (outcome, _now(), self.study_id, participant))
+
+    async def set_pool_id(self, participant: str, pool_id: str) -> None:
+        async with self.store._tx() as db:
+            await db.execute("UPDATE study_participants SET pool_id = ? WHERE study_id = ? AND participant = ?",
+                             (pool_id, self.study_id, participant))
 
     async def add_answers(self, participant: str, step: int, questionnaire: str,
                           answers: list[dict[str, Any]], *, game_id: str | None = None) -> None:

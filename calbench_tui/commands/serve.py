@@ -365,7 +365,14 @@ def _handle_study(args: argparse.Namespace) -> int:
         study = load_study(args.study)
     except (StudyFileError, OSError) as exc:
         raise UserError(str(exc).splitlines()[0]) from None
+    pool_param = study.pool.id_param
     ids = _participant_ids(args.participants)
+    import re
+
+    off = [p for p in ids if not re.fullmatch(study.study.participant_pattern, p)]
+    if off:  # each link runs 'study run', which would refuse the id: say so now
+        raise UserError(f"--participants: {off[0]!r} does not match the study's participant_pattern "
+                        f"{study.study.participant_pattern!r}")
     try:
         from calbench_tui.web import WebFront
     except ImportError:
@@ -376,7 +383,8 @@ def _handle_study(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links,
-                       public_url=args.public_url, max_per_client=args.max_sessions_per_address)
+                       public_url=args.public_url, max_per_client=args.max_sessions_per_address,
+                       pool_param=pool_param)
         server = TableServer([], host=args.host, port=args.port, extra_routes=web.add_routes)
         try:
             await server.start()

@@ -43,6 +43,9 @@ def register(sub) -> None:
                                   "code is 0 only if every step completed.")
     q.add_argument("path", metavar="PATH")
     q.add_argument("--dry-run", action="store_true", help="simulate one counterbalancing cycle into the database")
+    q.add_argument("--mock", action="store_true",
+                   help="with --dry-run: start the project's loopback mock LLM for the dry run and point every "
+                        "LLM condition at it (nothing else to start; the study file is not changed)")
     q.add_argument("--json", action="store_true", help="print the design (and dry run) as JSON")
     add_db_option(q)
     q.set_defaults(handler=handle_check)
@@ -53,7 +56,15 @@ def register(sub) -> None:
                                   "next new id takes the next counterbalancing slot. Run it again with the same "
                                   "id after a crash or ctrl+q to resume at the same step.")
     q.add_argument("path", metavar="PATH")
-    q.add_argument("--participant", required=True, metavar="ID", help="a pseudonymous id (e.g. P001), never a name")
+    q.add_argument("--participant", required=True, metavar="ID",
+                   help="a pseudonymous id (e.g. P001), never a name; it must match the study's "
+                        "participant_pattern (default: letters and digits)")
+    q.add_argument("--new-participant", action="store_true",
+                   help="register ID even though it looks like an existing participant's id (e.g. p001 next to "
+                        "P001); without it you are asked, and a run without a terminal stops")
+    q.add_argument("--pool-id", metavar="ID", default=None,
+                   help="the id an online pool (Prolific, MTurk, ...) gave this participant; kept with them and "
+                        "usable in the study's [pool] return_url as {pool_id}")
     add_db_option(q)
     q.set_defaults(handler=handle_run)
 
@@ -69,7 +80,8 @@ def register(sub) -> None:
 
     q = ss.add_parser("export", help="tidy CSV files and a codebook",
                       description="Write participants.csv, steps.csv, games.csv, messages.csv, beliefs.csv, "
-                                  "questionnaires.csv, timings.csv and codebook.md to DIR.")
+                                  "questionnaires.csv, timings.csv, assignment.csv (the randomisation record), "
+                                  "payments.csv (rows with [payment]) and codebook.md to DIR.")
     q.add_argument("path", metavar="PATH")
     q.add_argument("--out", required=True, metavar="DIR")
     add_db_option(q)
@@ -108,8 +120,13 @@ def handle_init(args) -> int:
         raise UserError(str(exc)) from None
     except OSError as exc:
         raise UserError(f"cannot write {args.path}: {exc.strerror}") from None
-    load_study(p)  # the example must always validate
-    print(f"Wrote {p}. Edit it, then: calbench study check {p} --dry-run")
+    study = load_study(p)  # the example must always validate
+    print(f"Wrote {p}. Edit it, then: calbench study check {p} --dry-run"
+          + (" --mock" if any(c.uses_llm for c in study.conditions) else ""))
+    if any(c.uses_llm for c in study.conditions):
+        print("  --mock starts the loopback mock LLM that the example's LLM condition talks to; without it, "
+              "start 'calbench mock-llm &' first (it listens on http://127.0.0.1:8765/v1), or put your endpoint "
+              "in [conditions.llm] base_url.")
     return 0
 
 
@@ -119,17 +136,21 @@ def handle_check(args) -> int:
     study = _load(args.path)
     d = design(study)
     result = None
+    if args.mock and not args.dry_run:
+        raise UserError("--mock goes with --dry-run (it starts the loopback mock LLM for the simulated participants)")
     if args.dry_run:
         def progress(pid, results):
             if not args.json:
                 games = [r for r in results if r.name.startswith("game:")]
-                ok = sum(r.status == "completed" for r in games)
-                print(f"  {pid}: {len(results)} steps, {ok}/{len(games)} games completed", file=sys.stderr)
+                ok = sum(r.status == "completed" and not r.data.get("partner_failures") for r in games)
+                lost = sum(int(r.data.get("partner_failures") or 0) for r in games)
+                print(f"  {pid}: {len(results)} steps, {ok}/{len(games)} games played without a problem"
+                      + (f" ({lost} partner call(s) unanswered)" if lost else ""), file=sys.stderr)
 
         if not args.json:
             print(f"Dry run: {d['participants_per_cycle']} simulated participants …", file=sys.stderr)
         result = with_store(db_path(args.db), lambda store: dry_run(study, store, base=Path(args.path).parent,
-                                                                   progress=progress))
+                                                                   progress=progress, mock=args.mock))
     if args.json:
         out = {"conditions": d["conditions"], "participants_per_cycle": d["participants_per_cycle"],
                "games_per_participant": d["games_per_participant"], "practice": d["practice"],
@@ -137,17 +158,31 @@ def handle_check(args) -> int:
         if result is not None:
             out["dry_run"] = {"participants": result["participants"], "games": result["games"],
                               "completed": result["completed"], "steps": result["steps"],
-                              "steps_completed": result["steps_completed"], "failures": result["failures"]}
+                              "steps_completed": result["steps_completed"], "failures": result["failures"],
+                              "fixes": result["fixes"], "mock": result.get("mock")}
         print(json.dumps(out, indent=2))
     else:
         print(_format_design(d))
         if result is not None:
-            print(f"Dry run: {result['participants']} simulated participants, {result['games']} games, "
-                  f"{result['completed']} completed, {result['steps_completed']}/{result['steps']} steps"
-                  + (f" (replaced {result['replaced_simulated']} earlier simulated participants)"
-                     if result["replaced_simulated"] else ""))
+            # failures first, then one verdict: never "12 completed" above a list of failures
             for f in result["failures"]:
                 print(f"  FAILED {f}")
+            replaced = (f" (replaced {result['replaced_simulated']} earlier simulated participants)"
+                        if result["replaced_simulated"] else "")
+            mock = f"; LLM conditions on the loopback mock {result['mock']}" if result.get("mock") else ""
+            if result["ok"]:
+                print(f"Dry run: {result['participants']} simulated participants, {result['games']} games, "
+                      f"{result['completed']} completed, {result['steps_completed']}/{result['steps']} steps"
+                      f"{mock}{replaced}")
+            else:
+                unanswered = sum("partner call(s) failed" in f for f in result["failures"])
+                print(f"Dry run FAILED ({len(result['failures'])} problem(s) above): {result['participants']} "
+                      f"simulated participants, {result['completed']} of {result['games']} games ended"
+                      + (f" ({unanswered} with partner calls unanswered)" if unanswered else "")
+                      + f", {result['steps_completed']}/{result['steps']} steps{mock}{replaced}; "
+                      "the study is not ready for people")
+            for fix in result["fixes"]:
+                print(f"  FIX {fix}")
     if result is not None and not result["ok"]:
         return 1
     return 0
@@ -166,6 +201,19 @@ def _format_design(d) -> str:
     for p, plan in enumerate(d["cycle"]):
         games = [f"{g['condition']}@seat{g['seat']}:{g['task_id']}" for g in plan if not g["practice"]]
         lines.append(f"  #{p + 1}: " + " → ".join(games))
+    shown = [c["name"] for c in d["conditions"] if not c.get("blinded", True)]
+    lines.append("Partners are blinded (Agent N) in every condition" if not shown else
+                 f"Partners are named (reveal_partners) in: {', '.join(shown)}; blinded elsewhere")
+    if d.get("payment"):
+        p = d["payment"]
+        cur = p["currency"]
+        lines.append(f"Payment: {cur}{p['show_up']:.2f} for completing + {cur}{p['per_meeting']:.2f} per meeting"
+                     + (f" − {cur}{p['per_cost']:.2f} per unit of cost" if p["per_cost"] else "")
+                     + (f", bonus capped at {cur}{p['cap']:.2f}" if p["cap"] is not None else ""))
+    if d.get("attention_checks"):
+        lines.append(f"Attention checks: {d['attention_checks']} questionnaire item(s) with a right answer")
+    if d.get("return_url"):
+        lines.append(f"Completion screen links back to: {d['return_url']}")
     lines.append(f"Per participant: {d['games_per_participant']} games"
                  f"{' + 1 practice' if d['practice'] else ''}, {d['steps_per_participant']} steps, "
                  f"about {d['expected_minutes']} minutes")
@@ -180,20 +228,83 @@ def handle_run(args) -> int:
     if not pid or not pid.replace("-", "").replace("_", "").isalnum() or pid.startswith("sim-"):
         raise UserError(f"--participant {args.participant!r}: use letters, digits, '-' or '_' "
                         "(ids starting 'sim-' are for simulated participants)")
+    _check_participant_id(study, pid, args)
+    pool_id = (args.pool_id or "").strip() or None
+    if pool_id is not None and (len(pool_id) > 128 or not pool_id.isprintable()):
+        raise UserError(f"--pool-id {args.pool_id!r}: give the pool's id as it is (at most 128 printable characters)")
     if any(c.uses_llm for c in study.conditions):
         _check_llm(study)
     from calbench_tui.study_app import make_study_app
 
-    app = make_study_app(study, participant=pid, store_path=db_path(args.db), base=Path(args.path).parent)
+    app = make_study_app(study, participant=pid, store_path=db_path(args.db), base=Path(args.path).parent,
+                         pool_id=pool_id)
     require_terminal("calbench study run")
     app.run()
     if app.error:
         raise UserError(app.error)
+    if app.left == "declined":
+        print(f"Participant {pid} declined consent; nothing more is asked and their slot is free for the next "
+              "arrival.")
+        return 0
+    if app.left == "screened_out":
+        print(f"Participant {pid} was screened out by the quiz (recorded); their slot is free for the next "
+              "arrival.")
+        return 0
     if app.finished:
         print(f"Participant {pid} has completed the study. Completion code: {app.code}")
     else:
         print(f"Participant {pid} stopped at step {app.current_step!r}; run the same command to resume there.")
     return 0
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _similar(a: str, b: str) -> bool:
+    """Ids a person could type for one another: the same but for case, '-' and '_'."""
+    def norm(x: str) -> str:
+        return x.casefold().replace("-", "").replace("_", "")
+
+    return a != b and norm(a) == norm(b)
+
+
+def _check_participant_id(study, pid: str, args) -> None:
+    """The id must match the study's pattern; one that looks like an existing participant's
+    (P001 / p001) is registered only when confirmed (asked at a terminal, or --new-participant)."""
+    import re
+
+    from saves.study import StudyStore
+
+    pattern = study.study.participant_pattern
+    if not re.fullmatch(pattern, pid):
+        raise UserError(f"--participant {pid!r} does not match the study's participant_pattern {pattern!r} "
+                        "([study] in the study file); check the id for a typo")
+    path = db_path(args.db)
+    if not Path(path).exists():
+        return
+
+    async def look(store):
+        db = StudyStore(store, study.name)
+        if await db.participant(pid) is not None:
+            return pid, []
+        return None, [p["participant"] for p in await db.participants(simulated=False)
+                      if _similar(pid, p["participant"])]
+
+    known, like = with_store(path, look)
+    if known or not like or args.new_participant:
+        return
+    question = (f"{pid!r} is not a participant of {study.name} yet, but {', '.join(map(repr, like))} is. "
+                f"Register {pid!r} as a NEW participant?")
+    if not _interactive():
+        raise UserError(f"{question[:-1]}: run with --participant {like[0]} to continue that participant, or add "
+                        f"--new-participant to register {pid!r}")
+    try:
+        answer = input(question + " [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise UserError(f"not registered; to continue that participant run with --participant {like[0]}")
 
 
 def _check_llm(study) -> None:

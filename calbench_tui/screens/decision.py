@@ -109,8 +109,8 @@ class DecisionScreen(Screen):
         yield Static(head, id="dbanner")
         if obs.rejection:
             left = obs.max_attempts - obs.attempt
-            yield Static(Text(f"Rejected: {obs.rejection} — {left} retr{'y' if left == 1 else 'ies'} left.",
-                              style="bold red"), id="rejection")
+            yield Static(Text(f"Rejected: {self._words(obs.rejection)} — "
+                              f"{left} retr{'y' if left == 1 else 'ies'} left.", style="bold red"), id="rejection")
         with Horizontal(id="dbody"):
             with VerticalScroll(id="dleft"):
                 yield BatchBuilder(self.plan, seat=seat, labels=obs.view.labels,
@@ -157,7 +157,7 @@ class DecisionScreen(Screen):
             for w in self.warnings:
                 ok.append("\n⚠ " + w, style="bold yellow")
         else:
-            ok = Text(f"✗ {out.message}", style="bold red")
+            ok = Text(f"✗ {self._words(out.message)}", style="bold red")
         self.query_one("#check", Static).update(ok)
         total = self.obs.view.penalty + plan.cost()
         self.query_one("#cost", Static).update(
@@ -236,11 +236,19 @@ class DecisionScreen(Screen):
                 self.plan.remove_move(src)
         self._edited()
 
+    def _words(self, message: str) -> str:
+        """The engine's message, or in a study the participant's words for it (calbench_tui/wording.py)."""
+        if getattr(self.app, "participant_words", False):
+            from ..wording import participant_words
+
+            return participant_words(str(message))
+        return str(message)
+
     def action_submit(self) -> None:
         out = self.plan.check()
         if not isinstance(out, BatchOutcome) and not self.armed_invalid:
             self.armed_invalid = True
-            self.notify(f"Not valid: {out.message}. Press s again to submit anyway "
+            self.notify(f"Not valid: {self._words(out.message)}. Press s again to submit anyway "
                         f"(the engine will reject it).", severity="warning", timeout=6)
             return
         if isinstance(out, BatchOutcome) and self.warnings and not self.armed_warning:

@@ -66,8 +66,13 @@ class GameScreen(Screen):
         Binding("escape", "leave_composer", "Leave composer", show=False, id="leave_composer", tooltip="leave the composer, back to the calendar"),
     ]
 
-    def __init__(self, *, seat: int, channels: tuple[str, ...], num_agents: int, num_rounds: int = 0) -> None:
+    def __init__(self, *, seat: int, channels: tuple[str, ...], num_agents: int, num_rounds: int = 0,
+                 blind: bool = False, participant_words: bool = False) -> None:
         super().__init__()
+        # a study game: partners are "Agent N" only (no protocol, no model), the engine's
+        # rejections are said in the participant's words (calbench_tui/wording.py)
+        self.blind = blind
+        self.participant_words = participant_words
         self.seat = seat
         self.channels = tuple(channels)
         self.num_agents = num_agents
@@ -91,6 +96,7 @@ class GameScreen(Screen):
         self.reported: dict[int, dict[int, int | None]] = {}  # costs other participants sent me this round
         self.last_writer: int | None = None
         self.game_over = False
+        self.timed_out_round: int | None = None  # a study decision that ran out this round (see wording.py)
         self._ready = False
         self._backlog: list[tuple[Any, tuple]] = []  # calls that arrived before the screen was mounted
 
@@ -115,6 +121,7 @@ class GameScreen(Screen):
         self.calendar.detail = self.query_one("#slot-detail", Static)
         if self.num_rounds:
             self.banner.update_state(rounds=self.num_rounds)
+        self.query_one(ChatPanel).blind = self.blind
         self.query_one(ChatPanel).setup(self.seat, self.num_agents, self.channels)
         self.query_one(ChatPanel).note(f"You are Agent {self.seat}. ? shows the instructions and keys; "
                                        "ctrl+p lists every action by name.")
@@ -250,7 +257,7 @@ class GameScreen(Screen):
         agent = ev.get("agent_id")
         if t == "game_start":
             kinds = [short_kind(m, k) for m, k in zip(ev.get("agent_models") or [], ev.get("agent_types") or [])]
-            seats.setup(kinds, self.seat)
+            seats.setup(kinds, self.seat, blind=self.blind)
             self.protocols = {a: protocol.protocol_of(m) for a, m in enumerate(ev.get("agent_models") or [])}
             self.num_slots = ev.get("num_slots") or self.num_slots
             return
@@ -289,7 +296,14 @@ class GameScreen(Screen):
                            also_active=True)
             return
         if t == "batch_rejected" and agent == self.seat:
-            self.chat.note(Text(f"Your batch was rejected: {ev.get('conflict_description')}", style="red"))
+            why = ev.get("conflict_description")
+            if self.participant_words:
+                if self.timed_out_round == self.round:
+                    return  # the timeout's own note said what happened (no move); no engine words
+                from ..wording import participant_words
+
+                why = participant_words(str(why))
+            self.chat.note(Text(f"Your batch was rejected: {why}", style="red"))
             return
         if t == "batch_rolled_back" and agent == self.seat:
             self.chat.note(Text(f"Nothing was applied: {ev.get('reason')}", style="red"), also_active=True)
@@ -302,7 +316,10 @@ class GameScreen(Screen):
                 self.chat.note(Text(f"Your answer could not be used: {ev.get('detail')}", style="red"))
             elif agent is not None and t in ("seat_timeout", "context_overflow"):
                 seats.set_failed(agent, ev.get("error") or t)
-                self.chat.note(Text(f"Agent {agent} failed to answer ({ev.get('error')}).", style="red"))
+                if self.blind:  # what went wrong (an endpoint, a model's context) would name the partner
+                    self.chat.note(Text(f"Agent {agent} did not answer.", style="red"))
+                else:
+                    self.chat.note(Text(f"Agent {agent} failed to answer ({ev.get('error')}).", style="red"))
             return
         if t == "meeting_broken":
             self.chat.note(Text(f"Meeting M{ev.get('meeting_id')} is broken: its copies are no longer in one slot.",

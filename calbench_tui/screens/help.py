@@ -38,6 +38,24 @@ fairness, and how much your messages revealed (VPS, label leaks).
 """
 
 
+#: The paragraph about the partners in a blinded study game: the game, never their protocol.
+PARTNERS = """\
+Your partners are the other seats, each shown as Agent and its number. They play by the \
+same rules as you. To agree on a slot you can ask the others for their cost per slot (r), tell them \
+yours (c), propose a slot (p), accept (a) or decline (d) a proposal, then put the meeting \
+in the agreed slot in DECISION.
+"""
+
+
+def game_text(blind: bool) -> str:
+    """The game in a few lines; ``blind`` (a study game): nothing about the partners' protocol."""
+    if not blind:
+        return GAME
+    start = GAME.index("The other seats follow")
+    end = GAME.index("At the end you see")
+    return GAME[:start] + PARTNERS + "\n" + GAME[end:]
+
+
 def keys_text(app) -> Text:
     """Every key of every screen, as currently mapped, in readable names (no internal ids)."""
     from ..keys import keys_label
@@ -101,7 +119,7 @@ class HelpScreen(ModalScreen):
             box.border_subtitle = ("esc starts the game" if self.intro else "esc closes") + " · ↓ or page down for more"
             if self.intro:
                 yield Static(Text("Before you start: how the game works (esc starts the game)", style="bold reverse"))
-            yield Static(Text(GAME), id="help-game")
+            yield Static(Text(game_text(bool(getattr(self.app, "blind_partners", False)))), id="help-game")
             yield Static(keys_text(self.app), id="help-keys")
             yield Static(self._closing_words(), id="help-close")
 

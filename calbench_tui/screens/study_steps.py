@@ -18,7 +18,7 @@ from textual.widgets import Input, Markdown, Static
 from ..widgets.keybar import KeyBar
 
 _CSS = """
-StudyTextScreen, QuizScreen, QuestionnaireScreen, ThanksScreen { align: center top; }
+StudyTextScreen, QuizScreen, QuestionnaireScreen, ThanksScreen, GoodbyeScreen { align: center top; }
 #study-body { width: 100%; max-width: 96; height: 1fr; padding: 1 2; }
 #study-head { height: auto; padding: 0 2; background: $panel; text-style: bold; }
 #study-feedback { height: auto; padding: 0 2; }
@@ -66,10 +66,16 @@ class StudyTextScreen(Screen):
 
 
 class QuizScreen(Screen):
-    """One question at a time; number keys answer; a wrong answer is explained and the
-    question asked again.  Dismissed with every attempt ``{item, response, attempt}``."""
+    """One question at a time; number keys answer; a wrong answer is explained right under
+    the question and the question asked again; the next question starts clean.  A question
+    with ``max_attempts`` answered wrong that often ends the quiz (the participant is
+    screened out).  Dismissed with every attempt ``{item, response, attempt}``."""
 
-    DEFAULT_CSS = _CSS
+    DEFAULT_CSS = _CSS + """
+    QuizScreen #quiz-box { height: 1fr; }
+    QuizScreen #study-body { height: auto; }
+    QuizScreen #study-feedback { margin: 1 0 0 0; }
+    """
     BINDINGS = [Binding(str(k), f"answer({k})", str(k), show=False, id=f"quiz_{k}") for k in range(1, 10)]
 
     def __init__(self, questions: list[Any]) -> None:
@@ -82,8 +88,9 @@ class QuizScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="study-head")
-        yield Static("", id="study-body")
-        yield Static("", id="study-feedback")
+        with VerticalScroll(id="quiz-box"):  # the feedback sits right under the question
+            yield Static("", id="study-body")
+            yield Static("", id="study-feedback")
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -110,6 +117,9 @@ class QuizScreen(Screen):
         self.records.append({"item": self.index, "response": choice, "attempt": self.attempt})
         if choice != q.answer:
             self.wrong += 1
+            if getattr(q, "max_attempts", None) is not None and self.attempt >= q.max_attempts:
+                self.dismiss(self.records)  # out of tries: the runner screens the participant out
+                return
             self.attempt += 1
             fb = Text("Not quite. ", style="bold red")
             fb.append(q.explanation)
@@ -121,7 +131,7 @@ class QuizScreen(Screen):
         if self.index >= len(self.questions):
             self.dismiss(self.records)
             return
-        self._show(Text("Right. ", style="bold green").append(q.explanation))
+        self._show()  # a new question starts without the last one's feedback
 
 
 class QuestionnaireScreen(Screen):
@@ -224,15 +234,18 @@ class QuestionnaireScreen(Screen):
 
 
 class ThanksScreen(Screen):
-    """The end: the completion code; ``enter`` or ``q`` closes the app."""
+    """The end: the completion code, the payment (``[payment]``) and the pool's return link
+    (``[pool] return_url``); ``enter`` or ``q`` closes the app."""
 
     DEFAULT_CSS = _CSS
     BINDINGS = [Binding("enter", "close", "Close", id="thanks_close"),
                 Binding("q", "close", "Close", show=False, id="thanks_q")]
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, *, payment: dict | None = None, return_link: str | None = None) -> None:
         super().__init__()
         self.code = code
+        self.payment = payment
+        self.return_link = return_link
 
     def compose(self) -> ComposeResult:
         yield Static("Thank you", id="study-head")
@@ -240,7 +253,45 @@ class ThanksScreen(Screen):
         body.append("Your completion code:  ")
         body.append(f" {self.code} ", style="bold reverse")
         body.append("\n\nWrite it down or copy it now; you will need it to be credited.")
+        if self.payment:
+            p = self.payment
+            cur = p.get("currency", "")
+            body.append("\n\nYou earned:  ")
+            body.append(f" {cur}{p['total']:.2f} ", style="bold reverse")
+            body.append(f"\n  {cur}{p['show_up']:.2f} for taking part + {cur}{p['bonus']:.2f} bonus "
+                        f"({p['meetings']} meeting{'s' if p['meetings'] != 1 else ''} scheduled)")
+        if self.return_link:
+            body.append("\n\nTo finish, open this link (it takes you back and credits you):\n")
+            body.append(self.return_link, style=f"bold underline link {self.return_link}")
         yield Static(body, id="study-body")
+        yield KeyBar()
+
+    def action_close(self) -> None:
+        self.dismiss(True)
+
+
+class GoodbyeScreen(Screen):
+    """The end for a participant who declined consent or was screened out by the quiz;
+    ``enter`` or ``q`` closes the app.  Nothing more is asked, now or on a later run."""
+
+    DEFAULT_CSS = _CSS
+    BINDINGS = [Binding("enter", "close", "Close", id="goodbye_close"),
+                Binding("q", "close", "Close", show=False, id="goodbye_q")]
+
+    WORDS = {
+        "declined": "You chose not to take part. Nothing more will be asked.\n\nThank you for your time.",
+        "screened_out": "The questions about the rules were not answered right within the tries allowed, so "
+                        "the study ends here for you.\n\nThank you for your time.",
+    }
+
+    def __init__(self, outcome: str) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+    def compose(self) -> ComposeResult:
+        yield Static("Goodbye", id="study-head")
+        yield Static(Text("\n" + self.WORDS.get(self.outcome, self.WORDS["declined"])
+                          + "\n\nPress enter to close."), id="study-body")
         yield KeyBar()
 
     def action_close(self) -> None:

@@ -55,8 +55,9 @@ def thread_of(event: dict, seat: int) -> str:
     return CHANNEL_THREAD.get(ch, "feed")
 
 
-def message_text(event: dict, seat: int) -> Text:
-    """One chat line: who → whom, the words, and a tag naming a typed payload."""
+def message_text(event: dict, seat: int, *, blind: bool = False) -> Text:
+    """One chat line: who → whom, the words, and a tag naming a typed payload (not when
+    ``blind``: in a blinded study game the tag would tell a protocol partner from an LLM one)."""
     t = Text()
     t.append(f"r{(event.get('round') or 0) + 1}·{(event.get('turn') or 0) + 1} ", style="dim")
     frm = event.get("from_agent")
@@ -69,7 +70,7 @@ def message_text(event: dict, seat: int) -> Text:
         t.append(" → " + CHANNEL_NAME[event["channel"]], style="dim")
     t.append(": ")
     t.append(str(event.get("content") or ""))
-    kind = payload_kind(event.get("payload"))
+    kind = None if blind else payload_kind(event.get("payload"))
     if kind:
         t.append(f"  ⟨{kind}⟩", style="dim")
     return t
@@ -150,6 +151,7 @@ class ChatPanel(Vertical):
         self.default_target = "the meeting's participants"
         self.seat: int | None = None
         self.count = 0
+        self.blind = False  # a blinded study game: no payload tags (see message_text)
 
     def compose(self) -> ComposeResult:
         yield ThreadBar(id="threads")
@@ -253,7 +255,7 @@ class ChatPanel(Vertical):
     # -- content ------------------------------------------------------------------------
     def add_message(self, event: dict) -> None:
         key = thread_of(event, self.seat if self.seat is not None else -1)
-        line = message_text(event, self.seat if self.seat is not None else -1)
+        line = message_text(event, self.seat if self.seat is not None else -1, blind=self.blind)
         self.log_for("feed").add(line)
         self.count += 1
         if key not in self.threads or key == "feed":

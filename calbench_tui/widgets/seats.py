@@ -3,6 +3,9 @@
 It shows nothing private: the kind of persona is public (the game's config), the state is
 what the whole table can see (who is taking a turn).  A seat that takes long is shown as
 ``slow Ns``; one whose answer timed out or could not be read as ``failed``.
+
+Blinded (a study game, unless its condition reveals the partners): every partner is
+``Agent N`` and nothing names its protocol or model; a seat that failed reads ``no answer``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class SeatsBar(Widget):
         self.since: list[float] = []
         self.failed: list[str | None] = []
         self.seat: int | None = None
+        self.blind = False
 
     def on_mount(self) -> None:
         self.set_interval(min(1.0, SLOW_AFTER / 2), self._tick)
@@ -35,8 +39,9 @@ class SeatsBar(Widget):
         if any(s == "thinking" and time.monotonic() - t >= SLOW_AFTER for s, t in zip(self.states, self.since)):
             self.refresh()
 
-    def setup(self, kinds: list[str], seat: int | None) -> None:
-        self.kinds = list(kinds)
+    def setup(self, kinds: list[str], seat: int | None, *, blind: bool = False) -> None:
+        self.blind = blind
+        self.kinds = ["agent"] * len(kinds) if blind else list(kinds)
         self.states = ["waiting"] * len(kinds)
         self.since = [time.monotonic()] * len(kinds)
         self.failed = [None] * len(kinds)
@@ -64,7 +69,7 @@ class SeatsBar(Widget):
     def describe(self, agent: int) -> str:
         st = self.states[agent]
         if self.failed[agent]:
-            return "failed"
+            return "no answer" if self.blind else "failed"
         if st == "thinking":
             if agent == self.seat:
                 return "playing"
@@ -82,9 +87,9 @@ class SeatsBar(Widget):
                 t.append("│", style="dim")
             kind = "you" if a == self.seat else self.kinds[a]
             desc = self.describe(a)
-            cell = fit_cell(a, kind, desc, width)
+            cell = blind_cell(a, a == self.seat, desc, width) if self.blind else fit_cell(a, kind, desc, width)
             style = ""
-            if desc == "failed" or desc.startswith("slow"):
+            if desc in ("failed", "no answer") or desc.startswith("slow"):
                 style = "bold red"
             elif desc in ("thinking…", "playing"):
                 style = "bold"
@@ -99,7 +104,17 @@ class SeatsBar(Widget):
 #: Short forms of the persona kinds, used when a seat's cell is too narrow for the full name.
 KIND_SHORT = {"sdmap": "sd", "dsm-welfare": "dsmW", "dsm-private": "dsmP", "passive": "pasv", "human": "hum"}
 #: Short forms of the states, used after the kind has been shortened.
-STATE_SHORT = {"thinking…": "think…", "waiting": "wait", "playing": "play"}
+STATE_SHORT = {"thinking…": "think…", "waiting": "wait", "playing": "play", "no answer": "no ans"}
+
+
+def blind_cell(agent: int, me: bool, desc: str, width: int) -> str:
+    """``"Agent 3 waiting"`` (``"you playing"`` for the participant) fitted into ``width`` columns."""
+    name = "you" if me else f"Agent {agent}"
+    short = STATE_SHORT.get(desc, "slow" if desc.startswith("slow") else desc)
+    for cell in (f"{name} {desc}", f"{name} {short}", f"{'you' if me else f'A{agent}'} {short}"):
+        if len(cell) <= width:
+            return cell
+    return f"{'you' if me else f'A{agent}'} {short}"[:width]
 
 
 def fit_cell(agent: int, kind: str, desc: str, width: int) -> str:

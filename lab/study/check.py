@@ -24,7 +24,8 @@ def design(study: Study) -> dict[str, Any]:
         seats = sorted({g.seat for plan in plans for g in plan if g.condition == c.name and not g.practice})
         positions = sorted({g.position for plan in plans for g in plan if g.condition == c.name and not g.practice})
         conds.append({"name": c.name, "partners": c.partners, "channels": c.channels, "max_turns": c.max_turns,
-                      "seats": seats, "positions": positions, "uses_llm": c.uses_llm})
+                      "seats": seats, "positions": positions, "uses_llm": c.uses_llm,
+                      "blinded": not c.reveal_partners})
     steps = plan_steps(study, plans[0])
     return {
         "study": study.name,
@@ -40,12 +41,35 @@ def design(study: Study) -> dict[str, Any]:
         if study.assignment.method == "latin" else None,
         "cycle": [[{"condition": g.condition, "task_id": g.task_id, "seat": g.seat, "practice": g.practice}
                    for g in plan] for plan in plans],
+        "payment": study.payment.model_dump() if study.payment else None,
+        "return_url": study.pool.return_url,
+        "attention_checks": sum(1 for q in study.questionnaires for it in q.items if it.is_check),
     }
 
 
-async def dry_run(study: Study, store: Any, *, base: Path | None = None, progress=None) -> dict[str, Any]:
+def with_endpoint(study: Study, base_url: str) -> Study:
+    """The study with every LLM condition pointed at ``base_url`` (the dry run's own mock)."""
+    conds = [c.model_copy(update={"llm": c.llm.model_copy(update={"base_url": base_url})}) if c.uses_llm else c
+             for c in study.conditions]
+    out = study.model_copy(update={"conditions": conds})
+    out._base = study._base
+    return out
+
+
+async def dry_run(study: Study, store: Any, *, base: Path | None = None, progress=None,
+                  mock: bool = False) -> dict[str, Any]:
     """One full cycle of simulated participants, end to end into ``store`` (earlier simulated
-    participants of this study are withdrawn first).  Every game goes through run_session."""
+    participants of this study are withdrawn first).  Every game goes through run_session.
+
+    ``mock``: the LLM conditions talk to the project's loopback mock endpoint, started here
+    for the dry run and stopped after it (nothing else to start, nothing leaves the machine)."""
+    if mock and any(c.uses_llm for c in study.conditions):
+        from personas.llm.mock_server import MockLLMServer
+
+        async with MockLLMServer(policy="cooperative") as server:
+            out = await dry_run(with_endpoint(study, server.base_url), store, base=base, progress=progress)
+            out["mock"] = server.base_url
+            return out
     from saves.study import StudyStore
 
     removed = await StudyStore(store, study.name).delete_simulated()
@@ -77,4 +101,25 @@ async def dry_run(study: Study, store: Any, *, base: Path | None = None, progres
             progress(pid, results)
     out["ok"] = (not out["failures"] and out["steps_completed"] == out["steps"]
                  and out["completed"] == out["games"])
+    out["fixes"] = endpoint_fixes(study, out["failures"])
+    return out
+
+
+def endpoint_fixes(study: Study, failures: list[str]) -> list[str]:
+    """What to start when partner calls went unanswered: one line per LLM condition, naming its URL."""
+    if not any("partner call(s) failed" in f for f in failures):
+        return []
+    from urllib.parse import urlparse
+
+    out = []
+    for c in study.conditions:
+        if not c.uses_llm:
+            continue
+        url = c.llm.base_url or "$OPENAI_BASE_URL"
+        u = urlparse(c.llm.base_url or "")
+        start = ""
+        if u.hostname in ("127.0.0.1", "localhost"):
+            start = f" For the project's loopback mock there: calbench mock-llm --port {u.port or 80} &"
+        out.append(f"Condition {c.name!r}: the LLM endpoint {url} did not answer. Start it (or fix base_url in "
+                   f"[conditions.llm]).{start} Or let the dry run start the loopback mock itself: add --mock.")
     return out

@@ -7,7 +7,7 @@ from pathlib import Path
 EXAMPLE = '''\
 # A CalBench pilot study.  Edit this file, then:
 #   calbench study check study.toml              # validate and print the design
-#   calbench study check study.toml --dry-run    # simulated participants play one full cycle
+#   calbench study check study.toml --dry-run --mock  # simulated participants play a cycle (--mock: own LLM)
 #   calbench study run study.toml --participant P001
 #   calbench study status study.toml ; calbench study export study.toml --out data/
 # Every key is explained; delete what you do not need (defaults are shown).
@@ -133,6 +133,22 @@ enabled = true
 rounds = "last"           # "last", "all" or a list of round numbers from 0, e.g. [0, 2]
 targets = "meeting"       # "meeting" (the other participants of that round), "all", or seat numbers
 practice = false          # ask in the practice game too
+
+# -- payment (shown on the completion screen, written to payments.csv; delete for none) ---------
+[payment]
+currency = "£"
+show_up = 5.00            # for completing the study
+per_meeting = 0.25        # bonus per meeting of yours scheduled (practice excluded)
+per_cost = 0.0            # taken off the bonus per unit of cost your moves incurred
+cap = 3.00                # the most the bonus can reach
+
+# -- online pool (browser links from 'calbench serve --study') ----------------------------------
+# A link may carry the pool's id for the participant, e.g. LINK&participant=5f3c...; it is kept
+# with the participant.  return_url is shown on the completion screen ({code}: the completion
+# code, {pool_id}: the pool's id).
+[pool]
+id_param = "participant"
+# return_url = "https://app.prolific.com/submissions/complete?cc={code}"
 '''
 
 

@@ -23,7 +23,9 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("slot", "arrival number within real (or simulated) participants; row of the counterbalancing"),
         ("condition_order", "the conditions in playing order, separated by '|' (practice excluded)"),
         ("seats", "the participant's seat in each of those games, separated by '|'"),
-        ("status", "active (not finished) or completed"),
+        ("status", "active (not finished), completed, declined (said no at consent; final) or screened_out "
+                   "(used up a quiz question's max_attempts; final)"),
+        ("pool_id", "the id an online pool gave the participant (from the browser link or --pool-id); empty if none"),
         ("started_at", "UTC ISO time the participant was registered"),
         ("completed_at", "UTC ISO time of the thank-you screen (empty if not reached)"),
         ("completion_code", "the code shown on the thank-you screen"),
@@ -97,7 +99,8 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("item", "item id (quiz: question number from 0)"),
         ("response", "the answer: a Likert point (1..points), a choice's text, free text; quiz: the chosen option's number"),
         ("attempt", "quiz: attempt number (1 = first); 1 otherwise"),
-        ("correct", "quiz: 1 right, 0 wrong; empty otherwise"),
+        ("correct", "quiz and attention checks (questionnaire items with an answer): 1 right (passed), 0 wrong "
+                    "(failed); empty for other items"),
     ]),
     "timings.csv": ("One row per timed call of the participant's seat.", [
         ("participant", "participant id"),
@@ -107,6 +110,39 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("phase", "talk, voluntary, decision or beliefs"),
         ("seconds", "seconds from the request to the answer (the limit, when it timed out)"),
         ("timed_out", "1 if the time limit ran out (the turn ended / the batch went as it stood)"),
+    ]),
+    "assignment.csv": ("The randomisation record: one row per game of each participant's plan, as stored when they "
+                       "arrived (never recomputed).", [
+        ("participant", "participant id"),
+        ("simulated", "1 for a simulated participant"),
+        ("method", "the study's assignment method: latin, random or fixed"),
+        ("slot", "the counterbalancing slot (arrival number; a slot given up is taken again by the next arrival)"),
+        ("cycle", "the counterbalancing cycle of the slot (1 = first)"),
+        ("cycle_row", "the row of that cycle (1..participants per cycle)"),
+        ("study_game", "index in the participant's plan (0 = practice when there is one)"),
+        ("practice", "1 = the practice game"),
+        ("position", "position in the condition order (0 = first; -1 for practice)"),
+        ("condition", "the condition of the game"),
+        ("condition_order", "every condition of the participant in playing order, separated by '|'"),
+        ("seat", "the participant's seat in the game"),
+        ("block", "the task block played at this position (-1 for practice)"),
+        ("task_id", "the task played"),
+        ("task_ref", "how the task is found again: pool:K (the pool's K-th task, from 0) or practice"),
+        ("game_id", "the game, once started (empty: not reached yet)"),
+    ]),
+    "payments.csv": ("One row per participant: what they earned under [payment] (no rows when the study file has "
+                     "no [payment]).", [
+        ("participant", "participant id"),
+        ("simulated", "1 for a simulated participant (not to be paid)"),
+        ("pool_id", "the online pool's id for the participant, to pay them there"),
+        ("state", "active, completed, declined or screened_out"),
+        ("completion_code", "the completion code (completed participants)"),
+        ("currency", "the currency of the amounts, as written in [payment]"),
+        ("show_up", "the show-up fee (completed participants only)"),
+        ("meetings", "meetings of the participant's scheduled in their assigned games (practice excluded)"),
+        ("cost", "cost the participant's own moves incurred in those games, in shown units"),
+        ("bonus", "max(0, per_meeting × meetings − per_cost × cost), at most cap"),
+        ("total", "show_up + bonus"),
     ]),
 }
 
@@ -166,7 +202,7 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
         out["participants.csv"].append({
             "participant": p["participant"], "simulated": p["simulated"], "slot": p["slot"],
             "condition_order": "|".join(g["condition"] for g in plan), "seats": "|".join(str(g["seat"]) for g in plan),
-            "status": p["status"], "started_at": p["started_at"], "completed_at": p["completed_at"],
+            "status": p["state"], "pool_id": p.get("pool_id"), "started_at": p["started_at"], "completed_at": p["completed_at"],
             "completion_code": p["completion_code"], "steps_completed": sum(1 for s in ps if s["completed_at"]),
             "steps_total": len(ps), "quiz_retries": quiz_retries.get(p["participant"], 0)})
     for s in steps:
@@ -198,6 +234,12 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
                 skipped.append(skip_line(trace, "the study export", flag=False) + f" (participant {pid})")
             continue
         await _game_rows(out, trace, pid, sim[pid], g, bel_by_game.get(gid, []), timeouts.get(gid, 0))
+    _assignment_rows(out, study, parts, steps)
+    if study.payment is not None:
+        from .payment import payments
+
+        out["payments.csv"] = [{c: r.get(c) for c, _ in CODEBOOK["payments.csv"][1]}
+                               for r in await payments(study, store)]
     for a in answers:
         out["questionnaires.csv"].append({"participant": a["participant"], "simulated": sim.get(a["participant"]),
                                           "questionnaire": a["questionnaire"], "game_id": a["game_id"],
@@ -269,6 +311,25 @@ async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
             "target": b["target"], "slot": b["slot"], "belief": b["belief"],
             "feasibility_belief": round(belief_to_feasibility(b["belief"]), 6),
             "truth": int(truths[key][b["slot"]]) if b["slot"] < len(truths[key]) else None})
+
+
+def _assignment_rows(out, study, parts, steps) -> None:
+    """The randomisation record (assignment.csv) from each participant's stored plan."""
+    from .assign import cycle_length
+
+    n = cycle_length(study)
+    game_of = {(s["participant"], s["name"]): s["game_id"] for s in steps if s["name"].startswith("game:")}
+    for p in parts:
+        plan = p["assignment"]
+        order = "|".join(g["condition"] for g in plan if not g["practice"])
+        for g in plan:
+            out["assignment.csv"].append({
+                "participant": p["participant"], "simulated": p["simulated"], "method": study.assignment.method,
+                "slot": p["slot"], "cycle": p["slot"] // n + 1, "cycle_row": p["slot"] % n + 1,
+                "study_game": g["index"], "practice": int(g["practice"]), "position": g["position"],
+                "condition": g["condition"], "condition_order": order, "seat": g["seat"], "block": g["block"],
+                "task_id": g["task_id"], "task_ref": g["task_ref"],
+                "game_id": game_of.get((p["participant"], f"game:{g['index']}"))})
 
 
 def _recipients(d: dict[str, Any], task: Task) -> list[int]:

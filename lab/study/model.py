@@ -16,6 +16,8 @@ The sections (``calbench study init`` writes an annotated example, ``lab.study.e
 ``[[quiz]]``         comprehension questions that must be answered right before play
 ``[[questionnaires]]`` before / after each game / after the study: likert, choice, text items
 ``[beliefs]``        the belief grid: after which rounds, about which seats
+``[payment]``        show-up fee, bonus per meeting scheduled or per cost unit saved, cap
+``[pool]``           an online pool: the id parameter in the browser link, the return link
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class Condition(_Model):
     cost: Literal["task", "uniform", "varied"] = Field(
         "task", description="the tasks' own costs, or the same seed:N scenarios with uniform / varied costs")
     llm: LLMEndpoint = LLMEndpoint()
+    reveal_partners: bool = Field(False, description="show the partners' protocol or model to the participant "
+                                                     "(default: blinded, every partner is 'Agent N')")
 
     @field_validator("partners")
     @classmethod
@@ -167,6 +171,8 @@ class QuizQuestion(_Model):
     choices: list[str] = Field(min_length=2)
     answer: int = Field(ge=0, description="index of the right choice (0 = the first)")
     explanation: str
+    max_attempts: int | None = Field(None, ge=1, description="tries before the participant is screened out "
+                                                             "(default: as many as needed)")
 
     @model_validator(mode="after")
     def _answer_in_range(self) -> "QuizQuestion":
@@ -185,12 +191,39 @@ class Item(_Model):
     high: str = "strongly agree"
     choices: list[str] = []
     optional: bool = False
+    answer: int | None = Field(None, ge=0, description="an attention check: the index of the right choice "
+                                                       "(choice items) or the right point (likert, 1 = the first)")
 
     @model_validator(mode="after")
     def _choices(self) -> "Item":
         if self.type == "choice" and len(self.choices) < 2:
             raise ValueError(f"item {self.id!r} is a choice item: give choices = [\"...\", \"...\"]")
+        if self.answer is not None:
+            if self.type == "text":
+                raise ValueError(f"item {self.id!r}: an attention check (answer = ...) must be a choice or "
+                                 "likert item")
+            if self.type == "choice" and self.answer >= len(self.choices):
+                raise ValueError(f"item {self.id!r}: answer = {self.answer} but there are only "
+                                 f"{len(self.choices)} choices (0-{len(self.choices) - 1})")
+            if self.type == "likert" and not 1 <= self.answer <= self.points:
+                raise ValueError(f"item {self.id!r}: answer = {self.answer} is not a point of the scale "
+                                 f"(1-{self.points})")
         return self
+
+    @property
+    def is_check(self) -> bool:
+        return self.answer is not None
+
+    def correct(self, response: Any) -> bool | None:
+        """Whether ``response`` (as stored: a choice's text or a likert point) passes the check."""
+        if self.answer is None:
+            return None
+        if self.type == "choice":
+            return response == self.choices[self.answer]
+        try:
+            return int(response) == self.answer
+        except (TypeError, ValueError):
+            return False
 
 
 class Questionnaire(_Model):
@@ -216,6 +249,39 @@ class Beliefs(_Model):
     practice: bool = False
 
 
+class Payment(_Model):
+    """What a participant earns: a show-up fee plus a bonus, capped (currency as you write it)."""
+
+    currency: str = Field("£", max_length=8)
+    show_up: float = Field(0.0, ge=0, description="paid to everyone who completes the study")
+    per_meeting: float = Field(0.0, ge=0, description="bonus per meeting of the participant's scheduled (practice "
+                                                      "excluded)")
+    per_cost: float = Field(0.0, ge=0, description="taken off the bonus per unit of cost the participant's own "
+                                                   "moves incurred (the bonus never goes below 0)")
+    cap: float | None = Field(None, ge=0, description="the most a bonus can reach (none = no cap)")
+
+
+class Pool(_Model):
+    """An online participant pool (Prolific, MTurk, SONA ...)."""
+
+    id_param: str = Field("participant", pattern=r"^[A-Za-z0-9_]+$",
+                          description="the query parameter of the browser link that carries the pool's id")
+    return_url: str | None = Field(None, description="shown on the completion screen; {code} becomes the "
+                                                     "completion code, {pool_id} the pool's id")
+
+    @field_validator("return_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("https://", "http://")):
+            raise ValueError("return_url must start with https:// (or http://)")
+        return v
+
+    def link(self, code: str, pool_id: str | None) -> str | None:
+        if not self.return_url:
+            return None
+        return self.return_url.replace("{code}", code).replace("{pool_id}", pool_id or "")
+
+
 class StudyMeta(_Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     title: str = ""
@@ -223,6 +289,16 @@ class StudyMeta(_Model):
     code_prefix: str = Field("CB", pattern=r"^[A-Z0-9]{0,8}$")
     simulated_protocol: Literal["imap", "sdmap", "dsm-welfare", "dsm-private"] = "imap"
     minutes_per_game: float = Field(8.0, gt=0, description="for the time estimate of study check")
+    participant_pattern: str = Field(r"[A-Za-z0-9]+", description="participant ids must match it in full")
+
+    @field_validator("participant_pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return v
 
 
 class Study(_Model):
@@ -236,6 +312,8 @@ class Study(_Model):
     quiz: list[QuizQuestion] = []
     questionnaires: list[Questionnaire] = []
     beliefs: Beliefs = Beliefs()
+    payment: Payment | None = None
+    pool: Pool = Pool()
     _base: Path | None = PrivateAttr(None)  # the study file's folder: task files are relative to it
 
     @model_validator(mode="after")

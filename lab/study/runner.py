@@ -40,6 +40,10 @@ class QuizFailed(Exception):
     """The driver gave up on the quiz (a person who leaves rather than answer)."""
 
 
+#: Final states of a participant who left before the end (``study_participants.outcome``).
+LEFT = ("declined", "screened_out")
+
+
 @dataclass
 class GameContext:
     """What a driver is told about a game step."""
@@ -76,11 +80,31 @@ class Driver(Protocol):
     def listeners(self, ctx: GameContext) -> Sequence[EventSink]: ...
     async def game_started(self, ctx: GameContext) -> None: ...
     async def game_over(self, ctx: GameContext, outcome: SessionOutcome) -> None: ...
-    async def thanks(self, code: str) -> None: ...
+    async def thanks(self, code: str, **info: Any) -> None: ...
+    # optional: async def goodbye(self, outcome: str) -> None  (declined consent, screened out by the quiz)
+
+
+#: Keys added to the study file later, left out of the hash while at their default so that a
+#: file written before them keeps its hash (returning participants are not told it changed).
+_LATER_KEYS = {"": {"payment": None, "pool": {"id_param": "participant", "return_url": None}},
+               "study": {"participant_pattern": "[A-Za-z0-9]+"}, "conditions": {"reveal_partners": False},
+               "quiz": {"max_attempts": None}, "items": {"answer": None}}
+
+
+def _drop_later(d: Any, where: str = "") -> Any:
+    if isinstance(d, list):
+        return [_drop_later(x, where) for x in d]
+    if not isinstance(d, dict):
+        return d
+    later = _LATER_KEYS.get(where, {})
+    return {k: _drop_later(v, k) for k, v in d.items() if not (k in later and v == later[k])}
 
 
 def design_hash(study: Study) -> str:
-    return hashlib.sha256(study.model_dump_json().encode()).hexdigest()[:16]
+    import json
+
+    data = _drop_later(json.loads(study.model_dump_json()))
+    return hashlib.sha256(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def completion_code(study: Study, participant: str) -> str:
@@ -126,22 +150,31 @@ class StudyRunner:
         self._tasks: list[Any] | None = None
         self._llm: dict[str, Any] = {}
         self.design_changed = False
+        self.outcome: str | None = None  # declined | screened_out once the participant has left for good
+        self.pool_id: str | None = None  # the online pool's id for this participant, from the link
         self.on_step = on_step  # told (index, name) as each step begins, e.g. for a status line
 
     # -- registration ------------------------------------------------------------------------------
-    async def enroll(self) -> dict[str, Any]:
-        """Register the participant (the next counterbalancing slot) or load them; returns the row."""
+    async def enroll(self, *, pool_id: str | None = None) -> dict[str, Any]:
+        """Register the participant (the lowest open counterbalancing slot) or load them; returns the row.
+        ``pool_id``: the id an online pool gave them (kept with the row; the first one given wins)."""
         row = await self.db.participant(self.participant)
         if row is None:
-            slot = await self.db.next_slot(self.driver.simulated)
-            games = assignment(self.study, slot, self.pool())
-            await self.db.add_participant(self.participant, slot=slot, simulated=self.driver.simulated,
-                                          assignment=[g.to_json() for g in games],
-                                          steps=plan_steps(self.study, games), design_hash=design_hash(self.study))
+            def plan(slot: int):
+                games = assignment(self.study, slot, self.pool())
+                return [g.to_json() for g in games], plan_steps(self.study, games)
+
+            await self.db.register(self.participant, simulated=self.driver.simulated, plan=plan,
+                                   design_hash=design_hash(self.study), pool_id=pool_id)
             row = await self.db.participant(self.participant)
         elif bool(row["simulated"]) != self.driver.simulated:
             raise ValueError(f"participant {self.participant!r} is "
                              f"{'a simulated' if row['simulated'] else 'a real'} participant; use another id")
+        elif pool_id and not row.get("pool_id"):
+            await self.db.set_pool_id(self.participant, pool_id)
+            row["pool_id"] = pool_id
+        self.pool_id = row.get("pool_id")
+        self.outcome = row.get("outcome")
         self.games = [Game(**g) for g in row["assignment"]]
         self.steps = await self.db.steps(self.participant)
         # the file was edited since this participant started: their stored plan is kept
@@ -174,6 +207,9 @@ class StudyRunner:
     async def _run(self) -> list[StepResult]:
         if not self.steps:
             await self.enroll()
+        if self.outcome in LEFT:  # declined or screened out: final, nothing more is asked
+            await self._goodbye()
+            return self.results
         while (i := self.next_step()) is not None:
             name = self.steps[i]["name"]
             if self.on_step is not None:
@@ -185,6 +221,11 @@ class StudyRunner:
             await self.db.complete_step(self.participant, i, seconds=secs, data={"status": result.status, **result.data})
             self.steps[i]["completed_at"] = "now"
             self.results.append(result)
+            if result.status in LEFT:
+                self.outcome = result.status
+                await self.db.set_outcome(self.participant, result.status)
+                await self._goodbye()
+                break
         await self._close_llm()
         return self.results
 
@@ -192,7 +233,7 @@ class StudyRunner:
         d = self.driver
         if name == "consent":
             if not await d.consent(self.study.consent.read(self.base)):
-                raise QuizFailed("consent was not given")
+                return StepResult(name, "declined", {"consent": False})
             return StepResult(name, "completed", {"consent": True})
         if name == "instructions":
             await d.instructions(self.study.instructions.read(self.base))
@@ -204,26 +245,48 @@ class StudyRunner:
         if name.startswith("game:"):
             return await self._game(i, int(name.split(":")[1]))
         if name == "thanks":
+            from .payment import payment_of
+
             code = completion_code(self.study, self.participant)
             await self.db.complete_participant(self.participant, code)
-            await d.thanks(code)
-            return StepResult(name, "completed", {"completion_code": code})
+            pay = await payment_of(self.study, self.store, self.participant)
+            link = self.study.pool.link(code, self.pool_id)
+            await d.thanks(code, payment=pay, return_link=link)
+            return StepResult(name, "completed", {"completion_code": code,
+                                                  **({"payment": pay["total"]} if pay else {})})
         raise ValueError(f"unknown step {name!r}")
+
+    async def _goodbye(self) -> None:
+        bye = getattr(self.driver, "goodbye", None)
+        if bye is not None:
+            await bye(self.outcome)
 
     async def _quiz(self, i: int) -> StepResult:
         records = await self.driver.quiz(self.study.quiz)
         qs = self.study.quiz
         final: dict[int, bool] = {}
+        passed_in: dict[int, int] = {}  # question -> the attempt that got it right
         rows = []
         for r in records:
             k = int(r["item"])
             ok = int(r["response"]) == qs[k].answer
             final[k] = ok
+            if ok and k not in passed_in:
+                passed_in[k] = int(r["attempt"])
             rows.append({"item": str(k), "response": r["response"], "attempt": r["attempt"], "correct": ok})
+        retries = sum(1 for r in rows if not r["correct"])
+        tried = {int(r["item"]) for r in rows}
+        out = [k for k in range(len(qs)) if qs[k].max_attempts is not None and k in tried
+               and passed_in.get(k, qs[k].max_attempts + 1) > qs[k].max_attempts]
+        if out:  # used up a question's tries: screened out (recorded, the slot is given up)
+            keep = [r for r in rows if int(r["item"]) < out[0]
+                    or (int(r["item"]) == out[0] and int(r["attempt"]) <= qs[out[0]].max_attempts)]
+            await self.db.add_answers(self.participant, i, "quiz", keep)
+            return StepResult("quiz", "screened_out", {"retries": sum(1 for r in keep if not r["correct"]),
+                                                       "attempts": len(keep), "failed_question": out[0]})
         if not all(final.get(k) for k in range(len(qs))):
             raise QuizFailed("the quiz was not passed")
         await self.db.add_answers(self.participant, i, "quiz", rows)
-        retries = sum(1 for r in rows if not r["correct"])
         return StepResult("quiz", "completed", {"retries": retries, "attempts": len(rows)})
 
     async def _questionnaire(self, i: int, name: str) -> StepResult:
@@ -243,14 +306,19 @@ class StudyRunner:
         for a in answers:
             if a["item"] not in known:
                 raise ValueError(f"questionnaire {qid}: unknown item {a['item']!r}")
-            rows.append({"item": a["item"], "response": a.get("response")})
+            # an attention check is recorded passed (1) or failed (0); other items leave it empty
+            rows.append({"item": a["item"], "response": a.get("response"),
+                         "correct": known[a["item"]].correct(a.get("response"))})
         missing = [it.id for it in q.items if not it.optional and not any(r["item"] == it.id and
                                                                            r["response"] not in (None, "")
                                                                            for r in rows)]
         if missing:
             raise ValueError(f"questionnaire {qid}: no answer for {', '.join(missing)}")
         await self.db.add_answers(self.participant, i, qid, rows, game_id=game_id)
-        return StepResult(name, "completed", {"items": len(rows)})
+        checks = [r["correct"] for r in rows if r["correct"] is not None]
+        return StepResult(name, "completed", {"items": len(rows), **({"attention_checks": len(checks),
+                                                                      "attention_failed": checks.count(False)}
+                                                                     if checks else {})})
 
     # -- games -----------------------------------------------------------------------------------------
     def task_of(self, g: Game) -> Any:
@@ -384,4 +452,5 @@ class StudyRunner:
         model = "human" if not self.driver.simulated else f"sim:{study.study.simulated_protocol}"
         return StudySeat(inner, model=model, talk_seconds=t.talk_seconds, decision_seconds=t.decision_seconds,
                          on_decision_timeout=t.on_decision_timeout, on_timing=on_timing, rounds=rounds,
-                         targets=b.targets, ask_beliefs=ask, on_beliefs=on_beliefs, draft=self.driver.draft)
+                         targets=b.targets, ask_beliefs=ask, on_beliefs=on_beliefs, draft=self.driver.draft,
+                         on_timeout=getattr(self.driver, "timed_out", None))

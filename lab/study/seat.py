@@ -7,8 +7,12 @@ scripted protocol for a simulated participant.  The engine sees one persona of k
 
 Time limits (``[timing]``): a talk turn that runs out ends the turn (no message); a
 decision (or voluntary move) that runs out submits the batch as it stands — what the
-``draft`` callback returns, the moves staged on screen — or no move (``no_move``).  A
-timeout is never silent: the reply carries ``human_input.timed_out = true`` (the engine
+``draft`` callback returns, the moves staged on screen — or no move (``no_move``, or a
+draft that is not a valid batch).  One timeout ends the decision: the engine asks a seat
+whose batch it rejected again (``decision_retries``), and those retries of a decision that
+ran out are answered at once with the same no move, never put to the person again (else
+a participant who walked away would wait out the limit four times).  ``on_timeout`` tells
+the driver what happened, in the participant's words.  A timeout is never silent: the reply carries ``human_input.timed_out = true`` (the engine
 writes it as a ``human_input`` event) and the timing row has ``timed_out = 1``.
 
 Belief grid: after RESOLUTION of a chosen round the engine calls ``reflect``; this seat
@@ -71,7 +75,8 @@ class StudySeat:
                  rounds: set[int] = frozenset(), targets: Any = "meeting",
                  ask_beliefs: Callable[[BeliefRequest], Awaitable[dict[int, list[int]]]] | None = None,
                  on_beliefs: Callable[[BeliefRequest, dict[int, list[int]]], Awaitable[None]] | None = None,
-                 draft: Callable[[], Sequence[Any] | None] | None = None) -> None:
+                 draft: Callable[[], Sequence[Any] | None] | None = None,
+                 on_timeout: Callable[[str, str], Any] | None = None) -> None:
         self.inner = inner
         self.model = model
         self.talk_seconds = talk_seconds
@@ -83,6 +88,8 @@ class StudySeat:
         self.ask_beliefs = ask_beliefs
         self.on_beliefs = on_beliefs
         self.draft = draft
+        self.on_timeout = on_timeout  # told (phase, outcome) when a call runs out of time
+        self._timed_out_decision: int | None = None  # the round whose decision ran out
         self.deadline: float | None = None  # time.monotonic() when the current call runs out
         self.deadline_phase: str | None = None
         self.timeouts = 0
@@ -107,6 +114,11 @@ class StudySeat:
         return await self._timed("voluntary", self.inner.volunteer, obs, self.decision_seconds)
 
     async def decide(self, obs: Any) -> Reply:
+        r = getattr(obs, "round", None)
+        if getattr(obs, "attempt", 0) and r is not None and r == self._timed_out_decision:
+            # the engine rejected the no move of a decision that ran out: it stays a no move
+            return self._timeout_reply("decision", self.decision_seconds or 0, outcome="no_move", repeat=True)
+        self._timed_out_decision = None
         return await self._timed("decision", self.inner.decide, obs, self.decision_seconds)
 
     async def reflect(self, obs: Any) -> None:
@@ -153,15 +165,23 @@ class StudySeat:
         seconds = time.perf_counter() - t0
         if timed_out:
             self.timeouts += 1
+            outcome = (reply.extra or {}).get("human_input", {}).get("timeout_outcome")
+            if phase == "decision":
+                self._timed_out_decision = getattr(obs, "round", None)
+            if self.on_timeout is not None:
+                self.on_timeout(phase, outcome)
         if self.on_timing is not None:
             await self.on_timing(phase=phase, round_=getattr(obs, "round", None), turn=getattr(obs, "turn", None),
                                  seconds=seconds, timed_out=timed_out)
         return reply
 
-    def _timeout_reply(self, phase: str, limit: float) -> Reply:
+    def _timeout_reply(self, phase: str, limit: float, *, outcome: str | None = None, repeat: bool = False) -> Reply:
         actions: tuple = ()
-        outcome = "end_turn"
-        if phase != "talk":
+        if outcome is not None:
+            pass
+        elif phase == "talk":
+            outcome = "end_turn"
+        else:
             outcome = "no_move"
             if self.on_decision_timeout == "submit" and self.draft is not None:
                 staged = tuple(self.draft() or ())
@@ -170,4 +190,7 @@ class StudySeat:
         record = {"source": "human", "request": {"talk": "speak", "voluntary": "volunteer"}.get(phase, "decide"),
                   "actions": actions_to_json(actions), "text": None, "timed_out": True,
                   "limit_seconds": limit, "timeout_outcome": outcome}
-        return Reply(actions=actions, latency_ms=round(limit * 1000, 3), extra={"human_input": record})
+        if repeat:
+            record["repeat_of_timeout"] = True  # the engine's retry, answered without asking the person
+        return Reply(actions=actions, latency_ms=0.0 if repeat else round(limit * 1000, 3),
+                     extra={"human_input": record})

@@ -3,7 +3,7 @@
 them into the database, marked ``simulated``.
 
 A simulated participant consents, reads, answers the quiz (the first question wrong on the
-first try, so retries are exercised, then right), answers every questionnaire item from a
+first try, so retries are exercised, then right; right at once when its ``max_attempts`` is 1), answers every questionnaire item from a
 seeded random generator, plays its seat with the study's ``simulated_protocol`` (a scripted
 protocol persona behind the same :class:`lab.study.seat.StudySeat` as a person), and
 fills the belief grid: for each slot it has heard a typed statement about it marks the
@@ -48,7 +48,7 @@ class SimulatedDriver:
         out = []
         for k, q in enumerate(questions):
             attempt = 1
-            if k == 0 and len(q.choices) > 1:
+            if k == 0 and len(q.choices) > 1 and (q.max_attempts is None or q.max_attempts > 1):
                 out.append({"item": k, "response": (q.answer + 1) % len(q.choices), "attempt": attempt})
                 attempt += 1
             out.append({"item": k, "response": q.answer, "attempt": attempt})
@@ -110,6 +110,6 @@ class SimulatedDriver:
     async def game_over(self, ctx, outcome) -> None:
         pass
 
-    async def thanks(self, code: str) -> None:
+    async def thanks(self, code: str, **info: Any) -> None:
         self.code = code
         self.seen.append("thanks")

@@ -1,4 +1,6 @@
-"""``study status``: where every participant is (step, games, time per step, stalls)."""
+"""``study status``: where every participant is (step, games, time per step, stalls), partner
+calls that went unanswered (a participant whose partner endpoint looks down is flagged),
+and the counterbalancing rows of the current cycle that nobody holds."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 
 __all__ = ["study_status", "format_status", "STALL_MINUTES"]
 
-STALL_MINUTES = 10.0
+from saves.study import STALL_MINUTES  # noqa: E402  (one definition)
 
 
 def _age_minutes(ts: str | None, now: datetime) -> float | None:
@@ -40,9 +42,30 @@ async def study_status(study, store, *, now: datetime | None = None, stall_minut
                                                                              if s["started_at"]] or [None],
                    key=lambda x: x or "")
         idle = _age_minutes(last, now)
-        state = "completed" if p["status"] == "completed" else (
+        state = p["state"] if p["state"] != "active" else (
             "stalled" if idle is not None and idle >= stall_minutes else "active")
         cur_round = None
+        # partner calls never answered: finished games from their step data, the current one from its events
+        failures = sum(int((s["data"] or {}).get("partner_failures") or 0) for s in games if s["completed_at"])
+        partner_down = False
+        if current is not None and current["game_id"] and state in ("active", "stalled"):
+            seat = _seat_of(p, current["name"])
+            last_partner = None
+            failing: set[int] = set()  # a failed call still ends with the seat's turn_end / decide_end
+            for e in await store.load_events(current["game_id"]):
+                a = (e.get("data") or {}).get("agent_id")
+                if a is None or a == seat:
+                    continue
+                if e["type"] == "seat_timeout":
+                    failures += 1
+                    last_partner = "failed"
+                    failing.add(a)
+                elif e["type"] in ("turn_end", "decide_end"):
+                    if a in failing:
+                        failing.discard(a)
+                    else:
+                        last_partner = "answered"
+            partner_down = last_partner == "failed"  # the latest partner call went unanswered
         if current is not None and current["game_id"]:
             async with store._db.execute("SELECT MAX(round) FROM events WHERE game_id = ?",
                                          (current["game_id"],)) as cur:
@@ -58,15 +81,47 @@ async def study_status(study, store, *, now: datetime | None = None, stall_minut
             "step_minutes": None if current is None or _age_minutes(current["started_at"], now) is None
             else round(_age_minutes(current["started_at"], now), 1),
             "seconds_per_step": {s["name"]: round(s["seconds"], 1) for s in done if s["seconds"] is not None},
-            "completion_code": p["completion_code"]})
+            "completion_code": p["completion_code"], "partner_failures": failures,
+            "partner_down": partner_down})
     return {"study": study.name, "participants": out,
-            "counts": {k: sum(1 for r in out if r["state"] == k) for k in ("active", "stalled", "completed")}}
+            "counts": {k: sum(1 for r in out if r["state"] == k)
+                       for k in ("active", "stalled", "completed", "declined", "screened_out")},
+            "cycle": await _cycle(study, db, now, stall_minutes)}
+
+
+def _seat_of(p, step_name: str) -> int | None:
+    try:
+        return int(p["assignment"][int(step_name.split(":")[1])]["seat"])
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+async def _cycle(study, db, now, stall_minutes) -> dict[str, Any]:
+    """The cycle the next arrival goes into and its rows nobody holds (each with its plan)."""
+    from .assign import assignment, cycle_length
+    from .model import pool_tasks
+
+    n = cycle_length(study)
+    tasks = None
+    held = await db.held_slots(False, stall_minutes=stall_minutes, now=now)
+    slot = await db.next_slot(False, stall_minutes=stall_minutes, now=now)
+    k = slot // n
+    rows = []
+    for s in range(k * n, (k + 1) * n):
+        if s in held:
+            continue
+        tasks = tasks if tasks is not None else pool_tasks(study)
+        plan = [g for g in assignment(study, s, tasks) if not g.practice]
+        rows.append({"slot": s, "row": s - k * n + 1,
+                     "plan": " → ".join(f"{g.condition}@seat{g.seat}" for g in plan)})
+    return {"number": k + 1, "size": n, "next_slot": slot, "unfilled": rows}
 
 
 def format_status(st: dict[str, Any]) -> str:
     c = st["counts"]
+    left = "".join(f", {c[k]} {k.replace('_', ' ')}" for k in ("declined", "screened_out") if c.get(k))
     lines = [f"Study {st['study']}: {len(st['participants'])} participants — {c['active']} active, "
-             f"{c['stalled']} stalled (idle ≥ {STALL_MINUTES:.0f} min: dropouts?), {c['completed']} completed"]
+             f"{c['stalled']} stalled (idle ≥ {STALL_MINUTES:.0f} min: dropouts?), {c['completed']} completed{left}"]
     lines.append(f"{'participant':<14}{'state':<11}{'step':<26}{'on step':<9}{'games':<7}{'round':<7}"
                  f"{'idle min':<10}code")
     for r in st["participants"]:
@@ -76,6 +131,20 @@ def format_status(st: dict[str, Any]) -> str:
         rnd = "" if r["round"] is None else str(r["round"])
         idle = "" if r["idle_minutes"] is None else str(r["idle_minutes"])
         on = "" if r["step_minutes"] is None else f"{r['step_minutes']}m"
+        fail = ""
+        if r.get("partner_failures"):
+            fail = f"  {r['partner_failures']} partner call(s) unanswered"
+            if r.get("partner_down"):
+                fail += " — PARTNER ENDPOINT DOWN? (check the condition's base_url)"
         lines.append(f"{who:<14}{r['state']:<11}{step:<26}{on:<9}{games:<7}{rnd:<7}{idle:<10}"
-                     f"{r['completion_code'] or ''}")
+                     f"{r['completion_code'] or ''}{fail}")
+    cyc = st.get("cycle")
+    if cyc:
+        if cyc["unfilled"]:
+            lines.append(f"Cycle {cyc['number']} ({cyc['size']} rows): {len(cyc['unfilled'])} unfilled — the next "
+                         "arrival takes the first:")
+            for u in cyc["unfilled"]:
+                lines.append(f"  row {u['row']} (slot {u['slot']}): {u['plan']}")
+        else:
+            lines.append(f"Cycle {cyc['number']} ({cyc['size']} rows): every row filled")
     return "\n".join(lines)

@@ -70,7 +70,10 @@ def test_dry_run_exits_1_when_a_game_fails(cli, scripted_study, tmp_path, monkey
     path, _ = scripted_study
     rc, out, err = cli("study", "check", str(path), "--dry-run", "--db", str(tmp_path / "s.db"))
     assert rc == 1
-    assert "12 games, 0 completed" in out and "FAILED sim-001 game:0" in out and "the simulated seat broke" in out
+    assert "0 of 12 games ended" in out and "FAILED sim-001 game:0" in out and "the simulated seat broke" in out
+    lines = out.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("Dry run"))
+    assert all(i < verdict for i, line in enumerate(lines) if line.strip().startswith("FAILED"))
 
 
 async def test_dry_run_exits_1_when_the_llm_endpoint_is_down(cli, tmp_path, monkeypatch):
