@@ -51,7 +51,7 @@ import json
 import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import product
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -61,6 +61,7 @@ from engine.model import COST_MODES, Task, TaskError
 __all__ = [
     "SUITEGEN_VERSION",
     "SCORERS",
+    "SCORER_ALIASES",
     "BUCKETS",
     "SuiteConfigError",
     "SuiteGenerationError",
@@ -88,6 +89,9 @@ SUITEGEN_VERSION = "suitegen-1"
 #: ``optimal_cost_per_participant_slot``: oracle cost / (meetings x participants) (higher
 #: is harder), the scorer named in the authors' uniform task file.
 SCORERS = ("feasible_fraction", "optimal_cost_per_participant_slot")
+#: Other names of our scorers: the authors' taskgen calls the feasible fraction
+#: ``cp_sat_solvable_assignment_fraction`` (the same quantity, counted exactly here).
+SCORER_ALIASES = {"cp_sat_solvable_assignment_fraction": "feasible_fraction"}
 BUCKETS = ("easy", "medium", "hard")
 SEED_BLOCK = 1000
 DEFAULT_VARIED = (1, 10, 100)
@@ -158,6 +162,13 @@ class SuiteConfig:
     scorer: str
     cells: tuple[Cell, ...]
     source: str = "toml"  # "toml" | "taskgen-yaml" | "dict"
+    #: Free text kept in the summary (the taskgen ``description``); decides nothing.
+    description: str = ""
+    #: Where the taskgen config asks its rows and summary to go (``output``,
+    #: ``summary_output``), resolved against the config file's folder; the command uses
+    #: them when ``-o`` is not given.  They decide nothing about the tasks.
+    output: str | None = None
+    summary_output: str | None = None
 
     @property
     def seed_stride(self) -> int:
@@ -328,8 +339,25 @@ def _unknown(w: _Where, path: tuple, raw: dict, known: Sequence[str]) -> None:
 
 
 def _scorer(w: _Where, path: tuple, v: Any) -> str:
+    if isinstance(v, str) and v in SCORER_ALIASES:
+        return SCORER_ALIASES[v]
     if v not in SCORERS:
-        raise w.error(path, f"{v!r} is not a scorer; use one of {', '.join(SCORERS)}.")
+        names = ", ".join((*SCORERS, *SCORER_ALIASES))
+        raise w.error(path, f"{v!r} is not a scorer; use one of {names}.")
+    return v
+
+
+def _text(w: _Where, path: tuple, v: Any) -> str:
+    if not isinstance(v, str):
+        raise w.error(path, f"{v!r} must be text.")
+    return " ".join(v.split())
+
+
+def _out_path(w: _Where, path: tuple, v: Any, suffix: str) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise w.error(path, f"{v!r} must be a file name ending in {suffix}.")
+    if not v.endswith(suffix):
+        raise w.error(path, f"{v!r}: this file ends in {suffix}.")
     return v
 
 
@@ -414,8 +442,8 @@ def _parse_toml(doc: dict, w: _Where, default_name: str) -> SuiteConfig:
 # ---------------------------------------------------------------------------------
 # The authors' taskgen YAML (as it is)
 # ---------------------------------------------------------------------------------
-_YAML_TOP = ("setting_name", "seed_base", "candidates_per_config", "selected_per_bucket", "configs",
-             "difficulty_scorer")
+_YAML_TOP = ("setting_name", "description", "output", "summary_output", "seed_base", "candidates_per_config",
+             "selected_per_bucket", "configs", "difficulty_scorer")
 _YAML_CONFIG = ("total_agents", "subset_size", "subset_sizes", "num_slots", "num_meetings", "densities", "density",
                 "pref_level", "pref_levels", "meeting_cost_level", "errand_cost_level", "errand_cost_values",
                 "blocked")
@@ -426,8 +454,9 @@ def _pref_values(w: _Where, base: tuple, level: int, entry: dict) -> tuple[int, 
     """The shown errand costs of ``pref_level`` = ``level`` (see docs/suites.md).
 
     Level 1 is uniform (every errand costs 1).  Level k > 1 takes k values spread over
-    ``errand_cost_values`` (both ends kept; all of them when k equals its length), or
-    ``[1, errand_cost_level]`` for k = 2 without a list.
+    ``errand_cost_values`` (both ends kept; all of them when k equals its length), or,
+    without a list, k values spread over ``1 .. errand_cost_level`` (their generator draws
+    errand costs from that range; without ``errand_cost_level`` it is ``1 .. k``).
     """
     top = entry.get("errand_cost_level")
     if top is not None:
@@ -444,10 +473,12 @@ def _pref_values(w: _Where, base: tuple, level: int, entry: dict) -> tuple[int, 
             raise w.error((*base, "errand_cost_level"),
                           f"{top} is not the largest errand cost {picks[-1]} of errand_cost_values; make them agree.")
         return picks
-    if level == 2 and top is not None and top > 1:
-        return (1, top)
-    raise w.error((*base, "errand_cost_values"),
-                  f"missing: pref_level {level} needs the shown errand costs, a list of {level} or more values.")
+    hi = level if top is None else top
+    if hi < level:
+        raise w.error((*base, "errand_cost_level"),
+                      f"{top} leaves fewer than {level} distinct costs for pref_level {level}; use at least {level} "
+                      "or list errand_cost_values.")
+    return tuple(sorted({round(1 + i * (hi - 1) / (level - 1)) for i in range(level)}))
 
 
 def _parse_yaml(doc: Any, w: _Where, default_name: str) -> SuiteConfig:
@@ -459,6 +490,10 @@ def _parse_yaml(doc: Any, w: _Where, default_name: str) -> SuiteConfig:
     candidates = _int(w, ("candidates_per_config",), doc.get("candidates_per_config", DEFAULT_TASKGEN_CANDIDATES), 1)
     per_bucket = _int(w, ("selected_per_bucket",), doc.get("selected_per_bucket", DEFAULT_PER_BUCKET), 1)
     scorer = _scorer(w, ("difficulty_scorer",), doc.get("difficulty_scorer", SCORERS[0]))
+    description = _text(w, ("description",), doc["description"]) if "description" in doc else ""
+    output = _out_path(w, ("output",), doc["output"], ".jsonl") if "output" in doc else None
+    summary_output = (_out_path(w, ("summary_output",), doc["summary_output"], ".json")
+                      if "summary_output" in doc else None)
     configs = doc.get("configs")
     if not isinstance(configs, list) or not configs:
         raise w.error(("configs",), "missing or empty: list one or more settings (total_agents, subset_size, ...).")
@@ -499,8 +534,9 @@ def _parse_yaml(doc: Any, w: _Where, default_name: str) -> SuiteConfig:
                   "cost_values": (*base, "errand_cost_values"), "participant": (*base, pkey)}
         for a, p, s, m, c, b, d in product(agents, parts, slots, meetings, costs, blocked, densities):
             raws.append(_RawCell(base, a, p, s, m, d, b, c, (*base, lkey), (*base, "blocked"), fields))
-    return _finish(w, name, seed, candidates, per_bucket, scorer, raws, "taskgen-yaml",
-                   ("candidates_per_config",), ("selected_per_bucket",))
+    config = _finish(w, name, seed, candidates, per_bucket, scorer, raws, "taskgen-yaml",
+                     ("candidates_per_config",), ("selected_per_bucket",))
+    return replace(config, description=description, output=output, summary_output=summary_output)
 
 
 # ---------------------------------------------------------------------------------
@@ -617,7 +653,12 @@ def load_config(path: str | Path) -> SuiteConfig:
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteConfigError(f"cannot read {p}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
     stem = re.sub(r"[^A-Za-z0-9_.\-]", "-", p.stem).strip("-.") or "suite"
-    return parse_config(text, fmt, source=str(p), default_name=stem[:64])
+    config = parse_config(text, fmt, source=str(p), default_name=stem[:64])
+    # The taskgen's output paths are relative to the config file's folder.
+    here = p.parent
+    return replace(config,
+                   output=str(here / config.output) if config.output else None,
+                   summary_output=str(here / config.summary_output) if config.summary_output else None)
 
 
 # ---------------------------------------------------------------------------------

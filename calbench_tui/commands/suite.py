@@ -56,7 +56,9 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("config", metavar="CONFIG", help="suite config: FILE.toml (ours) or FILE.yaml (the authors' taskgen)")
-    g.add_argument("-o", "--output", metavar="FILE.jsonl", required=True, help="where to write the task rows")
+    g.add_argument("-o", "--output", metavar="FILE.jsonl", default=None,
+                   help="where to write the task rows (default: a taskgen YAML's `output`, relative to the "
+                        "config file, with its `summary_output` as the summary)")
     g.add_argument("--summary", metavar="FILE.json", default=None,
                    help="also write the summary: per cell the score distributions, bucket edges, chosen tasks, time")
     g.add_argument("--workers", type=int, default=None, metavar="N",
@@ -145,21 +147,37 @@ def handle_generate(args) -> int:
     from engine.suitegen import SuiteConfigError, SuiteGenerationError, load_config
     from lab.suites import generate_suite
 
-    out = Path(args.output)
-    if out.suffix != ".jsonl":
-        raise UserError(f"-o {out}: a task file ends in .jsonl")
+    try:
+        config = load_config(args.config)
+    except SuiteConfigError as exc:
+        raise UserError(str(exc)) from None
+    summary_arg = args.summary
+    if args.output is not None:
+        out = Path(args.output)
+        if out.suffix != ".jsonl":
+            raise UserError(f"-o {out}: a task file ends in .jsonl")
+    elif config.output is not None:
+        # The taskgen config's own output (and summary_output), relative to the config file;
+        # their folders are made if missing, as the authors' generator does.
+        out = Path(config.output)
+        if summary_arg is None and config.summary_output is not None:
+            summary_arg = config.summary_output
+        for path in (out, Path(summary_arg) if summary_arg else None):
+            if path is not None and not path.parent.exists():
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise UserError(f"cannot make the folder {path.parent}: {exc.strerror or exc}") from None
+    else:
+        raise UserError("-o FILE.jsonl is needed: this config names no output file")
     _check_output(out, "-o")
-    summary_path = Path(args.summary) if args.summary else None
+    summary_path = Path(summary_arg) if summary_arg else None
     if summary_path is not None:
         if summary_path.suffix != ".json":
             raise UserError(f"--summary {summary_path}: the summary is a .json file")
         _check_output(summary_path, "--summary")
     if Path(args.config).resolve() in {out.resolve(), *( [summary_path.resolve()] if summary_path else [])}:
         raise UserError("the output would overwrite the config; give another file name")
-    try:
-        config = load_config(args.config)
-    except SuiteConfigError as exc:
-        raise UserError(str(exc)) from None
     try:
         with _Bar(sys.stderr.isatty()) as bar:
             result = generate_suite(config, workers=_workers(args.workers), progress=bar)

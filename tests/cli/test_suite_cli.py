@@ -90,10 +90,11 @@ def test_a_bad_config_is_one_line_naming_the_field(cli, tmp_path):
         assert err.count("\n") == 1 and err.startswith("calbench: error: ") and words in err, err
         assert not out.exists()
     yaml_cfg = _config(tmp_path, "setting_name: s\nconfigs:\n  - total_agents: 3\n    subset_size: 2\n"
-                                 "    num_slots: 8\n    num_meetings: 3\n    densities: [0.5]\n    pref_level: 3\n",
+                                 "    num_slots: 8\n    num_meetings: 3\n    densities: [0.5]\n    pref_level: 3\n"
+                                 "    errand_cost_level: 2\n",
                        name="taskgen.yaml")
     rc, _, err = cli("suite", "generate", str(yaml_cfg), "-o", str(out))
-    assert rc == 2 and "configs[0].errand_cost_values (line 3)" in err and err.count("\n") == 1
+    assert rc == 2 and "configs[0].errand_cost_level (line 9)" in err and err.count("\n") == 1
     for args, words in (
         (("suite", "generate", str(tmp_path / "missing.toml"), "-o", str(out)), "cannot read"),
         (("suite", "generate", str(_config(tmp_path, CONFIG, "c.ini")), "-o", str(out)), ".toml"),
