@@ -69,6 +69,7 @@ from engine.model import Calendar, Errand, MeetingCopy, Task
 
 __all__ = [
     "OracleTimeout",
+    "split_realised",
     "set_time_limit",
     "FeasibleFraction",
     "OracleResult",
@@ -827,3 +828,64 @@ def result_from_json(d: dict[str, Any]) -> OracleResult:
     return OracleResult(d["cost"], d["cost_levels"], {k: v for k, v in d["assignments"]},
                         tuple(d["agent_costs"]), tuple(d["agent_costs_levels"]), d["feasible"],
                         d["capacity_binds"], {k: v for k, v in d["prior_moves"]}, d["relaxed_cost"], d["solver"])
+
+
+def split_realised(task: Task, split: Sequence[int], *, total: int | None = None, at_most: bool = False) -> bool:
+    """Whether some feasible schedule of all the task's meetings gives every agent exactly
+    the shown cost ``split[a]`` (``at_most``: no more than it) and, with ``total``, costs
+    ``total`` in all.
+
+    The per-agent split of the optimum is not unique: several optimal schedules may share
+    the cost differently, and a harness may record any of them.  ``split_realised(task,
+    split, total=solve(task).cost)`` says whether ``split`` is *an* optimal split.  A
+    CP-SAT feasibility question on the oracle's own model (one option per meeting, no two
+    meetings in one cell, each agent's cost fixed).
+    """
+    inst = _prepare(task, None, None)
+    if len(split) != inst.num_agents or any(not isinstance(c, int) or isinstance(c, bool) or c < 0 for c in split):
+        return False
+    if total is not None and not at_most and sum(split) != total:
+        return False
+    if any(not u.options for u in inst.units):
+        return False
+    if not inst.units:
+        return all(c == 0 for c in split)
+    from ortools.sat.python import cp_model
+
+    model = cp_model.CpModel()
+    cell_vars: dict[tuple[int, int], list] = {}
+    terms: list[tuple[list, list]] = [([], []) for _ in range(inst.num_agents)]
+    for u in inst.units:
+        row = []
+        for o in u.options:
+            v = model.new_bool_var("")
+            row.append(v)
+            for c in o.cells:
+                cell_vars.setdefault(c, []).append(v)
+            for a, c, _lv in o.agent_cost:
+                terms[a][0].append(v)
+                terms[a][1].append(c)
+        model.add_exactly_one(row)
+    for vs in cell_vars.values():
+        if len(vs) > 1:
+            model.add_at_most_one(vs)
+    for a, (vs, cs) in enumerate(terms):
+        if vs:
+            expr = cp_model.LinearExpr.weighted_sum(vs, cs)
+            model.add(expr <= split[a] if at_most else expr == split[a])
+        elif split[a] != 0 and not at_most:
+            return False
+    if total is not None:
+        model.add(cp_model.LinearExpr.weighted_sum(
+            [v for vs, _cs in terms for v in vs], [c for _vs, cs in terms for c in cs]) == total)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = CPSAT_SEED
+    if TIME_LIMIT is not None:
+        solver.parameters.max_time_in_seconds = TIME_LIMIT
+    status = solver.solve(model)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return True
+    if status == cp_model.INFEASIBLE:
+        return False
+    raise OracleTimeout("the oracle could not decide whether the recorded split is realised")

@@ -59,6 +59,8 @@ class FoldResult:
     metrics: dict[str, Any] | None = None
     costs: list[int] = field(default_factory=list)  # per agent, shown units, from the folded batches
     last_seq: int | None = None  # the last event folded
+    #: the oracle's per-agent split: {"recorded", "ours", "kind"} (set by engine.verify)
+    splits: dict[str, Any] | None = None
     batches: list[tuple[int, int, int, BatchOutcome]] = field(default_factory=list, repr=False)  # seq, agent, round
     _checkpoints: list[tuple[int, Calendars]] = field(default_factory=list, repr=False)
 
@@ -502,7 +504,9 @@ def seat_results(trace: dict[str, Any]) -> list[dict[str, Any]]:
         seats.append({
             "agent_id": a, "meetings_assigned": assigned[a], "meetings_scheduled": scheduled[a],
             "success": scheduled[a] / assigned[a] if assigned[a] else None,
-            "cost_shown": cost[a], "oracle_cost_shown": oracle[a], "excess_shown": excess[a],
+            "cost_shown": cost[a], "oracle_cost_shown": oracle[a],
+            # their burden is signed (cost − their split); the excess is its positive part
+            "excess_shown": max(0, signed) if signed is not None else excess[a],
             "signed_excess_shown": signed, "messages_sent": sent[a], "messages_received": received[a],
             "messages_per_meeting": (sent[a] / max(scheduled[a], 1)) if _number(sent[a]) is not None else None,
         })

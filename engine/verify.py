@@ -21,14 +21,34 @@ from .trace import FoldResult, fold_trace
 __all__ = ["CHECKED_METRICS", "CHECKED_SEAT_METRICS", "check_metrics", "verify_trace"]
 
 
-#: Game-level metrics recomputed for our traces and compared with the recorded ones.
-CHECKED_METRICS = ("coordination_rate", "meetings_scheduled", "meetings_total", "realized_cost",
-                   "realized_cost_levels", "success", "excess", "excess_shown", "total_excess_burden", "fairness",
-                   "adjusted_cost", "messages_per_meeting", "total_cheap_talk_messages")
+#: Headline metrics recomputed for our traces and compared with the recorded ones.  Since
+#: issue 21 *every* key of ``metrics`` (and of ``metrics.per_seat[i]``) that the engine
+#: computes is compared, recursively — these tuples name the headline figures reports read
+#: and stay for callers; :data:`INFORMATIONAL` lists what is deliberately not compared.
+CHECKED_METRICS = ("coordination_rate", "rounds_coordinated", "meetings_scheduled", "meetings_total",
+                   "scheduled_meeting_ids", "realized_cost", "realized_cost_levels", "optimal_cost",
+                   "oracle_cost_replayed", "oracle_per_agent_cost", "per_agent_excess_burden", "success", "excess",
+                   "excess_shown", "total_excess_burden", "fairness", "fairness_shown", "adjusted_cost",
+                   "messages_per_meeting", "total_cheap_talk_messages", "total_dms_sent",
+                   "total_participant_groupchat_messages_sent", "total_all_groupchat_messages_sent",
+                   "total_groupchat_messages_sent", "total_dm_chars", "vps", "vps_weighted", "vps_calibrated",
+                   "per_target_vps", "per_target_vps_calibrated", "vps_mean_target", "participant_pair_vps",
+                   "typed_vps", "freetext_vps", "gossip_vps", "observations", "semantic_leaks")
 #: Per-seat metrics (``metrics.per_seat[i]``, what reports read) recomputed and compared.
 CHECKED_SEAT_METRICS = ("meetings_assigned", "meetings_scheduled", "success", "cost", "cost_shown", "oracle_cost",
-                        "oracle_cost_shown", "excess", "excess_shown", "signed_excess", "adjusted_cost",
-                        "fairness", "messages_sent", "messages_received", "vps")
+                        "oracle_cost_shown", "excess", "excess_shown", "signed_excess", "signed_excess_shown",
+                        "adjusted_cost", "fairness", "fairness_shown", "messages_sent", "messages_received",
+                        "messages_per_meeting", "vps")
+#: Keys of our ``metrics`` that are *not* compared (docs/hardening.md, "Recorded metrics"):
+#: labels the run wrote (they describe the game, the fold does not determine them), and
+#: any key this version does not compute (a newer writer's addition).
+INFORMATIONAL = ("communication_protocol", "cost_mode")
+#: Keys of the authors' ``metrics`` compared with the fold (the rest is informational).
+AUTHORS_CHECKED = ("meetings_scheduled", "coordination_rate", "total_cheap_talk_messages", "total_dms_sent",
+                   "total_groupchat_messages_sent", "total_participant_groupchat_messages_sent",
+                   "total_all_groupchat_messages_sent", "total_dm_chars", "efficiency", "realized_cost",
+                   "optimal_cost", "oracle_cost_replayed", "oracle_per_agent_cost", "per_agent_excess_burden",
+                   "total_excess_burden")
 
 
 def _differs(a: Any, b: Any) -> bool:
@@ -77,30 +97,57 @@ def _refold_state(task: Task, events: list[dict[str, Any]]):
     return state
 
 
+def _compare_tree(path: str, recorded: Any, fresh: Any, problems: list[str], skip: tuple = ()) -> None:
+    """Every value under ``recorded`` against the same place in ``fresh``: numbers within
+    a relative 1e-6, lists element by element, objects key by key (keys the recomputation
+    does not produce are not compared: a newer writer's additions)."""
+    if isinstance(recorded, dict):
+        if not isinstance(fresh, dict):
+            problems.append(f"{path} records an object but the folded trace gives {_fmt_num(fresh)}")
+            return
+        for k, v in recorded.items():
+            if k in skip or k not in fresh:
+                continue
+            _compare_tree(f"{path}.{k}", v, fresh[k], problems)
+        return
+    if isinstance(recorded, list):
+        if not isinstance(fresh, list) or len(fresh) != len(recorded):
+            problems.append(f"{path} records {_short(recorded)} but the folded trace gives {_short(fresh)}")
+            return
+        before = len(problems)
+        for i, (r, f) in enumerate(zip(recorded, fresh)):
+            _compare_tree(f"{path}[{i}]", r, f, problems)
+            if len(problems) - before >= 3:  # an edited list: a few lines say enough
+                break
+        return
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
+        if not isinstance(fresh, (int, float)) or isinstance(fresh, bool) or _differs(recorded, fresh):
+            problems.append(f"{path} records {_fmt_num(recorded)} but the folded trace gives {_fmt_num(fresh)}")
+        return
+    if recorded != fresh:
+        problems.append(f"{path} records {_short(recorded)} but the folded trace gives {_short(fresh)}")
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
     """Problems with a finished trace's recorded ``metrics``: each recomputed from the fold.
 
     Our traces (a task row): the engine's own ``game_metrics`` over the refolded state
-    (the scheduled-only oracle is solved again), compared key by key — the headline
-    figures and every seat's record, which is what reports count.  The authors' traces:
-    the figures the fold determines (meetings scheduled, coordination rate, realized cost,
-    message count) and the internal sums (per-agent excess = cost − oracle cost, total
-    excess burden).  A stopped trace or one without metrics has nothing to check.
+    (the scheduled-only oracle is solved again), compared key by key over the whole
+    ``metrics`` object — the VPS family, costs, counts, every seat's record — and the
+    per-agent lists of ``final_state``; only :data:`INFORMATIONAL` keys are left out.
+    The authors' traces: :func:`_check_authors`.  A stopped trace or one without metrics
+    has nothing to check.
     """
     metrics = trace.get("metrics")
     if trace.get("stopped") or not isinstance(metrics, dict):
         return []
     events = [e for e in trace.get("events") or [] if isinstance(e, dict)]
     problems: list[str] = []
-
-    def compare(key: str, recorded: Any, recomputed: Any, where: str = "metrics") -> None:
-        if recorded is None or isinstance(recorded, (dict, list, str)):
-            return
-        if not isinstance(recorded, (int, float)):
-            problems.append(f"{where}.{key} is {recorded!r}, not a number")
-        elif _differs(recorded, recomputed):
-            problems.append(f"{where}.{key} records {_fmt_num(recorded)} but the folded trace gives "
-                            f"{_fmt_num(recomputed)}")
 
     row = trace.get("task")
     if isinstance(row, dict):
@@ -113,27 +160,50 @@ def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
             return ["the metrics cannot be recomputed: the batches do not fold"]
         cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
         try:
-            _, fresh = game_metrics(task, state, events, _Cfg(cfg.get("channels")))
+            final, fresh = game_metrics(task, state, events, _Cfg(cfg.get("channels")))
         except Exception as exc:  # a malformed message event, say
             return [f"the metrics cannot be recomputed from the events ({type(exc).__name__}: {exc})"]
-        for key in CHECKED_METRICS:
-            if key in metrics:
-                compare(key, metrics[key], fresh.get(key))
         seats = metrics.get("per_seat")
-        if seats is not None:
-            if not isinstance(seats, list) or len(seats) != len(fresh["per_seat"]):
-                problems.append(f"metrics.per_seat should list {len(fresh['per_seat'])} seats")
-            else:
-                for a, (rec, new) in enumerate(zip(seats, fresh["per_seat"])):
-                    if not isinstance(rec, dict):
-                        problems.append(f"metrics.per_seat[{a}] is not an object")
-                        continue
-                    for key in CHECKED_SEAT_METRICS:
-                        if key in rec:
-                            compare(key, rec[key], new.get(key), f"metrics.per_seat[{a}]")
+        if seats is not None and (not isinstance(seats, list) or len(seats) != len(fresh["per_seat"])):
+            problems.append(f"metrics.per_seat should list {len(fresh['per_seat'])} seats")
+            metrics = {k: v for k, v in metrics.items() if k != "per_seat"}
+        elif isinstance(seats, list) and not all(isinstance(r, dict) for r in seats):
+            bad = next(a for a, r in enumerate(seats) if not isinstance(r, dict))
+            problems.append(f"metrics.per_seat[{bad}] is not an object")
+            metrics = {k: v for k, v in metrics.items() if k != "per_seat"}
+        _compare_tree("metrics", metrics, fresh, problems, skip=INFORMATIONAL)
+        fs = trace.get("final_state")
+        if isinstance(fs, dict):
+            _compare_tree("final_state", fs, final, problems, skip=("calendars", "round_outcomes"))
+        oracle = fresh.get("oracle_per_agent_cost")
+        res.splits = {"recorded": metrics.get("oracle_per_agent_cost"), "ours": oracle,
+                      "kind": "scheduled-only oracle"}
         return problems
+    return _check_authors(trace, res, metrics, events)
 
-    # the authors' trace: what the fold itself determines
+
+def _check_authors(trace: dict[str, Any], res: FoldResult, metrics: dict[str, Any],
+                   events: list[dict[str, Any]]) -> list[str]:
+    """The authors' trace: what the fold determines (meetings scheduled, coordination rate,
+    realized cost, message counts and characters, their ``efficiency``) and their oracle
+    figures.  Their per-agent excess burden is signed (cost − oracle split) and the total is
+    its sum.  Their oracle split need not be ours: the split of the optimum is not unique.
+    It verifies when it is *an* optimal split (its sum is the optimal cost and some optimal
+    schedule gives every agent exactly that cost: :func:`engine.oracle.split_realised`),
+    or, when its sum is their ``oracle_cost_replayed`` above the optimum, their replay of
+    the oracle's schedule (meeting by meeting, an errand may move twice), which must then
+    cost every agent at least what some optimal schedule costs it."""
+    problems: list[str] = []
+
+    def compare(key: str, recorded: Any, recomputed: Any, where: str = "metrics") -> None:
+        if recorded is None or isinstance(recorded, (dict, list, str)):
+            return
+        if not isinstance(recorded, (int, float)):
+            problems.append(f"{where}.{key} is {recorded!r}, not a number")
+        elif _differs(recorded, recomputed):
+            problems.append(f"{where}.{key} records {_fmt_num(recorded)} but the folded trace gives "
+                            f"{_fmt_num(recomputed)}")
+
     meetings: dict[int, tuple[int, ...]] = {}
     for ev in events:
         if ev.get("type") == "round_start":
@@ -152,20 +222,84 @@ def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
         compare("meetings_scheduled", metrics.get("meetings_scheduled"), scheduled)
         if total:
             compare("coordination_rate", metrics.get("coordination_rate"), scheduled / total)
-    n_msgs = sum(1 for e in events if e.get("type") in ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent"))
+    kinds = {"dm_sent": 0, "participant_groupchat_sent": 0, "all_groupchat_sent": 0}
+    dm_chars = 0
+    for e in events:
+        t = e.get("type")
+        if t in kinds:
+            kinds[t] += 1
+            if t == "dm_sent":
+                content = (e.get("data") or {}).get("content")
+                dm_chars += len(content) if isinstance(content, str) else 0
+    n_msgs = sum(kinds.values())
     compare("total_cheap_talk_messages", metrics.get("total_cheap_talk_messages"), n_msgs)
+    compare("total_dms_sent", metrics.get("total_dms_sent"), kinds["dm_sent"])
+    compare("total_participant_groupchat_messages_sent", metrics.get("total_participant_groupchat_messages_sent"),
+            kinds["participant_groupchat_sent"])
+    compare("total_all_groupchat_messages_sent", metrics.get("total_all_groupchat_messages_sent"),
+            kinds["all_groupchat_sent"])
+    compare("total_groupchat_messages_sent", metrics.get("total_groupchat_messages_sent"),
+            kinds["participant_groupchat_sent"] + kinds["all_groupchat_sent"])
+    compare("total_dm_chars", metrics.get("total_dm_chars"), dm_chars)
+    if scheduled and isinstance(metrics.get("efficiency"), (int, float)):
+        compare("efficiency", metrics.get("efficiency"), kinds["dm_sent"] / scheduled)
     fs = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
     cost = fs.get("per_agent_cost")
-    if isinstance(cost, list) and all(isinstance(c, (int, float)) for c in cost):
-        compare("realized_cost", metrics.get("realized_cost"), sum(cost))
-        oracle, burden = metrics.get("oracle_per_agent_cost"), metrics.get("per_agent_excess_burden")
-        if (isinstance(oracle, list) and isinstance(burden, list) and len(oracle) == len(burden) == len(cost)
-                and all(isinstance(x, (int, float)) for x in oracle + burden)):
-            for a in range(len(cost)):
-                compare(f"per_agent_excess_burden[{a}]", burden[a], max(0, cost[a] - oracle[a]))
-            compare("total_excess_burden", metrics.get("total_excess_burden"), sum(max(0, c - o) for c, o in
-                                                                                 zip(cost, oracle)))
+    if not (isinstance(cost, list) and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in cost)):
+        return problems
+    compare("realized_cost", metrics.get("realized_cost"), sum(cost))
+    if isinstance(res.costs, list) and len(res.costs) == len(cost):
+        for a in range(len(cost)):
+            compare(f"per_agent_cost[{a}]", cost[a], res.costs[a], "final_state")
+    oracle, burden = metrics.get("oracle_per_agent_cost"), metrics.get("per_agent_excess_burden")
+    if not (isinstance(oracle, list) and isinstance(burden, list) and len(oracle) == len(burden) == len(cost)
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in oracle + burden)):
+        return problems
+    for key in ("oracle_per_agent_cost", "per_agent_excess_burden"):
+        if isinstance(fs.get(key), list) and fs[key] != metrics.get(key):
+            problems.append(f"final_state.{key} is {_short(fs[key])} but metrics.{key} is {_short(metrics[key])}")
+    for a in range(len(cost)):  # theirs is signed: an agent may pay less than its share of the split
+        compare(f"per_agent_excess_burden[{a}]", burden[a], cost[a] - oracle[a])
+    compare("total_excess_burden", metrics.get("total_excess_burden"), sum(c - o for c, o in zip(cost, oracle)))
+    problems.extend(_check_split(trace, res, metrics, [int(x) for x in oracle]))
     return problems
+
+
+def _check_split(trace: dict[str, Any], res: FoldResult, metrics: dict[str, Any], split: list[int]) -> list[str]:
+    from . import oracle as _oracle
+    from .trace import task_for_trace
+
+    task = task_for_trace(trace)
+    if task is None or len(split) != task.num_agents:
+        return ["the oracle split cannot be checked: the task cannot be rebuilt from the trace"]
+    best = _oracle.solve(task)
+    if not best.feasible:
+        return ["the oracle finds no feasible schedule for this trace's task"]
+    out: list[str] = []
+    recorded_opt = metrics.get("optimal_cost")
+    if isinstance(recorded_opt, (int, float)) and not isinstance(recorded_opt, bool) and recorded_opt != best.cost:
+        out.append(f"metrics.optimal_cost records {_fmt_num(recorded_opt)} but the oracle gives {best.cost}")
+    replayed = metrics.get("oracle_cost_replayed")
+    total = sum(split)
+    if isinstance(replayed, (int, float)) and not isinstance(replayed, bool) and replayed != total:
+        out.append(f"metrics.oracle_cost_replayed records {_fmt_num(replayed)} but oracle_per_agent_cost "
+                   f"sums to {total}")
+    if total == best.cost:
+        kind = "an optimal split" if _oracle.split_realised(task, split, total=best.cost) else None
+        if kind is None:
+            out.append(f"metrics.oracle_per_agent_cost {split} sums to the optimal cost {best.cost} but no "
+                       "optimal schedule gives it")
+    elif total > best.cost and replayed == total:
+        kind = "their replay of the oracle's schedule"
+        if not _oracle.split_realised(task, split, total=best.cost, at_most=True):
+            out.append(f"metrics.oracle_per_agent_cost {split} (their replay, {total}) costs some agent less "
+                       "than every optimal schedule does")
+    else:
+        kind = None
+        out.append(f"metrics.oracle_per_agent_cost {split} sums to {total}, not the optimal cost {best.cost}")
+    res.splits = {"recorded": split, "ours": list(best.agent_costs), "kind": kind,
+                  "optimal_cost": best.cost}
+    return out
 
 
 def verify_trace(trace: dict[str, Any]) -> FoldResult:

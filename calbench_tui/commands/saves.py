@@ -422,6 +422,7 @@ def handle_trace(args) -> int:
             "problems": res.problems,
             "source": res.source,
             "costs": res.costs,
+            "oracle_split": res.splits,
             "at": args.at,
         }
         print(json.dumps(out, indent=2))
@@ -451,6 +452,12 @@ def handle_trace(args) -> int:
     for a, cal in enumerate(cals):
         console.print(f"  a{a}: " + " ".join(f"{_cell(it):>3}" for it in cal), highlight=False, soft_wrap=True)
     console.print(f"  cost of the applied batches per agent: {res.costs}", highlight=False)
+    if res.splits and res.splits.get("recorded") is not None:
+        sp = res.splits
+        kind = f" ({sp['kind']})" if sp.get("kind") else ""
+        console.print(f"  oracle's per-agent split: recorded {sp['recorded']}{kind}; ours {sp['ours']}"
+                      + ("; per-agent metrics use the recorded one" if res.source == "authors" else ""),
+                      highlight=False, soft_wrap=True)
     if res.verified:
         checked = "" if args.at is not None else ", and the recorded metrics match the ones recomputed from it"
         console.print(f"\n[green]Verified[/]: every folded round matches what the trace recorded{checked}.")
