@@ -70,6 +70,7 @@ class RunSettings:
     personas: dict[int, Any] | None = None
     stream_events: bool | None = None  # None: stream to the store iff a seat is an LLM or a human
     judge: Any = None  # LLMSettings of the optional LLM judge (paper I.2; personas.llm.judge)
+    fidelity: str = "ours"  # "paper": the authors' DSM behaviour (personas.registry.FIDELITIES)
 
     def game_config(self) -> GameConfig:
         return GameConfig(max_turns_per_round=self.max_turns, decision_retries=self.retries,
@@ -87,6 +88,8 @@ class RunSettings:
         }
         if self.judge is not None:
             d["judge"] = _llm_fields(self.judge)
+        if self.fidelity != "ours":  # the default leaves every existing key as it was
+            d["fidelity"] = self.fidelity
         if _uses_llm(agents_spec):
             if self.llm is not None:
                 d["llm"] = _llm_fields(self.llm)
@@ -160,7 +163,7 @@ def make_seats_for(agents_spec: str | AgentsSpec, n: int, settings: RunSettings)
 
     spec = AgentsSpec.parse(agents_spec)
     if not settings.personas and not spec.has_bare_llm:
-        return make_personas(spec, n, llm=settings.llm)
+        return make_personas(spec, n, llm=settings.llm, fidelity=settings.fidelity)
     out = []
     for seat, s in enumerate(spec.for_seats(n, allow_bare_llm=True)):
         seat_llm = (settings.personas or {}).get(seat, settings.llm)
@@ -169,7 +172,7 @@ def make_seats_for(agents_spec: str | AgentsSpec, n: int, settings: RunSettings)
 
             out.append(make_llm_persona("llm", seat_llm))
         else:
-            out.append(make_personas(s.name, 1, llm=seat_llm)[0])
+            out.append(make_personas(s.name, 1, llm=seat_llm, fidelity=settings.fidelity)[0])
     return out
 
 

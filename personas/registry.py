@@ -5,7 +5,8 @@ A spec is one name for every seat (``"imap"``) or a comma list with one name per
 :class:`personas.spec.AgentsSpec`.  Names:
 
 ``imap`` · ``sdmap`` · ``dsm-welfare`` · ``dsm-private`` — scripted reference protocols
-(SPEC §7); ``passive`` — a seat that never speaks or schedules; ``llm:MODEL[+variant]`` —
+(SPEC §7); ``dsm-private-requeue`` — DSM-Private that offers the slots of its failed
+negotiations last; ``passive`` — a seat that never speaks or schedules; ``llm:MODEL[+variant]`` —
 an LLM seat (``personas.llm.factory.make_llm_persona``); ``human`` — a person at the
 terminal, created by the app and handed in through ``humans={seat: persona}``.
 
@@ -20,8 +21,8 @@ from engine.seats import Persona, PassivePersona
 from personas.spec import (ALIASES, PERSONAS, AgentsSpec, PersonaSpecError, UnknownPersona, canonical_name,
                            valid_names)
 
-__all__ = ["ALIASES", "PERSONAS", "AgentsSpec", "PersonaSpecError", "UnknownPersona", "canonical_name",
-           "valid_names", "parse_spec", "make_personas"]
+__all__ = ["FIDELITIES", "ALIASES", "PERSONAS", "AgentsSpec", "PersonaSpecError", "UnknownPersona", "canonical_name",
+           "valid_names", "parse_spec", "make_personas", "personas_file_fidelity"]
 
 def _imap() -> Persona:
     from personas.scripted.imap import IMAPPersona
@@ -35,22 +36,28 @@ def _sdmap() -> Persona:
     return SDMAPPersona()
 
 
-def _dsm(preset: str) -> Callable[[], Persona]:
-    def make() -> Persona:
+def _dsm(preset: str, **options: Any) -> Callable[..., Persona]:
+    def make(fidelity: str = "ours") -> Persona:
         from personas.scripted.dsm import DSMPersona
 
-        return DSMPersona(preset=preset)
+        return DSMPersona(preset=preset, fidelity=fidelity, **options)
 
+    make.takes_fidelity = True  # type: ignore[attr-defined]
     return make
 
 
-_SCRIPTED: dict[str, Callable[[], Persona]] = {
+_SCRIPTED: dict[str, Callable[..., Persona]] = {
     "imap": _imap,
     "sdmap": _sdmap,
     "dsm-welfare": _dsm("welfare"),
     "dsm-private": _dsm("private"),
+    "dsm-private-requeue": _dsm("private", requeue=True),
     "passive": PassivePersona,
 }
+
+#: How faithful the scripted protocols are to the authors' code (``calbench run --fidelity``):
+#: ``ours`` (the default) or ``paper`` (DSM only: docs/protocols-dsm.md, "Paper fidelity").
+FIDELITIES = ("ours", "paper")
 
 
 def parse_spec(spec: "str | AgentsSpec", num_agents: int) -> list[str]:
@@ -67,6 +74,7 @@ def make_personas(
     *,
     llm: Any = None,
     humans: Mapping[int, Persona] | None = None,
+    fidelity: str = "ours",
 ) -> list[Persona]:
     """Build one fresh persona per seat from ``spec``.
 
@@ -74,6 +82,8 @@ def make_personas(
     ``llm:`` seat; ``humans`` maps seat -> an already-built human persona for every
     ``human`` seat (the app creates those; headless runs cannot).
     """
+    if fidelity not in FIDELITIES:
+        raise PersonaSpecError(f"unknown fidelity {fidelity!r}; use one of {', '.join(FIDELITIES)}")
     names = parse_spec(spec, num_agents)
     humans = dict(humans or {})
     out: list[Persona] = []
@@ -90,5 +100,26 @@ def make_personas(
                 raise UnknownPersona("llm seats are not available yet") from None
             out.append(make_llm_persona(name, llm))
         else:
-            out.append(_SCRIPTED[name]())
+            make = _SCRIPTED[name]
+            out.append(make(fidelity) if getattr(make, "takes_fidelity", False) and name != "dsm-private-requeue"
+                       else make())
     return out
+
+
+def personas_file_fidelity(path: str) -> str | None:
+    """The top-level ``fidelity = "ours" | "paper"`` of a personas file (None when absent).
+    Raises ``ValueError`` with one line for a bad value; other problems of the file are
+    reported where the file's LLM settings are read."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    value = raw.get("fidelity")
+    if value is None:
+        return None
+    if value not in FIDELITIES:
+        raise ValueError(f"personas file {path}: fidelity = {value!r}; use one of {', '.join(FIDELITIES)}")
+    return value

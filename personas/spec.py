@@ -22,7 +22,7 @@ __all__ = ["AgentsSpec", "SeatSpec", "PersonaSpecError", "UnknownPersona", "SCRI
            "ALIASES", "canonical_name", "valid_names", "compact_label"]
 
 #: The scripted personas (SPEC §7 protocols and the passive seat).
-SCRIPTED_NAMES: tuple[str, ...] = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive")
+SCRIPTED_NAMES: tuple[str, ...] = ("imap", "sdmap", "dsm-welfare", "dsm-private", "dsm-private-requeue", "passive")
 PERSONAS: tuple[str, ...] = (*SCRIPTED_NAMES, "human", "llm:MODEL[+variant]")
 ALIASES = {
     "sd-map": "sdmap", "sd_map": "sdmap", "sd": "sdmap",

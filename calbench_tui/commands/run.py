@@ -70,6 +70,11 @@ def register(subparsers) -> None:
     g.add_argument("--retries", type=int, default=3, metavar="N", help="decision retries after a rejected batch (default 3)")
     g.add_argument("--deterministic", action="store_true",
                    help="logical clock and game ids derived from the inputs (byte-identical traces)")
+    g.add_argument("--fidelity", choices=("ours", "paper"), default=None,
+                   help="how the DSM bots play: ours (default) or paper — as the authors' code does: "
+                        "DSM-Private announces a failed offer anyway and a seat that cannot take it books "
+                        "its first usable slot (a ghost meeting); DSM-Welfare makes one round of offers. "
+                        "A personas file may say fidelity = \"paper\" too. See docs/protocols-dsm.md")
 
     from .llm import add_llm_arguments
 
@@ -199,8 +204,10 @@ def handle(args) -> int:
         raise UserError(f"--tasks {args.tasks} names no tasks")
     llm, per_seat = build_llm_settings(args, spec)
     judge = build_judge_settings(args, llm)
+    fidelity = _fidelity(args)
     settings = runner.RunSettings(channels=channels, max_turns=args.max_turns, retries=args.retries,
-                                  deterministic=args.deterministic, llm=llm, personas=per_seat, judge=judge)
+                                  deterministic=args.deterministic, llm=llm, personas=per_seat, judge=judge,
+                                  fidelity=fidelity)
     for n, tid in sorted({t.num_agents: t.task_id for t in reversed(tasks)}.items()):
         _check_spec(spec, n, settings, tid)
     if sh:
@@ -311,3 +318,20 @@ def print_table(summary: list[dict[str, Any]], games) -> None:
 
 def _fmt(v, scale, pattern) -> str:
     return "–" if v is None else pattern.format(v * scale)
+
+
+def _fidelity(args) -> str:
+    """``--fidelity``, else the personas file's ``fidelity``, else ``ours``; a conflict is one line."""
+    from personas.registry import personas_file_fidelity
+
+    flag = getattr(args, "fidelity", None)
+    path = getattr(args, "personas", None)
+    from_file = None
+    if path:
+        try:
+            from_file = personas_file_fidelity(path)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    if flag and from_file and flag != from_file:
+        raise UserError(f"--fidelity {flag} contradicts fidelity = \"{from_file}\" in {path}; give one")
+    return flag or from_file or "ours"

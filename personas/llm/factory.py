@@ -127,7 +127,7 @@ def load_personas(path: str | Path, base: LLMSettings | None = None) -> tuple[LL
     except UnicodeDecodeError as exc:
         raise PersonasFileError(f"personas file {path} is not UTF-8 text (byte {exc.start}: "
                                 f"{exc.object[exc.start:exc.start + 1]!r}); save it as UTF-8") from None
-    unknown = set(raw) - {"defaults", "seats"}
+    unknown = set(raw) - {"defaults", "seats", "fidelity"}  # fidelity: personas.registry.personas_file_fidelity
     if unknown:
         raise PersonasFileError(f"personas file {path}: unknown section(s) {', '.join(sorted(unknown))}; "
                                 "use [defaults] and [seats.N]")

@@ -63,6 +63,7 @@ from .protocol import ProtocolPersona, Reading, as_int
 __all__ = [
     "PRESETS",
     "D",
+    "FIDELITIES",
     "DSMConfig",
     "DSMPersona",
     "Plan",
@@ -75,6 +76,8 @@ __all__ = [
 ]
 
 PROTOCOL = "dsm"
+#: ``ours`` (the default) and ``paper`` (the authors' client where it differs; docs/protocols-dsm.md)
+FIDELITIES = ("ours", "paper")
 # D, TOP, satisfaction and band_cost: the score scale of the payloads, owned by engine.protocol.
 
 
@@ -338,11 +341,21 @@ class DSMPersona(ProtocolPersona):
 
     protocol = PROTOCOL
 
-    def __init__(self, preset: str = "welfare", **overrides: Any) -> None:
+    def __init__(self, preset: str = "welfare", *, fidelity: str = "ours", requeue: bool = False,
+                 **overrides: Any) -> None:
         if preset not in PRESETS:
             raise ValueError(f"unknown DSM preset {preset!r}; choose 'welfare' or 'private'")
+        if fidelity not in FIDELITIES:
+            raise ValueError(f"unknown fidelity {fidelity!r}; choose one of {', '.join(FIDELITIES)}")
         super().__init__()
         self.preset = preset
+        #: "ours" (the default) or "paper": the authors' client where the paper and their code
+        #: differ from ours (one round of offers; a failed offer is announced anyway and a
+        #: participant that cannot take it books its first usable slot — a ghost meeting).
+        self.fidelity = fidelity
+        #: the variant that moves slots of its failed negotiations to the back of its offers
+        self.requeue = requeue
+        self._failed_slots: dict[int, int] = {}  # slot -> how many of my negotiations it failed
         self.config = replace(PRESETS[preset], **overrides) if overrides else PRESETS[preset]
         self.budget = self.config.initial_budget
         self.ledger: list[dict[str, Any]] = []
@@ -352,13 +365,20 @@ class DSMPersona(ProtocolPersona):
 
     @property
     def model(self) -> str:
-        return f"dsm-{self.preset}"
+        if self.requeue:
+            return f"dsm-{self.preset}-requeue"
+        return f"dsm-{self.preset}" if self.fidelity == "ours" else f"dsm-{self.preset}@{self.fidelity}"
+
+    @property
+    def paper(self) -> bool:
+        return self.fidelity == "paper"
 
     async def register(self, briefing) -> str | None:
         self.budget = self.config.initial_budget
         self.ledger = []
         self._r = None
         self._seen = self._seen_ok = 0
+        self._failed_slots = {}
         return await super().register(briefing)
 
     def on_round_start(self, view) -> None:
@@ -466,7 +486,11 @@ class DSMPersona(ProtocolPersona):
                     st.bumped[plan.pid] = tuple(sorted(
                         {a for m, _f, _t in plan.moves for a in view.prior_meetings.get(m, ())}
                         - set(st.participants)))
-        ranked.sort(key=lambda x: x[0])
+        if self.requeue and self._failed_slots:
+            # slots of my earlier failed negotiations go to the back, fewest failures first
+            ranked.sort(key=lambda x: (self._failed_slots.get(x[1].slot, 0), x[0]))
+        else:
+            ranked.sort(key=lambda x: x[0])
         st.pool = [(plan, s) for _key, plan, s in ranked]
         st.own = {plan.pid: s for plan, s in st.pool}
 
@@ -550,6 +574,11 @@ class DSMPersona(ProtocolPersona):
                 if own_best is not None:
                     st.offers.append(_Offer([own_best], {}, obs.turn, 0))
                     return self._decide_plan(own_best, fallback=True)
+            if self.paper and not st.pool:
+                # theirs: nothing to offer, nothing sent; everyone books its first usable slot
+                st.closed, st.failed = True, True
+                self.rs.failed = True
+                return []
             return self._offer(obs) or self._fail("I have no slot I can use for it")
         last = st.offers[-1]
         waiting = [a for a, plans in last.recipients.items()
@@ -564,6 +593,11 @@ class DSMPersona(ProtocolPersona):
             own_best = next((p for p in last.plans if not p.moves), None)
             if own_best is not None:
                 return self._decide_plan(own_best, fallback=True)
+        if self.paper:
+            # theirs: one round of offers; with no plan everyone can do, the best offered
+            # plan is announced anyway (a participant that cannot take it books its first
+            # usable slot in DECISION, leaving a ghost copy)
+            return self._decide_plan(self._best_anyway(), failed_offer=True)
         rest = [(p, s) for p, s in st.pool if p.pid not in st.tried]
         if not rest:
             return self._fail("none of my usable slots works for everyone")
@@ -678,8 +712,28 @@ class DSMPersona(ProtocolPersona):
                     best_key, best = key, plan
         return best
 
-    def _decide_plan(self, plan: Plan, fallback: bool = False) -> list[Message]:
+    def _best_anyway(self) -> Plan:
+        """Paper fidelity: the offered plan of least total dissatisfaction over the initiator
+        and its scorers, a missing or zero score counting as fully dissatisfied (their
+        ``_plan_rank``), then fewer scorers, then the lower slot."""
         st = self._r
+        best_key, best = None, None
+        for off in st.offers:
+            for plan in off.plans:
+                scorers = self._scorers(plan)
+                total = st.own.get(plan.pid, 0) + sum(st.scores.get(a, {}).get(plan.pid, 0) for a in scorers)
+                key = (TOP * (len(scorers) + 1) - total, len(scorers) + 1, plan.slot, plan.pid)
+                if best_key is None or key < best_key:
+                    best_key, best = key, plan
+        assert best is not None
+        return best
+
+    def _decide_plan(self, plan: Plan, fallback: bool = False, failed_offer: bool = False) -> list[Message]:
+        st = self._r
+        if failed_offer:
+            for off in st.offers:
+                for p in off.plans:
+                    self._note_failed(p.slot)
         st.closed, st.decided = True, plan
         self.rs.agreed = plan.slot
         deciding = next(off for off in reversed(st.offers) if plan in off.plans)
@@ -707,8 +761,13 @@ class DSMPersona(ProtocolPersona):
         self._settle_initiator(sum(st.paid.values()), paid_out)
         return out
 
+    def _note_failed(self, slot: int) -> None:
+        self._failed_slots[slot] = self._failed_slots.get(slot, 0) + 1
+
     def _fail(self, why: str) -> list[Message]:
         st = self._r
+        for slot in {p.slot for off in st.offers for p in off.plans}:
+            self._note_failed(slot)
         st.closed, st.failed, st.decided = True, True, None
         self.rs.failed = True
         out = []
@@ -745,6 +804,8 @@ class DSMPersona(ProtocolPersona):
         self._enter(obs.round, obs.meeting, obs.view)
         self._catch_up(obs.round_messages)
         st = self._r
+        if self.paper and (st.failed or st.decided is not None):
+            return self._paper_decide(obs)
         if st.failed:
             return Reply(text=f"No slot was agreed for meeting M{obs.meeting.id}; I abstain.")
         if st.decided is not None:
@@ -759,7 +820,49 @@ class DSMPersona(ProtocolPersona):
         return await super().decide(obs)
 
 
+    def _paper_decide(self, obs: DecisionObservation) -> Reply:
+        """Paper fidelity in DECISION (the authors' client): the agreed plan if this seat can
+        carry it out; otherwise — no plan, or one it cannot take — its first *usable* slot in
+        slot order (free, or holding an errand or a meeting copy while some other slot is
+        free), an errand there moved to the lowest free slot.  A retry takes the next usable
+        slot; a usable slot holding a meeting copy gives an empty batch (theirs cannot move it
+        without an agreed target), which the engine rejects."""
+        st = self._r
+        cal = obs.view.calendar
+        if obs.attempt == 0 and st.decided is not None:
+            plan = st.decided
+            mine = [m for m, _f, _t in plan.moves if m in obs.view.prior_meetings]
+            res = plan_batch(cal, plan, obs.meeting.id, host=True, must_move=mine)
+            if res is not None:
+                return Reply(actions=tuple(res[1]))
+        usable = first_usable_slots(cal)
+        if obs.attempt >= len(usable):
+            return Reply(text=f"I have no usable slot left for meeting M{obs.meeting.id}.")
+        slot = usable[obs.attempt]
+        it = cal[slot]
+        if it is None:
+            return Reply(actions=(Schedule(obs.meeting.id, slot),))
+        if isinstance(it, Errand):
+            dest = next(s for s in range(len(cal)) if s != slot and cal[s] is None)
+            return Reply(actions=(Reschedule(it.errand_id, slot, dest, f"make room at slot {slot}"),
+                                  Schedule(obs.meeting.id, slot)))
+        return Reply(text=f"Slot {slot} holds meeting M{it.meeting_id}, which I cannot move on my own.")
+
+
 # --------------------------------------------------------------------------------------
+def first_usable_slots(calendar) -> list[int]:
+    """The authors' "schedulable" slots, in slot order: free, or holding a movable errand or
+    a meeting copy while some other slot is free (blocked errands never)."""
+    free = [s for s, it in enumerate(calendar) if it is None]
+    out = []
+    for s, it in enumerate(calendar):
+        if it is None:
+            out.append(s)
+        elif (isinstance(it, MeetingCopy) or _movable(it)) and any(f != s for f in free):
+            out.append(s)
+    return out
+
+
 def _unique(xs: Iterable[int]) -> list[int]:
     out: list[int] = []
     for x in xs:
