@@ -422,9 +422,10 @@ def handle_trace(args) -> int:
             "problems": res.problems,
             "source": res.source,
             "costs": res.costs,
-            "oracle_split": res.splits,
             "at": args.at,
         }
+        if res.splits is not None:  # the authors' traces: their split and ours (issue 21)
+            out["oracle_split"] = res.splits
         print(json.dumps(out, indent=2))
         return 0 if res.verified else 1
 

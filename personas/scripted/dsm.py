@@ -475,14 +475,15 @@ class DSMPersona(ProtocolPersona):
             if cost is not None:
                 plain = Plan(k)
                 s = satisfaction(cost)
-                ranked.append(((0, -s, 0, k, ""), plain, s))
+                ranked.append((((0, -_their_s(cost), k, "") if self.paper else (0, -s, 0, k, "")), plain, s))
             elif isinstance(cal[k], MeetingCopy) and cfg.cascade_depth > 0 and cfg.displacement_targets > 0:
                 for plan in self._displacements(k):
                     cost = plan_cost(cal, plan, st.meeting_id, host=True)
                     if cost is None:
                         continue
                     s = satisfaction(cost)
-                    ranked.append(((1, -s, len(plan.moves), k, plan.pid), plan, s))
+                    ranked.append((((0, -_their_s(cost), k, plan.pid)) if self.paper
+                                   else (1, -s, len(plan.moves), k, plan.pid), plan, s))
                     st.bumped[plan.pid] = tuple(sorted(
                         {a for m, _f, _t in plan.moves for a in view.prior_meetings.get(m, ())}
                         - set(st.participants)))
@@ -804,7 +805,7 @@ class DSMPersona(ProtocolPersona):
         self._enter(obs.round, obs.meeting, obs.view)
         self._catch_up(obs.round_messages)
         st = self._r
-        if self.paper and (st.failed or st.decided is not None):
+        if self.paper and (st.failed or st.decided is not None or obs.attempt > 0):
             return self._paper_decide(obs)
         if st.failed:
             return Reply(text=f"No slot was agreed for meeting M{obs.meeting.id}; I abstain.")
@@ -822,14 +823,17 @@ class DSMPersona(ProtocolPersona):
 
     def _paper_decide(self, obs: DecisionObservation) -> Reply:
         """Paper fidelity in DECISION (the authors' client): the agreed plan if this seat can
-        carry it out; otherwise — no plan, or one it cannot take — its first *usable* slot in
-        slot order (free, or holding an errand or a meeting copy while some other slot is
-        free), an errand there moved to the lowest free slot.  A retry takes the next usable
-        slot; a usable slot holding a meeting copy gives an empty batch (theirs cannot move it
-        without an agreed target), which the engine rejects."""
+        carry it out; one it cannot take gives way to its first *usable* slot in slot order
+        (free, or holding an errand or a meeting copy while some other slot is free), an
+        errand there moved to the lowest free slot; with no plan agreed, nothing.  Retry k
+        (after a rejected batch) takes usable slot k, agreed or not; a usable slot holding a
+        meeting copy gives an empty batch (theirs cannot move it without an agreed target),
+        which the engine rejects."""
         st = self._r
         cal = obs.view.calendar
-        if obs.attempt == 0 and st.decided is not None:
+        if obs.attempt == 0:
+            if st.decided is None:  # nothing was agreed: theirs submits nothing
+                return Reply(text=f"No slot was agreed for meeting M{obs.meeting.id}; I abstain.")
             plan = st.decided
             mine = [m for m, _f, _t in plan.moves if m in obs.view.prior_meetings]
             res = plan_batch(cal, plan, obs.meeting.id, host=True, must_move=mine)
@@ -861,6 +865,11 @@ def first_usable_slots(calendar) -> list[int]:
         elif (isinstance(it, MeetingCopy) or _movable(it)) and any(f != s for f in free):
             out.append(s)
     return out
+
+
+def _their_s(cost: int) -> int:
+    """The authors' satisfaction of a cost: 11 − cost, at least 1 (cost 1 → 10, 10 or more → 1)."""
+    return max(1, TOP - max(0, cost))
 
 
 def _unique(xs: Iterable[int]) -> list[int]:
