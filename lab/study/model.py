@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 __all__ = ["Study", "Condition", "StudyFileError", "load_study", "parse_study"]
 
-SCRIPTED = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive")
+SCRIPTED = ("imap", "sdmap", "dsm-welfare", "dsm-private", "dsm-private-requeue", "passive")
 CHANNELS = ("dm", "participant", "all")
 
 
@@ -103,6 +103,8 @@ class Condition(_Model):
     llm: LLMEndpoint = LLMEndpoint()
     reveal_partners: bool = Field(False, description="show the partners' protocol or model to the participant "
                                                      "(default: blinded, every partner is 'Agent N')")
+    fidelity: Literal["ours", "paper"] = Field(
+        "ours", description="how DSM partners play: ours, or paper (the authors' code; docs/protocols-dsm.md)")
 
     @field_validator("partners")
     @classmethod

@@ -378,7 +378,8 @@ class StudyRunner:
                                                       seat_persona.rounds)
         names = cond.partner_names(task.num_agents, g.seat)
         spec = ",".join(names)
-        seats = make_personas(spec, task.num_agents, llm=self._llm_settings(cond), humans={g.seat: seat_persona})
+        seats = make_personas(spec, task.num_agents, llm=self._llm_settings(cond), humans={g.seat: seat_persona},
+                              fidelity=cond.fidelity)
         config = GameConfig(max_turns_per_round=cond.max_turns, channels=cond.channel_names(),
                             deterministic=self.deterministic)
         extra = {"study": self.study.name, "participant": self.participant, "condition": cond.name,
