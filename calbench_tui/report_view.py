@@ -98,10 +98,29 @@ def report_renderables(report: dict[str, Any]) -> list[Any]:
             fmt(r["subsequent_excess"]), f"{fmt(r['delta_excess'])} {fmt(r['delta_excess_ci95'], 'pm')}".strip(),
             str(r["vps_pairs"])), 9)
         out.append(t)
+    ma = report.get("message_audit")
+    if ma and ma["groups"]:
+        out.append(audit_table(ma["groups"], gt))
     lb = report.get("leaderboard")
     if lb:
         out.extend(leaderboard_renderables(lb))
     return out
+
+
+def audit_table(groups: Sequence[dict[str, Any]], title: str = "Persona"):
+    """The message audit (paper §4.3): share of messages (and of talking rounds) with each."""
+    t = _table("Message audit (paper §4.3) — share of messages sent with a proposal, availability, cost, "
+               "question, refusal (in brackets: share of talking rounds)",
+               [(title, "left"), ("Msgs", "right"), ("Free text", "right"), ("Proposal", "right"),
+                ("Availability", "right"), ("Cost", "right"), ("Question", "right"), ("Refusal", "right")])
+
+    def cell(r, c):
+        return f"{fmt(r[c]['rate'], 'f3')} ({fmt(r[c]['round_rate'], 'f3')})"
+
+    _with_settings(t, groups, lambda r: (
+        "  " + r["group"], str(r["messages"]), fmt(r["free_text"] / r["messages"] if r["messages"] else None, "pct"),
+        *(cell(r, c) for c in ("proposal", "availability", "cost", "question", "refusal"))), 8)
+    return t
 
 
 def leaderboard_renderables(lb: dict[str, Any]) -> list[Any]:

@@ -152,6 +152,10 @@ def build_report(rows: Sequence[dict[str, Any]], traces: Sequence[dict[str, Any]
         "first_speaker": first_speaker(am_rows, records, group_by) if traces is not None else None,
         "_records": records,
     }
+    if traces is not None:  # the paper's message audit (issue 21): lab/report/audit.py
+        from .audit import audit_section
+
+        report["message_audit"] = audit_section(records, traces, group_by)
     if with_leaderboard:
         report["leaderboard"] = leaderboard(records, group_by)
     return report

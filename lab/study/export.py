@@ -146,6 +146,11 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ]),
 }
 
+# the paper's message audit (issue 21): its own module, one file more
+from .audit_export import AUDIT_CODEBOOK, audit_rows  # noqa: E402
+
+CODEBOOK.update(AUDIT_CODEBOOK)
+
 _TIERS = ("public", "neutral", "sensitive")
 
 
@@ -278,6 +283,7 @@ async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
             "observer_vps": obs["observer_vps"] if (mine and obs) else None,
             "estimator_vps_same_pairs": obs["estimator_vps"] if (mine and obs) else None,
             "timeouts": timeouts if mine else None})
+    audit_rows(out, trace, pid, g, kinds, [out_row["persona"] for out_row in out["games.csv"][-task.num_agents:]])
     contrib: dict[Any, float] = {}
     for u in belief_updates(task, events):
         contrib[u["seq"]] = contrib.get(u["seq"], 0.0) + abs(u["after"] - 0.5) - abs(u["before"] - 0.5)
