@@ -93,6 +93,21 @@ def test_calbench_trace_names_an_edited_vps(cli, tmp_path, ours):
 # ---------------------------------------------------------------------------------------
 # The authors' traces: another optimal split verifies, a wrong one does not
 # ---------------------------------------------------------------------------------------
+def _import(trace):
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "theirs.json"
+        f.write_text(json.dumps(trace))
+        res = subprocess.run([sys.executable, "-m", "calbench_tui.cli", "import", str(f), "--db", str(Path(d) / "i.db")],
+                             capture_output=True, text=True, timeout=300)
+        assert "Traceback" not in res.stderr, res.stderr
+        return res.returncode
+
+
 def _with_split(trace, split, replayed=True):
     t = copy.deepcopy(trace)
     cost = t["final_state"]["per_agent_cost"]
@@ -121,6 +136,9 @@ def test_a_foreign_trace_with_another_optimal_split_verifies(compat_dir):
     assert other["metrics"]["total_excess_burden"] == 1
     res = verify_trace(other)
     assert res.verified, res.problems
+    # calbench import takes it (it used to refuse: "per_agent_excess_burden[0] records -1 ...")
+    return_code = _import(other)
+    assert return_code == 0
     # its per-agent metrics use its own split; the excess is the positive part
     seats = seat_results(other)
     assert [s["oracle_cost_shown"] for s in seats] == [1, 0, 1, 0, 0]
