@@ -85,7 +85,8 @@ def canonical_persona(name: Any) -> str:
 
 
 def is_scripted(persona: str) -> bool:
-    return persona in SCRIPTED
+    # "dsm-private@paper": a scripted protocol played with --fidelity paper
+    return persona in SCRIPTED or persona.split("@", 1)[0] in SCRIPTED
 
 
 def game_order_key(started_at: Any, game_id: Any) -> tuple[str, str]:

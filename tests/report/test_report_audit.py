@@ -47,3 +47,9 @@ def test_report_json_and_table_carry_the_audit(cli, filled_db):
     assert rc == 0, err
     text = " ".join(out.split())
     assert "Message audit (paper §4.3)" in text and "Availability" in text and "Refusal" in text
+
+
+def test_a_paper_mode_protocol_counts_as_scripted():
+    from lab.report.stats import is_scripted
+
+    assert is_scripted("dsm-private@paper") and is_scripted("dsm-private-requeue") and not is_scripted("llm:x@y")
