@@ -247,6 +247,8 @@ def handle(args) -> int:
         sys.stdout.write(redact(json.dumps(doc)) + "\n")
     else:
         print_table(summary, games)
+        if fidelity != "ours":
+            print(f"fidelity: {fidelity} — DSM seats play the authors' rules (docs/protocols-dsm.md)")
     failed = sum(1 for g in games if g.status == "failed")
     if failed:
         print(f"calbench: {failed} game(s) failed; list them with 'calbench games --status failed --db {path}' "

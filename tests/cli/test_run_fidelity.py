@@ -50,3 +50,13 @@ def test_help_explains_the_option(capsys):
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--fidelity {ours,paper}" in text and "ghost meeting" in text and "one round of offers" in text
+
+
+def test_the_table_says_which_rules_were_played(cli, tmp_path):
+    rc, out, err = cli("run", "--tasks", "canonical:0", "--agents", "dsm-private", "--fidelity", "paper",
+                       "--deterministic", "--db", str(tmp_path / "t.db"), "--concurrency", "1")
+    assert rc == 0, err
+    assert "fidelity: paper" in out
+    rc, out, err = cli("run", "--tasks", "canonical:0", "--agents", "dsm-private",
+                       "--deterministic", "--db", str(tmp_path / "u.db"), "--concurrency", "1")
+    assert rc == 0 and "fidelity" not in out
