@@ -36,13 +36,14 @@ def _sdmap() -> Persona:
     return SDMAPPersona()
 
 
-def _dsm(preset: str, **options: Any) -> Callable[..., Persona]:
+def _dsm(preset: str, *, requeue: bool = False) -> Callable[..., Persona]:
     def make(fidelity: str = "ours") -> Persona:
         from personas.scripted.dsm import DSMPersona
 
-        return DSMPersona(preset=preset, fidelity=fidelity, **options)
+        return DSMPersona(preset=preset, fidelity=fidelity, requeue=requeue)
 
-    make.takes_fidelity = True  # type: ignore[attr-defined]
+    # the requeue variant is a variant of our rules: --fidelity leaves it as it is
+    make.takes_fidelity = not requeue  # type: ignore[attr-defined]
     return make
 
 
@@ -101,8 +102,7 @@ def make_personas(
             out.append(make_llm_persona(name, llm))
         else:
             make = _SCRIPTED[name]
-            out.append(make(fidelity) if getattr(make, "takes_fidelity", False) and name != "dsm-private-requeue"
-                       else make())
+            out.append(make(fidelity) if getattr(make, "takes_fidelity", False) else make())
     return out
 
 

@@ -576,7 +576,7 @@ class DSMPersona(ProtocolPersona):
                     st.offers.append(_Offer([own_best], {}, obs.turn, 0))
                     return self._decide_plan(own_best, fallback=True)
             if self.paper and not st.pool:
-                # theirs: nothing to offer, nothing sent; everyone books its first usable slot
+                # theirs: nothing to offer, nothing sent, nothing agreed (DECISION: _paper_decide)
                 st.closed, st.failed = True, True
                 self.rs.failed = True
                 return []
