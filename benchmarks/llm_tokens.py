@@ -12,7 +12,10 @@ Modes (``LLMSettings.history``):
 * ``digest``  — each finished round replaced by its digest as soon as the next begins;
 * ``auto@N``  — full until the thread would not fit a context of N tokens (the mock
                 enforces N and advertises it in /v1/models), then the oldest rounds digested;
-* ``full@N``  — the append-only thread against the same limit: what happened before.
+* ``full@N``  — the append-only thread against the same limit: what happened before;
+* ``compact`` — the compact prompt profile (``--prompt compact``; with ``history=auto`` it
+                digests each finished round), no window.  ``auto@N`` with N under 4,096
+                picks the compact profile by itself.
 
 Printed per mode, summed over the games: prompt tokens per game (the endpoint's
 ``usage.prompt_tokens``, which the mock estimates as characters/4 + 3 per message),
@@ -74,13 +77,13 @@ def prefix_share(sent: list[tuple[int, str]]) -> float:
     return reused / total if total else 0.0
 
 
-async def run_mode(tasks, history: str, limit: int | None, table: str) -> dict:
+async def run_mode(tasks, history: str, limit: int | None, table: str, prompt: str = "auto") -> dict:
     out = {"prompt": 0, "completion": 0, "requests": 0, "max_prompt": 0, "overflows": 0, "scheduled": 0,
            "meetings": 0, "share_num": 0.0, "share_den": 0, "seconds": 0.0}
     t0 = time.perf_counter()
     for task in tasks:
         async with Recorder(context_limit=limit, advertise_context=limit is not None) as mock:
-            settings = LLMSettings(base_url=mock.base_url, history=history, retries=0)
+            settings = LLMSettings(base_url=mock.base_url, history=history, retries=0, prompt=prompt)
             if table == "all":
                 seats = [make_llm_persona("llm:bench", settings) for _ in range(task.num_agents)]
             else:  # the table: one LLM seat (seat 1) among IMAP bots
@@ -113,8 +116,8 @@ async def main() -> None:
     tasks = [hydrate_labels(t) for t in resolve_tasks(args.tasks)]
     n = len(tasks)
     limits = [int(x) for x in args.limits.split(",") if x.strip()]
-    modes = [("full", "full", None), ("digest", "digest", None)]
-    modes += [(f"auto@{n}", "auto", n) for n in limits] + [(f"full@{n}", "full", n) for n in limits]
+    modes = [("full", "full", None, "full"), ("digest", "digest", None, "full"), ("compact", "auto", None, "compact")]
+    modes += [(f"auto@{n}", "auto", n) for n in limits] + [(f"full@{n}", "full", n, "full") for n in limits]
     for table, title in (("all", "every seat an LLM seat"), ("one", "imap,llm,imap,imap,imap (one LLM seat)")):
         print(f"\n{n} games ({args.tasks}), {title}, on the loopback mock")
         await table_rows(tasks, modes, table)
@@ -125,8 +128,8 @@ async def table_rows(tasks, modes, table: str) -> None:
     print(f"{'mode':<11} {'prompt tok/game':>15} {'vs full':>8} {'tok/request':>11} {'max request':>11} "
           f"{'prefix cache':>12} {'overflows':>9} {'scheduled':>9} {'s':>6}")
     base = None
-    for name, history, limit in modes:
-        r = await run_mode(tasks, history, limit, table)
+    for name, history, limit, *prompt in modes:
+        r = await run_mode(tasks, history, limit, table, *prompt)
         per_game = r["prompt"] / n
         base = base or per_game
         share = r["share_num"] / r["share_den"] if r["share_den"] else 0.0

@@ -109,51 +109,197 @@ def action_from_json(raw: Any) -> Action:
 class Envelope:
     thinking: str | None
     actions: tuple[Action, ...]
+    #: ``{"type": "agree", "slot": n}`` short actions, in order: a seat's "I agree to slot n",
+    #: which an LLM persona turns into the messages of its channels (``pass`` leaves no trace).
+    agreed: tuple[Any, ...] = ()
+    #: True when a reply cut off at its token limit was closed (strings, lists, objects) to read it.
+    repaired: bool = False
 
+
+#: Limits on what one reply may carry (issue 24 item 10): a longer reply, more actions or a
+#: longer message is refused whole (an :class:`EnvelopeError`, i.e. an agent failure),
+#: never shortened.  The LLM schemas (``personas/llm/schema.py``) ask for less.
+MAX_REPLY_CHARS = 32_000
+MAX_ACTIONS = 40
+MAX_MESSAGE_CHARS = 2_000
+#: Short actions a reply may use besides the game's own: ``pass`` (nothing to add) and
+#: ``agree`` (``{"type": "agree", "slot": n}``: "I agree to slot n").
+SHORT_TYPES = ("pass", "agree")
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+
+
+def _top_level_starts(text: str):
+    """Offsets of ``{`` / ``[`` that open a value at nesting depth 0 (outside strings).
+
+    An object *inside* a larger unclosed one (an action of an envelope that was cut off)
+    is never a candidate: reading it alone would silently drop the rest of the reply.
+    """
+    depth = 0
+    in_str = esc = False
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"' and depth > 0:
+            in_str = True
+        elif ch in "{[":
+            if depth == 0:
+                yield i
+            depth += 1
+        elif ch in "}]" and depth > 0:
+            depth -= 1
 
 
 def _candidates(text: str):
     for m in _FENCE.finditer(text):
         yield m.group(1).strip()
     yield text.strip()
-    # The first balanced {...} or [...] anywhere in prose.
+    # The first balanced top-level {...} or [...] in prose.
     dec = json.JSONDecoder()
-    for i, ch in enumerate(text):
-        if ch in "{[":
-            try:
-                obj, _ = dec.raw_decode(text[i:])
-            except ValueError:
-                continue
-            yield obj
+    for i in _top_level_starts(text):
+        try:
+            obj, _ = dec.raw_decode(text[i:])
+        except ValueError:
+            continue
+        yield obj
 
 
-def parse_envelope(text: Any) -> Envelope:
-    """Read an envelope from a model's reply text (or an already-decoded object)."""
-    obj: Any = None
+def repair_truncated(text: str) -> Any:
+    """The JSON value a reply cut off at its token limit was writing, closed, or None.
+
+    The reply's first top-level ``{`` (or a code fence's) is read to its end: an open
+    string is closed, a key left without a value (or a dangling ``,`` / ``:``) is dropped,
+    and every open array and object is closed.  The result is the *whole* envelope the
+    model was writing, never one inner object of it.
+    """
+    start = next((i for i in _top_level_starts(text) if text[i] == "{"), None)
+    if start is None:
+        return None
+    body = text[start:]
+    stack: list[str] = []
+    out: list[str] = []
+    in_str = esc = False
+    for ch in body:
+        out.append(ch)
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack:
+                break
+            stack.pop()
+            if not stack:
+                break
+    if not stack:  # it closed by itself: nothing to repair here
+        return None
+    s = "".join(out)
+    if in_str:
+        if esc:
+            s = s[:-1]
+        s += '"'
+    dec = json.JSONDecoder()
+    # Close it as it is; else drop the last incomplete member or element (a key with no
+    # value, a half-written number or literal) and try again, a few times.
+    for _ in range(6):
+        t = s.rstrip()
+        while t and t[-1] in ",:":
+            t = t[:-1].rstrip()
+        closing = "".join(reversed(_open_stack(t)))
+        try:
+            obj, _ = dec.raw_decode(t + closing)
+            return obj
+        except ValueError:
+            pass
+        cut = max(t.rfind(","), t.rfind("{"), t.rfind("["))
+        if cut <= 0:
+            return None
+        s = t[:cut + 1] if t[cut] in "{[" else t[:cut]
+    return None
+
+
+def _open_stack(text: str) -> list[str]:
+    """The closers still owed at the end of ``text`` (outside strings)."""
+    stack: list[str] = []
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]" and stack:
+            stack.pop()
+    return stack
+
+
+def decode_envelope(text: Any, *, truncated: bool = False) -> tuple[Any, bool]:
+    """``(the JSON value of a reply, repaired?)``; :class:`EnvelopeError` when there is none.
+
+    ``truncated``: the endpoint said the reply was cut at its token limit
+    (``finish_reason: length``).  Then only the whole envelope counts: the text is read
+    as is when it is complete JSON after all, else closed by :func:`repair_truncated`;
+    a lone inner object is never taken for the reply.
+    """
     if isinstance(text, (dict, list)):
-        obj = text
-    elif isinstance(text, str):
-        if not text.strip():
-            raise EnvelopeError("the reply was empty")
-        for cand in _candidates(text):
-            if not isinstance(cand, str):
-                obj = cand
-                break
-            try:
-                obj = json.loads(cand)
-                break
-            except ValueError:
-                continue
-    if obj is None:
+        return text, False
+    if not isinstance(text, str):
         raise EnvelopeError("no JSON object with 'actions' was found in the reply")
+    if not text.strip():
+        raise EnvelopeError("the reply was empty")
+    if len(text) > MAX_REPLY_CHARS:
+        raise EnvelopeError(f"the reply is {len(text):,} characters long; at most {MAX_REPLY_CHARS:,} are read")
+    for cand in _candidates(text):
+        if not isinstance(cand, str):
+            return cand, False
+        try:
+            return json.loads(cand), False
+        except ValueError:
+            continue
+    if truncated:
+        obj = repair_truncated(text)
+        if isinstance(obj, dict):
+            return obj, True
+    raise EnvelopeError("no JSON object with 'actions' was found in the reply")
+
+
+def parse_envelope(text: Any, *, truncated: bool = False) -> Envelope:
+    """Read an envelope from a model's reply text (or an already-decoded object).
+
+    ``truncated``: the reply was cut off at its token limit; see :func:`decode_envelope`
+    (a repaired envelope has ``repaired=True``; one with no ``actions`` yet is a pass).
+    Limits: :data:`MAX_REPLY_CHARS`, :data:`MAX_ACTIONS`, :data:`MAX_MESSAGE_CHARS`.
+    """
+    obj, repaired = decode_envelope(text, truncated=truncated)
     thinking = None
     if isinstance(obj, dict):
         thinking = obj.get("thinking")
         if "actions" not in obj:
-            if "type" in obj:  # a single bare action
+            if "type" in obj and not repaired:  # a single bare action
                 obj = {"actions": [obj]}
+            elif repaired and "thinking" in obj:  # cut off before its actions: it did nothing
+                obj = {**obj, "actions": []}
             else:
                 raise EnvelopeError("the JSON object has no 'actions' list")
         raw_actions = obj.get("actions")
@@ -163,8 +309,25 @@ def parse_envelope(text: Any) -> Envelope:
         raw_actions = []
     if not isinstance(raw_actions, list):
         raise EnvelopeError("'actions' must be a list")
-    actions = tuple(action_from_json(a) for a in raw_actions)
-    return Envelope(thinking if isinstance(thinking, str) or thinking is None else json.dumps(thinking), actions)
+    if len(raw_actions) > MAX_ACTIONS:
+        raise EnvelopeError(f"the reply has {len(raw_actions):,} actions; at most {MAX_ACTIONS} are allowed")
+    actions: list[Action] = []
+    agreed: list[Any] = []
+    for a in raw_actions:
+        kind = a.get("type") if isinstance(a, dict) else None
+        if kind == "pass":
+            continue
+        if kind == "agree":
+            agreed.append(_int_or_raw(a.get("slot")))
+            continue
+        act = action_from_json(a)
+        if isinstance(act, Message) and len(act.content) > MAX_MESSAGE_CHARS:
+            raise EnvelopeError(f"a message of {len(act.content):,} characters; at most {MAX_MESSAGE_CHARS:,} "
+                                "are allowed")
+        actions.append(act)
+    if thinking is not None and not isinstance(thinking, str):
+        thinking = json.dumps(thinking)
+    return Envelope(thinking, tuple(actions), tuple(agreed), repaired)
 
 
 def actions_to_json(actions) -> list[dict[str, Any]]:

@@ -35,9 +35,13 @@ Slot statements — the procedure
    ============  =====================================================  ========  ========
    cant          can't do/make, cannot, unable, impossible, doesn't/     0.20      0.55
                  won't work, not available/free/open, unavailable,
-                 blocked, conflict, no good, ruled out
+                 blocked, conflict, no good, ruled out; the modal
+                 negatives couldn't/wouldn't/won't do, not able to
    busy          busy, occupied, booked, taken, tied up, have an errand   0.35      0.45
-   free          free, open, available, works (for me), can do, clear    0.90      0.60
+   free          free, open, available, works (for me), clear, and the   0.90      0.60
+                 modal forms can/could/would/should/might/will do (or
+                 make, manage, take, attend), I'd do, (be) able to do,
+                 suits me, possible for me
    cost          cost(s), costly, expensive, cheap, penalty, would have   0.75      0.35
                  to move, can move (my errand)
    proposal      propose, suggest, how/what about, let's, shall/could    0.70      0.25
@@ -147,6 +151,8 @@ class Statement:
 _NEG = r"(?:not|n't|no|never)"
 _KEYWORDS: list[tuple[str, str]] = [
     ("cant", r"can'?t\s+(?:do|make|manage|take|use|meet|attend|move)|cannot|can\s+not|unable|impossible"
+             r"|(?:could|would|should|might|will|wo)\s*n[o']t\s+(?:be\s+able\s+to\s+)?(?:do|make|manage|take|attend)"
+             r"|(?:could|would)\s*n'?t\s+work|not\s+able\s+to"
              r"|not\s+(?:possible|feasible|an\s+option|workable)|infeasible|no\s+good|out\s+of\s+the\s+question"
              r"|(?:does|do|would|will|did)\s*n[o']t\s+work|won'?t\s+work|not\s+going\s+to\s+work"
              r"|(?:is|are|was|'s|'re)?\s*n[o']t\s+(?:available|free|open|possible)|not\s+(?:available|free|open)"
@@ -155,7 +161,10 @@ _KEYWORDS: list[tuple[str, str]] = [
              r"|committed|full"),
     ("cost", r"costs?|costly|expensive|cheap(?:er|est)?|penalty|would\s+(?:have|need)\s+to\s+move"
              r"|(?:need|have)\s+to\s+move|(?:can|could)\s+move\s+(?:my|an?|the|that)"),
-    ("free", r"free|open|available|works?|can\s+(?:do|make)|fine|clear|good\s+for\s+(?:me|us)|ok(?:ay)?\s+for\s+(?:me|us)"),
+    ("free", r"free|open|available|works?|fine|clear|good\s+for\s+(?:me|us)|ok(?:ay)?\s+for\s+(?:me|us)"
+             r"|(?:can|could|would|should|might|may|will)\s+(?:also\s+|probably\s+|easily\s+)?(?:do|make|manage|take"
+             r"|attend)|i'?d\s+(?:do|make|manage|take)|(?:be\s+)?able\s+to\s+(?:do|make|manage|take|attend|meet)"
+             r"|suits?\s+(?:me|us)|possible\s+for\s+(?:me|us)"),
     ("proposal", r"propos(?:e|es|ed|ing|als?)|suggest(?:s|ed|ing|ions?)?|how\s+about|what\s+about|let'?s|let\s+us|shall\s+we"
                  r"|should\s+we|could\s+we|can\s+we|meet\s+at|go\s+(?:with|for)|agreed?|confirm(?:ed|ing)?"
                  r"|settle\s+on|lock(?:ed)?\s+in|i'?ll\s+schedule|schedul(?:e|ing)\s+(?:it|m\d+|the\s+meeting|meeting)"

@@ -130,6 +130,13 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--history", choices=("auto", "digest", "full"), default=None,
                    help="earlier rounds in the thread: auto (default) digests the oldest only when needed, digest "
                         "always, full never")
+    g.add_argument("--prompt", choices=("auto", "full", "compact"), default=None, dest="prompt_profile",
+                   help="LLM prompt profile: full, compact (the same rules and information in fewer tokens, for "
+                        "small models and windows) or auto (default: compact when the context window is under "
+                        "4,096 tokens)")
+    g.add_argument("--llm-calls-per-round", type=int, default=None, metavar="N",
+                   help="at most N CHEAP_TALK calls per round for each LLM seat; past it the seat passes without "
+                        "a request (default: no cap; the turn budget still applies)")
     g.add_argument("--reflection", action="store_true",
                    help="after each round ask every LLM seat for its belief changes (reflection-calibrated VPS)")
 
@@ -138,11 +145,13 @@ _FLAGS = {"base_url": "base_url", "api_key_env": "api_key_env", "temperature": "
           "max_tokens": "max_tokens", "timeout": "timeout", "llm_retries": "retries",
           "llm_concurrency": "concurrency", "reflection": "reflection", "structured": "structured",
           "context_window": "context_window", "history": "history",
-          "endpoint_concurrency": "endpoint_concurrency"}
+          "endpoint_concurrency": "endpoint_concurrency",
+          "prompt_profile": "prompt", "llm_calls_per_round": "max_calls_per_round"}
 
 # Options that must be positive (0 would mean "no tokens", "no time", "no requests").
 _POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds",
-             "context_window": "at least 1", "endpoint_concurrency": "at least 1"}
+             "context_window": "at least 1", "endpoint_concurrency": "at least 1",
+             "llm_calls_per_round": "at least 1"}
 
 
 def given_llm_options(args) -> dict[str, object]:

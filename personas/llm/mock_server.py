@@ -90,9 +90,11 @@ from engine.render import parse_calendar_render
 
 from .prompts import HEADER_RE
 
-__all__ = ["MockLLMServer", "POLICIES", "FAULTS", "RequestRecord"]
+__all__ = ["MockLLMServer", "POLICIES", "FAULTS", "RequestRecord", "SLOPPY_MODES"]
 
 POLICIES = ("cooperative", "silent", "chaos", "sloppy", "judge")
+#: Modes of the ``sloppy`` policy that copy a small model's habits (``MockLLMServer(sloppy_mode=...)``).
+SLOPPY_MODES = ("runaway", "copycat")
 #: The ``response_format`` forms the mock accepts by default (see ``MockLLMServer(formats=...)``).
 FORMATS = ("json_schema", "json_object")
 _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · Sender Agent (\d+) · (\d+) slots ===$",
@@ -505,9 +507,11 @@ class MockLLMServer:
                  host: str = "127.0.0.1", port: int = 0, retry_after: float = 1.0,
                  context_limit: int | None = None, chaos_rate: float = 0.4, context_style: str = "openai",
                  advertise_context: bool = False, formats: tuple[str, ...] = FORMATS,
-                 sloppy_rate: float = 1.0) -> None:
+                 sloppy_rate: float = 1.0, sloppy_mode: str | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+        if sloppy_mode is not None and sloppy_mode not in SLOPPY_MODES:
+            raise ValueError(f"unknown sloppy mode {sloppy_mode!r}; choose from {', '.join(SLOPPY_MODES)}")
         self.policy = policy
         self.latency = float(latency)
         self.seed = int(seed)
@@ -519,6 +523,7 @@ class MockLLMServer:
         self.advertise_context = advertise_context
         self.formats = tuple(formats)
         self.sloppy_rate = sloppy_rate
+        self.sloppy_mode = sloppy_mode  # runaway / copycat (see _small_model_mode); sloppy policy only
         self.formats_seen: Counter[str] = Counter()
         self.models_requests = 0
         self.chaos_rate = chaos_rate
@@ -824,7 +829,9 @@ class MockLLMServer:
             if schema is not None:
                 envelope = _conform(envelope, schema)
         sloppy = None
-        if self.policy == "sloppy" and schema is None and not judge_q:
+        if self.policy == "sloppy" and self.sloppy_mode in SLOPPY_MODES and not judge_q and th.reflection is None:
+            sloppy = _small_model_mode(self.sloppy_mode, envelope, th, schema, req)
+        elif self.policy == "sloppy" and schema is None and not judge_q:
             sloppy = _sloppy(envelope, rf_type, random.Random(f"{self.seed}:sloppy:{hashlib.sha1(json.dumps(req.get('messages')).encode()).hexdigest()}"), self.sloppy_rate)
         if kind == "invalid_batch":
             envelope = _invalid(th, envelope)
@@ -876,17 +883,44 @@ def _request_schema(rf: Any) -> dict[str, Any] | None:
     return None
 
 
-def _allowed_types(schema: dict[str, Any]) -> set[str] | None:
-    items = ((schema.get("properties") or {}).get("actions") or {}).get("items")
-    if not isinstance(items, dict):
+def _action_shapes(actions: Any) -> list[dict[str, Any]] | None:
+    """Every action object shape an ``actions`` schema allows (``items``, ``prefixItems``,
+    ``anyOf`` of arrays), or None when it says nothing about them."""
+    if not isinstance(actions, dict):
         return None
-    if items == {}:
-        return set()
+    out: list[dict[str, Any]] = []
+    arrays = actions.get("anyOf") if "anyOf" in actions else [actions]
+    for arr in arrays:
+        if not isinstance(arr, dict):
+            continue
+        for it in list(arr.get("prefixItems") or []) + ([arr["items"]] if isinstance(arr.get("items"), dict) else []):
+            for alt in it.get("anyOf", [it]):
+                if isinstance(alt, dict):
+                    out.append(alt)
+    return out
+
+
+def _allowed_types(schema: dict[str, Any]) -> set[str] | None:
+    shapes = _action_shapes((schema.get("properties") or {}).get("actions"))
+    if shapes is None:
+        return None
     out: set[str] = set()
-    for alt in items.get("anyOf", [items]):
+    for alt in shapes:
         t = ((alt.get("properties") or {}).get("type") or {})
         out.update(t.get("enum") or ([t["const"]] if "const" in t else []))
     return out
+
+
+def _string_limits(schema: dict[str, Any] | None) -> dict[str, int | None]:
+    """The ``maxLength`` of the envelope's ``thinking`` and of message ``content`` (None: unbounded)."""
+    props = (schema or {}).get("properties") or {}
+    content = None
+    for alt in _action_shapes(props.get("actions")) or []:
+        c = (alt.get("properties") or {}).get("content")
+        if isinstance(c, dict):
+            content = c.get("maxLength")
+            break
+    return {"thinking": (props.get("thinking") or {}).get("maxLength") if schema else None, "content": content}
 
 
 def _conform(envelope: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
@@ -929,6 +963,57 @@ def _sloppy(envelope: dict[str, Any], rf_type: str | None, rng: random.Random, r
         full = json.dumps(envelope, indent=2)
         return "Sure! " + full[: max(8, len(full) // 2)], "length"
     return "Sure, here you go!\n" + json.dumps(envelope) + "\nLet me know if you need anything else.", "stop"
+
+
+# --------------------------------------------------------------------------------------
+# Small-model habits (the sloppy policy's modes)
+# --------------------------------------------------------------------------------------
+_LOOP_THINKING = "Let me think about which slot works best for everyone before I answer. "
+_LOOP_CONTENT = "I could do several slots, maybe slot 3 or slot 5 or another one, "
+_EXAMPLE_DM_RE = re.compile(r'\{"type": "dm", "to": (\d+), "content": "([^"]*)"\}')
+
+
+def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: dict[str, Any] | None,
+                      req: dict[str, Any]) -> tuple[str, str]:
+    """``(content, finish_reason)`` of a small model's habit, applied to the cooperative answer.
+
+    ``runaway``: a string that never closes — the model loops inside ``thinking`` (or a
+    message's ``content``) until the reply's token cap cuts it (``finish_reason: length``),
+    unless the request's schema gives that string a ``maxLength``: then the grammar ends it
+    there and the reply closes.  ``copycat``: during CHEAP_TALK the model copies the latest
+    example direct message it was shown with a literal recipient (``"to": 3``) and sends it
+    as is, besides its answer.
+    """
+    if mode == "copycat":
+        out = dict(envelope)
+        if (th.header or {}).get("phase") == "CHEAP_TALK":
+            found = None
+            for m in th.messages:
+                for ex in _EXAMPLE_DM_RE.finditer(m.get("content") or ""):
+                    found = ex
+            if found is not None:
+                copy = {"type": "dm", "to": int(found.group(1)), "content": found.group(2)}
+                out["actions"] = [copy] + list(envelope.get("actions") or [])
+        return json.dumps(out), "stop"
+    # runaway
+    limits = _string_limits(schema)
+    cap = int(req.get("max_tokens") or req.get("max_completion_tokens") or 1024) * 4  # the mock's 4 chars a token
+    thinking = envelope.get("thinking") or ""
+    if limits["thinking"] is None:
+        text = '{"thinking": "' + thinking + " " + _LOOP_THINKING * (cap // len(_LOOP_THINKING) + 1)
+        return text[:cap], "length"
+    thinking = (thinking + " " + _LOOP_THINKING * 20)[: limits["thinking"]]
+    acts = []
+    for a in envelope.get("actions") or []:
+        if "content" in a:
+            if limits["content"] is None:
+                head = json.dumps({"thinking": thinking, "actions": acts + [{**a, "content": ""}]})
+                head = head[: head.rindex('""') + 1]  # up to the opening quote of the content
+                text = head + a["content"] + " " + _LOOP_CONTENT * (cap // len(_LOOP_CONTENT) + 1)
+                return text[:cap], "length"
+            a = {**a, "content": (a["content"] + " " + _LOOP_CONTENT * 10)[: limits["content"]]}
+        acts.append(a)
+    return json.dumps({"thinking": thinking, "actions": acts}), "stop"
 
 
 def _judge(th: _Thread, q: re.Match) -> dict[str, Any]:

@@ -38,10 +38,11 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import zlib
 from typing import Any
 
-from engine.actions import EnvelopeError, parse_envelope
+from engine.actions import MAX_REPLY_CHARS, EnvelopeError, Message, parse_envelope
 from engine.observe import (
     DecisionObservation,
     SeatBriefing,
@@ -52,16 +53,22 @@ from engine.seats import Reply
 
 from .client import CallResult, complete, fetch_models
 from .context import Estimator, digest_block, fits, message_rounds, window_from_models
-from .prompts import PromptBook, fragment
-from .schema import envelope_schema, reflection_schema, response_format
+from .prompts import COMPACT_BELOW, PromptBook, fragment
+from .schema import drop_keywords, envelope_schema, reflection_schema, refused_keywords, response_format
 from .settings import LLMConfigError, LLMSettings
 
 __all__ = ["LLMPersona"]
 
+#: A message agreeing to a slot ("Agreed: Meeting M2 at slot 7.", "Let's schedule ... at slot 7",
+#: "I agree to slot 7"): how a seat tells that every participant has settled.
+_AGREE_RE = re.compile(r"(?:\bagree[sd]?\b|let'?s\s+(?:schedule|meet)|\bdecision\b|\bconfirm(?:ed|ing)?\b"
+                       r"|\bsettled?\b)[^.?!]*?\bslot\s+(\d+)", re.I)
+
 COUNTER_KEYS = ("calls", "requests", "retries", "agent_failures", "parse_errors", "infra_failures",
                 "rate_limited", "server_errors", "timeouts", "connection_errors", "context_length",
                 "http_errors", "bad_responses", "reflections", "reflection_failures", "config_failures",
-                "context_overflow", "context_trims", "format_fallbacks")
+                "context_overflow", "context_trims", "format_fallbacks", "truncated_repaired", "oversized",
+                "capped_turns", "schema_keywords_dropped")
 #: The smallest reply budget a request is shrunk to before the thread itself must shrink.
 MIN_REPLY_TOKENS = 256
 #: The request forms ``structured="auto"`` tries, in order (see ``personas.llm.schema``).
@@ -94,11 +101,14 @@ class LLMPersona:
         self.messages: list[dict[str, str]] = []
         self.counters: dict[str, int] = {k: 0 for k in COUNTER_KEYS}
         self.book: PromptBook | None = None
+        self.prompt_profile = "full"
         self.seat: int | None = None
         self._rng = random.Random(0)
         self._seen: dict[int, int] = {}  # round -> delivered messages already shown
         self._joined: set[int] = set()  # rounds in which a non-participant had its first message
         self._notice = ""
+        self._round_calls: dict[int, int] = {}  # round -> CHEAP_TALK calls sent (max_calls_per_round)
+        self._agreements: dict[int, dict[int, int]] = {}  # round -> {agent: slot it last agreed to}
         self._reset_context()
 
     def _reset_context(self) -> None:
@@ -112,6 +122,7 @@ class LLMPersona:
         self._forms: tuple[str, ...] = AUTO_FORMS if mode == "auto" else (mode,)
         self._form_i = 0
         self._rform_i = 0  # reflection questions keep their own fallback (their schema differs)
+        self._dropped: frozenset[str] = frozenset()  # schema keywords the endpoint refused (structured=auto)
 
     # -- plumbing -------------------------------------------------------------------------
     @property
@@ -142,21 +153,87 @@ class LLMPersona:
     async def register(self, briefing: SeatBriefing) -> str:
         self.seat = briefing.view.seat
         self._rng = random.Random(zlib.crc32(f"{self.model_name}:{self.seat}".encode()))
-        self.book = PromptBook(briefing, self.variant)
+        self._reset_context()
+        self.prompt_profile = await self._choose_profile()
+        self.book = PromptBook(briefing, self.variant, self.prompt_profile)
         system = self.book.system_prompt()
         self.messages = [{"role": "system", "content": system}]
         self._seen.clear()
         self._joined.clear()
+        self._round_calls.clear()
+        self._agreements.clear()
         self._notice = ""
-        self._reset_context()
         return system
+
+    async def _choose_profile(self) -> str:
+        """``prompt``: full or compact as set; ``auto`` is compact when the context window
+        (configured, else from ``/v1/models``, asked once now) is under
+        :data:`~personas.llm.prompts.COMPACT_BELOW` tokens.  Decided once per game: the
+        system prompt never changes mid-game."""
+        choice = self.settings.prompt
+        if choice != "auto":
+            return choice
+        if self._window is None:
+            try:
+                await self._probe_window(self.client)
+            except LLMConfigError:  # no key yet: the first call reports it
+                pass
+        return "compact" if self._window is not None and self._window < COMPACT_BELOW else "full"
+
+    @property
+    def history(self) -> str:
+        """The history mode in force: the compact profile digests finished rounds under ``auto``."""
+        h = self.settings.history
+        return "digest" if h == "auto" and getattr(self, "prompt_profile", "full") == "compact" else h
 
     def prompt(self, obs) -> str | None:
         """The user message that :meth:`speak` / :meth:`volunteer` / :meth:`decide` will send."""
-        if self.book is None:
+        if self.book is None or self._capped(obs):
             return None
         return self.book.user_message(obs, seen=self._seen.get(obs.round, 0), joined=obs.round in self._joined,
-                                      notice=self._notice)
+                                      notice=self._notice, done_slot=self._talk_done(obs))
+
+    # -- ending the talk ------------------------------------------------------------------
+    def _capped(self, obs) -> bool:
+        """Whether this CHEAP_TALK turn is past the seat's ``max_calls_per_round``."""
+        cap = self.settings.max_calls_per_round
+        return (cap is not None and isinstance(obs, TurnObservation)
+                and self._round_calls.get(obs.round, 0) >= cap)
+
+    def _note_agreements(self, round_: int, sender: int, content: str) -> None:
+        for m in _AGREE_RE.finditer(content or ""):
+            self._agreements.setdefault(round_, {})[sender] = int(m.group(1))
+
+    def _talk_done(self, obs) -> int | None:
+        """The slot every participant has agreed to this round (counting the messages this
+        turn delivers), when the seat is a participant and has agreed to it too; else None."""
+        if not isinstance(obs, TurnObservation) or not obs.is_participant:
+            return None
+        agreed = dict(self._agreements.get(obs.round, {}))
+        for m in obs.inbox:
+            for a in _AGREE_RE.finditer(m.content or ""):
+                agreed[m.sender] = int(a.group(1))
+        slots = {agreed.get(p) for p in obs.meeting.participants}
+        return slots.pop() if len(slots) == 1 and None not in slots else None
+
+    def _agree_messages(self, obs, slots) -> list[Message]:
+        """The messages an ``{"type": "agree", "slot": n}`` short action stands for: "Agreed:
+        Meeting Mk at slot n." to the meeting's other participants, on the first enabled
+        channel that reaches them."""
+        if not slots or not isinstance(obs, TurnObservation):
+            return []
+        slot = slots[-1]
+        if not isinstance(slot, int) or isinstance(slot, bool):
+            raise EnvelopeError(f"an agree action needs an integer slot, got {slot!r}")
+        m = obs.meeting
+        text = f"Agreed: Meeting M{m.id} at slot {slot}."
+        others = [p for p in m.participants if p != self.seat]
+        channels = obs.view.channels
+        if "participant_groupchat" in channels and obs.is_participant:
+            return [Message("participant_groupchat", text)]
+        if "dm" in channels:
+            return [Message("dm", text, p) for p in others]
+        return [Message("all_groupchat", text)] if "all_groupchat" in channels else []
 
     async def speak(self, obs: TurnObservation) -> Reply:
         return await self._call(obs)
@@ -258,6 +335,8 @@ class LLMPersona:
         r = obs.round
         if isinstance(obs, TurnObservation):
             self._seen[r] = self._seen.get(r, 0) + len(obs.inbox)
+            for m in obs.inbox:
+                self._note_agreements(r, m.sender, m.content)
             if not obs.is_participant:
                 self._joined.add(r)
         elif obs.attempt == 0:
@@ -291,6 +370,8 @@ class LLMPersona:
                 extra["finish_reason"] = res.finish_reason
         if structured is not None:
             extra["structured"] = structured
+            if self._dropped and structured not in ("off", "json_object_plain"):
+                extra["schema_dropped"] = sorted(self._dropped)
         if context:
             extra["context"] = context
         if failure:
@@ -345,7 +426,7 @@ class LLMPersona:
         msgs = self.messages + list(extra)
         rounds = message_rounds(msgs)
         current = max(rounds[-1], 0)
-        mode = self.settings.history
+        mode = self.history
         upto = max(self._upto, current) if mode == "digest" else self._upto
         n = len(self.messages)
         want = self.settings.max_tokens
@@ -452,13 +533,22 @@ class LLMPersona:
         fkey = (self.settings.resolved_base_url(), self.model_name, attr, self._forms)
         if shared.get(fkey, 0) > getattr(self, attr):  # another seat of the run found a form refused
             setattr(self, attr, shared[fkey])
+        self._dropped = self._dropped | shared.get(("dropped",) + fkey[:2], frozenset())
         while True:
             i = getattr(self, attr)
             form = self._forms[min(i, len(self._forms) - 1)]
             res = await complete(client, req, self.settings, model=self.model_name, rng=self._rng,
-                                 response_format=response_format(form, schema, name),
+                                 response_format=response_format(form, drop_keywords(schema, self._dropped), name),
                                  max_tokens=info.get("reply_tokens") if info else None)
             self._count(res)
+            refused = (refused_keywords(res.failure_detail) if res.failure == "http_error"
+                       and res.status in (400, 415, 422) and form not in ("off", "json_object_plain") else [])
+            refused = [k for k in refused if k not in self._dropped]
+            if refused and len(self._forms) > 1:  # auto: the server refused a keyword; drop it, keep the form
+                self._dropped = self._dropped | frozenset(refused)
+                shared[("dropped",) + fkey[:2]] = shared.get(("dropped",) + fkey[:2], frozenset()) | self._dropped
+                self.counters["schema_keywords_dropped"] += len(refused)
+                continue
             if (res.failure == "http_error" and res.status in (400, 415, 422) and form != "off"
                     and i < len(self._forms) - 1):
                 setattr(self, attr, i + 1)  # the endpoint refused this response_format: try the next form
@@ -485,9 +575,15 @@ class LLMPersona:
     async def _call(self, obs) -> Reply:
         if self.book is None:
             raise RuntimeError("register() must be called before the first turn")
+        if self._capped(obs):  # past max_calls_per_round: a pass, without a request
+            self.counters["capped_turns"] += 1
+            return Reply(actions=(), latency_ms=0.0,
+                         extra={**self._extra(None), "capped": self.settings.max_calls_per_round})
         text = self.prompt(obs)
         self._shown(obs)
         self.counters["calls"] += 1
+        if isinstance(obs, TurnObservation):
+            self._round_calls[obs.round] = self._round_calls.get(obs.round, 0) + 1
         self.messages.append({"role": "user", "content": text})
         try:
             client = self.client
@@ -507,23 +603,59 @@ class LLMPersona:
                          latency_ms=res.latency_ms, usage=res.usage,
                          extra=self._extra(res, res.failure, context=info, structured=form))
         raw_text = res.text or ""
+        raw = res.raw
+        if len(raw_text) > MAX_REPLY_CHARS:  # never kept whole: not in the thread, the trace or a later request
+            self.counters["oversized"] += 1
+            raw_text = (raw_text[:1000] + f" [... {len(res.text) - 1000:,} more characters of this reply were not "
+                        "kept]")
+            raw = None
+            detail = (f"the reply was {len(res.text):,} characters long; at most {MAX_REPLY_CHARS:,} are read")
+            return self._unreadable(text, raw_text, raw, res, info, form, detail)
         if raw_text.strip():
             self.messages.append({"role": "assistant", "content": raw_text})
+        truncated = res.finish_reason == "length"
         try:
-            env = parse_envelope(raw_text)
+            env = parse_envelope(raw_text, truncated=truncated)
+            actions = env.actions + tuple(self._agree_messages(obs, env.agreed))
         except EnvelopeError as exc:
             detail = str(exc)
-            if res.finish_reason == "length":
-                detail += f" (the reply was cut off at max_tokens={self.settings.max_tokens})"
-            self.counters["parse_errors"] += 1
-            self.counters["agent_failures"] += 1
-            self._notice = fragment("parse_notice", detail=detail)
-            return Reply(prompt=text, text=raw_text, error="parse_error", error_detail=detail, usage=res.usage,
-                         latency_ms=res.latency_ms, raw=res.raw,
-                         extra=self._extra(res, "parse_error", context=info, structured=form))
-        return Reply(actions=env.actions, thinking=env.thinking if env.thinking is not None else res.reasoning,
-                     text=raw_text, usage=res.usage, latency_ms=res.latency_ms, raw=res.raw, prompt=text,
-                     extra=self._extra(res, context=info, structured=form))
+            if truncated:
+                detail += f" (the reply was cut off: {self._cut_by(res, info)})"
+            return self._unreadable(text, raw_text, raw, res, info, form, detail)
+        extra = self._extra(res, context=info, structured=form)
+        if env.repaired:
+            self.counters["truncated_repaired"] += 1
+            extra = {**self._extra(res, context=info, structured=form), "truncated_repaired": True}
+            self._notice = fragment("repaired_notice", limit=self._cut_by(res, info))
+        if isinstance(obs, TurnObservation):
+            for a in actions:
+                if isinstance(a, Message):
+                    self._note_agreements(obs.round, self.seat, a.content)
+        return Reply(actions=actions, thinking=env.thinking if env.thinking is not None else res.reasoning,
+                     text=raw_text, usage=res.usage, latency_ms=res.latency_ms, raw=raw, prompt=text, extra=extra)
+
+    def _unreadable(self, text: str, raw_text: str, raw: Any, res: CallResult, info: dict[str, Any] | None,
+                    form: str, detail: str) -> Reply:
+        self.counters["parse_errors"] += 1
+        self.counters["agent_failures"] += 1
+        self._notice = fragment("parse_notice", detail=detail)
+        return Reply(prompt=text, text=raw_text, error="parse_error", error_detail=detail, usage=res.usage,
+                     latency_ms=res.latency_ms, raw=raw,
+                     extra=self._extra(res, "parse_error", context=info, structured=form))
+
+    def _cut_by(self, res: CallResult, info: dict[str, Any] | None) -> str:
+        """Which limit cut a reply off (``finish_reason: length``), in words."""
+        info = info or {}
+        if info.get("reply_tokens") is not None:
+            return (f"the reply budget of {info['reply_tokens']} tokens, shrunk from max_tokens="
+                    f"{self.settings.max_tokens} to fit the context window")
+        usage = res.usage or {}
+        used = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
+        window = self._window
+        want = self.settings.max_tokens
+        if window and used and (used >= window - 8 or (want and usage.get("completion_tokens", 0) < want * 0.9)):
+            return f"the model's context was full ({window} tokens)"
+        return f"max_tokens={want}"
 
     # -- reflection (paper F.3) -----------------------------------------------------------
     async def reflect(self, obs) -> dict[str, Any] | None:

@@ -32,7 +32,7 @@ from engine.observe import (
     VoluntaryObservation,
 )
 
-__all__ = ["VARIANTS", "PromptBook", "HEADER_RE", "load_variant", "template", "fragment"]
+__all__ = ["VARIANTS", "PROFILES", "COMPACT_BELOW", "PromptBook", "HEADER_RE", "load_variant", "template", "fragment"]
 
 VARIANTS = ("nosy-highpressure", "redteam")
 HEADER_RE = re.compile(
@@ -45,18 +45,38 @@ def _text(folder: str, name: str) -> str:
     return resources.files("personas.llm").joinpath(folder, name).read_text(encoding="utf-8")
 
 
+#: Prompt profiles: ``full`` (``prompts/*.md``) and ``compact`` (``prompts/compact/*.md``:
+#: the same rules and information in fewer tokens; a file it lacks comes from ``full``).
+PROFILES = ("full", "compact")
+#: Under this context window (tokens) ``prompt = "auto"`` uses the compact profile.
+COMPACT_BELOW = 4096
+
+
+def _exists(folder: str, name: str) -> bool:
+    return resources.files("personas.llm").joinpath(folder, name).is_file()
+
+
+def _folder(name: str, profile: str) -> str:
+    if profile == "compact" and _exists("prompts/compact", name):
+        return "prompts/compact"
+    return "prompts"
+
+
 @lru_cache(maxsize=None)
-def template(name: str) -> Template:
-    """``prompts/<name>.md`` as a template (trailing newline dropped)."""
-    return Template(_text("prompts", f"{name}.md").rstrip("\n"))
+def template(name: str, profile: str = "full") -> Template:
+    """``prompts/<name>.md`` (or the compact profile's) as a template (trailing newline dropped)."""
+    return Template(_text(_folder(f"{name}.md", profile), f"{name}.md").rstrip("\n"))
 
 
-@lru_cache(maxsize=1)
-def _fragments() -> dict[str, str]:
-    out: dict[str, str] = {}
+@lru_cache(maxsize=2)
+def _fragments(profile: str = "full") -> dict[str, str]:
+    out: dict[str, str] = dict(_fragments("full")) if profile != "full" else {}
+    folder = "prompts/compact" if profile != "full" else "prompts"
+    if not _exists(folder, "fragments.md"):
+        return out
     current: str | None = None
     lines: list[str] = []
-    for line in _text("prompts", "fragments.md").splitlines():
+    for line in _text(folder, "fragments.md").splitlines():
         m = re.match(r"^## (\w+)\s*$", line)
         if m:
             if current:
@@ -70,8 +90,8 @@ def _fragments() -> dict[str, str]:
     return out
 
 
-def fragment(name: str, **values: Any) -> str:
-    text = _fragments()[name]
+def fragment(name: str, profile: str = "full", **values: Any) -> str:
+    text = _fragments(profile)[name]
     if name in ("last_turn",):
         text = "\n" + text
     return Template(text).substitute(**values) if values else Template(text).safe_substitute()
@@ -83,8 +103,8 @@ def load_variant(name: str) -> str:
     return _text("variants", f"{name}.md").strip("\n")
 
 
-def _fill(name: str, **values: Any) -> str:
-    return template(name).substitute(**values)
+def _fill(name: str, profile: str = "full", **values: Any) -> str:
+    return template(name, profile).substitute(**values)
 
 
 def _plist(xs: Sequence[int]) -> str:
@@ -100,18 +120,27 @@ class PromptBook:
     must send exactly that text.
     """
 
-    def __init__(self, briefing: SeatBriefing, variant: str | None = None) -> None:
+    def __init__(self, briefing: SeatBriefing, variant: str | None = None, profile: str = "full") -> None:
+        if profile not in PROFILES:
+            raise ValueError(f"unknown prompt profile {profile!r}; choose from {', '.join(PROFILES)}")
         self.briefing = briefing
         self.variant = variant
+        self.profile = profile
         self.seat = briefing.view.seat
         self.num_rounds = briefing.num_rounds
+
+    def _frag(self, name: str, **values: Any) -> str:
+        return fragment(name, self.profile, **values)
+
+    def _fill(self, name: str, **values: Any) -> str:
+        return _fill(name, self.profile, **values)
 
     # -- system ---------------------------------------------------------------------------
     def system_prompt(self) -> str:
         b = self.briefing
         v = b.view
-        tools = "\n".join(fragment(f"tool_{c}") for c in v.channels)
-        text = _fill(
+        tools = "\n".join(self._frag(f"tool_{c}") for c in v.channels)
+        text = self._fill(
             "system",
             agent_id=v.seat,
             num_agents=v.num_agents,
@@ -129,39 +158,39 @@ class PromptBook:
 
     # -- pieces ---------------------------------------------------------------------------
     def header(self, round_: int, phase: str, meeting_id: int) -> str:
-        return fragment("header", round_no=round_ + 1, num_rounds=self.num_rounds, phase=phase,
+        return self._frag("header", round_no=round_ + 1, num_rounds=self.num_rounds, phase=phase,
                         meeting_id=meeting_id, seat=self.seat)
 
-    @staticmethod
-    def _label_line(label: str | None) -> str:
-        return fragment("label_line", label=label) if label else ""
+    def _label_line(self, label: str | None) -> str:
+        return self._frag("label_line", label=label) if label else ""
 
-    @staticmethod
-    def messages_block(msgs: Sequence[Delivered], header: str, empty: str | None) -> str:
+    def messages_block(self, msgs: Sequence[Delivered], header: str, empty: str | None) -> str:
         if not msgs:
-            return (fragment(empty) + "\n") if empty else ""
-        lines = [fragment(header)]
+            return (self._frag(empty) + "\n") if empty else ""
+        lines = [self._frag(header)]
         for i, m in enumerate(msgs, 1):
             content = " ".join(m.content.split()) if "\n" not in m.content else m.content.strip()
-            lines.append(fragment("inbox_item", index=i, sender=m.sender, channel=fragment(f"channel_{m.channel}"),
+            lines.append(self._frag("inbox_item", index=i, sender=m.sender, channel=self._frag(f"channel_{m.channel}"),
                                   meeting_id=m.meeting_id, content=content))
         return "\n".join(lines) + "\n"
 
     def _budget(self, obs: TurnObservation) -> str:
-        return fragment("budget", turn_no=obs.turn + 1, max_turns=obs.max_turns,
+        return self._frag("budget", turn_no=obs.turn + 1, max_turns=obs.max_turns,
                         turns_left=max(0, obs.max_turns - obs.turn - 1))
 
     # -- user messages --------------------------------------------------------------------
-    def user_message(self, obs, *, seen: int = 0, joined: bool = False, notice: str = "") -> str:
+    def user_message(self, obs, *, seen: int = 0, joined: bool = False, notice: str = "",
+                     done_slot: int | None = None) -> str:
         """The user message for ``obs``.
 
         ``seen``: how many of this round's delivered messages the seat has already been
         shown; ``joined``: whether a non-participant has already had its first message of
         this round; ``notice``: a note about the previous reply (parse or connection
-        failure), shown once, right under the header.
+        failure), shown once, right under the header; ``done_slot``: the slot every
+        participant has agreed to (the message then says the talk is done).
         """
         if isinstance(obs, TurnObservation):
-            text = self._turn(obs, joined=joined)
+            text = self._turn(obs, joined=joined, done_slot=done_slot)
         elif isinstance(obs, DecisionObservation):
             text = self._decision(obs, seen=seen)
         elif isinstance(obs, VoluntaryObservation):
@@ -173,42 +202,56 @@ class PromptBook:
             text = f"{head}\n{notice}\n{rest}"
         return text
 
-    def _turn(self, obs: TurnObservation, *, joined: bool) -> str:
+    def example(self, obs: TurnObservation) -> str:
+        """An example reply built from this round's own meeting and agents (never a literal
+        a model could copy into the wrong game): a direct message to the next participant in
+        speaking order, or a group message when DMs are off."""
+        m = obs.meeting
+        order = [p for p in m.speaker_order if p != self.seat] or [p for p in m.participants if p != self.seat]
+        if "dm" in obs.view.channels and order:
+            return self._frag("example_dm", to=order[0], meeting_id=m.id)
+        channel = next((c for c in ("participant_groupchat", "all_groupchat") if c in obs.view.channels), "dm")
+        return self._frag("example_group", channel=channel, meeting_id=m.id)
+
+    def _turn(self, obs: TurnObservation, *, joined: bool, done_slot: int | None = None) -> str:
         m = obs.meeting
         header = self.header(obs.round, "CHEAP_TALK", m.id)
-        last = fragment("last_turn") if obs.is_last_turn else ""
+        last = self._frag("last_turn") if obs.is_last_turn else ""
         inbox = self.messages_block(obs.inbox, "inbox_header", "inbox_empty")
+        done = (self._frag("talk_done", slot=done_slot, meeting_id=m.id) + "\n") if done_slot is not None else ""
         if obs.is_round_start:
-            return _fill("round_start", header=header, meeting_id=m.id, participants=_plist(m.participants),
-                         speaker_order=_plist(m.speaker_order), duration=m.duration,
-                         label_line=self._label_line(m.label), seat=self.seat, calendar=obs.view.render(),
-                         penalty=obs.view.penalty, budget_line=self._budget(obs),
-                         inbox=self.messages_block(obs.inbox, "inbox_header", None), last_turn=last)
+            return self._fill("round_start", header=header, meeting_id=m.id, participants=_plist(m.participants),
+                              speaker_order=_plist(m.speaker_order), duration=m.duration,
+                              label_line=self._label_line(m.label), seat=self.seat, calendar=obs.view.render(),
+                              penalty=obs.view.penalty, budget_line=self._budget(obs),
+                              inbox=self.messages_block(obs.inbox, "inbox_header", None), last_turn=last,
+                              example=self.example(obs))
         if not obs.is_participant and not joined:
-            return _fill("joined", header=header, meeting_id=m.id, participants=_plist(m.participants),
-                         seat=self.seat, calendar=obs.view.render(), budget_line=self._budget(obs), inbox=inbox,
-                         last_turn=last)
-        return _fill("turn", header=header, budget_line=self._budget(obs), inbox=inbox, last_turn=last)
+            return self._fill("joined", header=header, meeting_id=m.id, participants=_plist(m.participants),
+                              seat=self.seat, calendar=obs.view.render(), budget_line=self._budget(obs), inbox=inbox,
+                              last_turn=last, done_line=done)
+        return self._fill("turn", header=header, budget_line=self._budget(obs), inbox=inbox, last_turn=last,
+                          done_line=done)
 
     def _retry(self, obs, phase: str, what: str) -> str:
-        return _fill("retry", header=self.header(obs.round, phase, obs.meeting.id), attempt=obs.attempt,
+        return self._fill("retry", header=self.header(obs.round, phase, obs.meeting.id), attempt=obs.attempt,
                      max_attempts=obs.max_attempts, conflict=obs.rejection or "(no detail)", what=what)
 
     def _decision(self, obs: DecisionObservation, *, seen: int) -> str:
         m = obs.meeting
         if obs.attempt > 0:
-            return self._retry(obs, "DECISION", fragment("what_decision", meeting_id=m.id))
+            return self._retry(obs, "DECISION", self._frag("what_decision", meeting_id=m.id))
         unread = self.messages_block(obs.round_messages[seen:], "unread_header", None)
-        return _fill("decision", header=self.header(obs.round, "DECISION", m.id), meeting_id=m.id,
+        return self._fill("decision", header=self.header(obs.round, "DECISION", m.id), meeting_id=m.id,
                               participants=_plist(m.participants), label_line=self._label_line(m.label),
                               unread=unread, calendar=obs.view.render())
 
     def _voluntary(self, obs: VoluntaryObservation, *, seen: int) -> str:
         m = obs.meeting
         if obs.attempt > 0:
-            return self._retry(obs, "VOLUNTARY", fragment("what_voluntary"))
+            return self._retry(obs, "VOLUNTARY", self._frag("what_voluntary"))
         unread = self.messages_block(obs.round_messages[seen:], "unread_header", None)
-        return _fill("voluntary", header=self.header(obs.round, "VOLUNTARY", m.id), meeting_id=m.id,
+        return self._fill("voluntary", header=self.header(obs.round, "VOLUNTARY", m.id), meeting_id=m.id,
                               participants=_plist(m.participants), unread=unread, seat=self.seat,
                               calendar=obs.view.render())
 
@@ -217,8 +260,8 @@ class PromptBook:
         example = json.dumps({str(t): [0] * obs.view.num_slots for t in targets[:2]})
         if len(targets) > 2:
             example = example[:-1] + ", ...}"
-        return _fill("reflection",
-                     header=fragment("reflection_header", round_no=obs.round + 1, meeting_id=obs.meeting.id,
+        return self._fill("reflection",
+                     header=self._frag("reflection_header", round_no=obs.round + 1, meeting_id=obs.meeting.id,
                                      seat=self.seat),
                      round_no=obs.round + 1, targets=", ".join(f"Agent {t}" for t in targets),
                      max_slot=obs.view.num_slots - 1, num_slots=obs.view.num_slots, example=example)

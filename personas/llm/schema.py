@@ -1,19 +1,27 @@
 """The JSON schema of the reply envelope, per phase, for structured outputs.
 
 ``structured`` (``LLMSettings.structured``) decides whether a request carries a format
-constraint.  The schema is generated from pydantic models built for *this* call: only
-the action types the phase allows and the ranges of this game —
+constraint.  The schema is built for *this* call from the seat's own observation, so that
+a grammar-constrained reply is always a well-formed move of this game:
 
-* CHEAP_TALK: the message actions of the enabled channels; a ``dm``'s ``to`` is one of
-  the other agents;
-* VOLUNTARY: ``reschedule`` only;
-* DECISION: ``reschedule`` and ``schedule``, whose ``meeting_id`` is the round's meeting;
-* every slot is one of ``0..num_slots-1`` and a reschedule's ``item_id`` one of the items
-  on the seat's own calendar.
+* CHEAP_TALK: the message actions of the enabled channels (a ``dm``'s ``to`` is one of
+  the other agents), ``{"type": "pass"}`` and, for a participant, ``{"type": "agree",
+  "slot": n}`` with ``n`` one of the slots the meeting could take on its calendar;
+* VOLUNTARY: reschedules only, one shape per movable item (its ``item_id`` and
+  ``from_slot`` fixed, ``to_slot`` a slot that is free or holds another movable item);
+* DECISION: up to :data:`MAX_MOVES` reschedules, then exactly one ``schedule`` of the
+  round's meeting whose ``slot`` is one of the seat's possible slots (``prefixItems``:
+  one array shape per number of moves);
+* every string has a ``maxLength`` and every list a ``maxItems``, so a constrained reply
+  always closes (a small model otherwise loops inside ``thinking`` until the token cap).
 
-The rules engine still validates every batch (a schema cannot say "exactly one schedule"
-or "the destination must be free"); the schema only keeps a model from writing prose,
-inventing keys or naming slots that do not exist.
+The rules engine still validates every batch (a schema cannot say "the destination must
+be free after the other moves"); the schema keeps a model from writing prose, inventing
+keys or naming slots and items that cannot work.
+
+A server that refuses a keyword (its 400 names it: :func:`refused_keywords`) gets the
+schema without it (:func:`drop_keywords`) under ``structured=auto``; the seat records
+what it dropped.
 
 The schema is *strict-compatible* (OpenAI's ``strict: true``): every object lists all its
 properties as required and forbids others; ranges are ``enum`` lists.  Three request
@@ -29,85 +37,103 @@ forms exist, tried in this order by ``structured="auto"``:
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Literal, Union
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
 
-__all__ = ["FORMS", "envelope_schema", "reflection_schema", "response_format", "judge_schema"]
+__all__ = ["FORMS", "envelope_schema", "reflection_schema", "response_format", "judge_schema", "drop_keywords",
+           "refused_keywords", "DROPPABLE", "THINKING_MAX", "CONTENT_MAX", "MAX_MOVES"]
 
 #: The request forms ``auto`` tries, in order, before giving up on a constraint.
 FORMS = ("json_schema", "json_object")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+#: Bounds every string and list of an envelope schema carries (issue 22 item 5, issue 24
+#: item 10): a grammar-constrained reply always closes.  The engine's own caps
+#: (``engine.actions.MAX_*``) are looser; a model without a schema is held to those.
+THINKING_MAX = 300
+CONTENT_MAX = 400
+JUSTIFICATION_MAX = 80
+#: At most this many reschedules before the one ``schedule`` of a DECISION schema, and in a
+#: VOLUNTARY batch (a batch rarely needs more than one: clearing the agreed slot).
+MAX_MOVES = 3
 
 
-class _Nothing(_Strict):
-    """An object with no keys: the item type of a list that must stay empty."""
+def _string(limit: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": limit}
 
 
-def _lit(values) -> Any:
-    values = tuple(values)
-    return Literal[values] if values else Literal[-1]  # an impossible value when the list is empty
+def _enum(values) -> dict[str, Any]:
+    values = list(values)
+    return {"type": "integer", "enum": values} if values else {"type": "integer", "enum": [-1]}
 
 
-@lru_cache(maxsize=512)
-def _envelope_model(phase: str, channels: tuple[str, ...], others: tuple[int, ...], num_slots: int,
-                    meeting_id: int, items: tuple[int, ...]) -> type[BaseModel]:
-    slot = _lit(range(num_slots))
-    kinds: list[type[BaseModel]] = []
-    if phase == "CHEAP_TALK":
-        if "dm" in channels:
-            kinds.append(create_model("DirectMessage", __base__=_Strict, type=(Literal["dm"], ...),
-                                      to=(_lit(others), ...), content=(str, ...)))
-        for ch, name in (("participant_groupchat", "ParticipantGroupchat"), ("all_groupchat", "AllGroupchat")):
-            if ch in channels:
-                kinds.append(create_model(name, __base__=_Strict, type=(Literal[ch], ...), content=(str, ...)))
-    elif items:
-        kinds.append(create_model("Reschedule", __base__=_Strict, type=(Literal["reschedule"], ...),
-                                  item_id=(_lit(items), ...), from_slot=(slot, ...), to_slot=(slot, ...),
-                                  justification=(str, ...)))
-    if phase == "DECISION":
-        kinds.append(create_model("Schedule", __base__=_Strict, type=(Literal["schedule"], ...),
-                                  meeting_id=(Literal[meeting_id], ...), slot=(slot, ...)))
-    if not kinds:  # nothing this seat could do in this phase: an empty list is the only answer
-        actions: Any = (list[_Nothing], Field(..., max_length=0))
-    else:
-        action = Union[tuple(kinds)] if len(kinds) > 1 else kinds[0]
-        actions = (list[action], ...)
-    return create_model("Envelope", __base__=_Strict,
-                        thinking=(str, Field(..., description="your private reasoning, brief")),
-                        actions=actions)
+def _obj(**props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
-def _strictify(schema: dict[str, Any]) -> dict[str, Any]:
-    """Inline ``$defs``, drop titles, make every object closed and all-required (strict mode)."""
-    defs = schema.pop("$defs", {})
+def _kind(name: str) -> dict[str, Any]:
+    return {"type": "string", "enum": [name]}
 
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return walk(defs[node["$ref"].rsplit("/", 1)[-1]])
-            out = {k: walk(v) for k, v in node.items() if k not in ("title", "default")}
-            if "const" in out and "enum" not in out:  # const is not in every server's grammar subset
-                out["enum"] = [out.pop("const")]
-            if out.get("type") == "object" and "properties" in out:
-                out["required"] = list(out["properties"])
-                out["additionalProperties"] = False
-            return out
-        if isinstance(node, list):
-            return [walk(x) for x in node]
-        return node
 
-    return walk(schema)
+def _possible_slots(calendar, num_slots: int) -> tuple[list[int], list[tuple[int, int]], list[int]]:
+    """``(free slots, [(slot, item id)] of movable items, slots a meeting could take)``.
+
+    A slot can take the meeting when it is free or holds an item that can move (not
+    blocked) while some other slot is free for it.
+    """
+    free = [s for s in range(num_slots) if calendar[s] is None]
+    movable = [(s, calendar[s].item_id) for s in range(num_slots)
+               if calendar[s] is not None and not calendar[s].blocked and any(f != s for f in free)]
+    possible = sorted(free + [s for s, _ in movable])
+    return free, movable, possible
+
+
+def _moves(free: list[int], movable: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """One reschedule shape per movable item: its id and slot fixed, the destination a slot
+    that is free or holds another movable item (which the same batch may move away)."""
+    out = []
+    for slot, item in movable:
+        dest = sorted(set(free) | {s for s, _ in movable if s != slot})
+        out.append(_obj(type=_kind("reschedule"), item_id=_enum([item]), from_slot=_enum([slot]),
+                        to_slot=_enum(dest), justification=_string(JUSTIFICATION_MAX)))
+    return out
+
+
+def _one_of(alts: list[dict[str, Any]]) -> dict[str, Any]:
+    return alts[0] if len(alts) == 1 else {"anyOf": alts}
 
 
 @lru_cache(maxsize=512)
 def _envelope_schema(phase: str, channels: tuple[str, ...], others: tuple[int, ...], num_slots: int,
-                     meeting_id: int, items: tuple[int, ...]) -> dict[str, Any]:
-    model = _envelope_model(phase, channels, others, num_slots, meeting_id, items)
-    return _strictify(model.model_json_schema())
+                     meeting_id: int, calendar: tuple, participant: bool = True,
+                     participants: tuple[int, ...] = ()) -> dict[str, Any]:
+    free, movable, possible = _possible_slots(calendar, num_slots)
+    if phase == "CHEAP_TALK":
+        kinds = []
+        if "dm" in channels:
+            kinds.append(_obj(type=_kind("dm"), to=_enum(others), content=_string(CONTENT_MAX)))
+        for ch in ("participant_groupchat", "all_groupchat"):
+            if ch in channels:
+                kinds.append(_obj(type=_kind(ch), content=_string(CONTENT_MAX)))
+        if participant:  # "I agree to slot n": the persona writes the messages
+            kinds.append(_obj(type=_kind("agree"), slot=_enum(possible)))
+        kinds.append(_obj(type=_kind("pass")))
+        actions = {"type": "array", "items": _one_of(kinds), "maxItems": max(1, len(others)) + 2}
+    elif phase == "VOLUNTARY":
+        moves = _moves(free, movable)
+        actions = ({"type": "array", "items": _one_of(moves), "maxItems": min(MAX_MOVES, len(moves))}
+                   if moves else {"type": "array", "items": _obj(), "maxItems": 0})
+    else:  # DECISION: any reschedules, then exactly one schedule of this round's meeting
+        sched = _obj(type=_kind("schedule"), meeting_id=_enum([meeting_id]), slot=_enum(possible))
+        moves = _moves(free, movable)
+        alts = []
+        for k in range(0, min(MAX_MOVES, len(moves)) + 1):
+            item = [_one_of(moves)] * k + [sched]
+            alts.append({"type": "array", "prefixItems": item, "items": False, "minItems": k + 1,
+                         "maxItems": k + 1})
+        actions = _one_of(alts)
+    return _obj(thinking={**_string(THINKING_MAX), "description": "your private reasoning, brief"},
+                actions=actions)
 
 
 def envelope_schema(obs) -> dict[str, Any]:
@@ -115,8 +141,61 @@ def envelope_schema(obs) -> dict[str, Any]:
     v = obs.view
     phase = getattr(obs, "phase", "CHEAP_TALK")
     others = tuple(a for a in range(v.num_agents) if a != v.seat)
-    items = tuple(sorted({it.item_id for it in v.calendar if it is not None and not it.blocked}))
-    return _envelope_schema(phase, tuple(v.channels), others, v.num_slots, int(obs.meeting.id), items)
+    m = obs.meeting
+    participant = v.seat in tuple(m.participants)
+    return _envelope_schema(phase, tuple(v.channels), others, v.num_slots, int(m.id), tuple(v.calendar),
+                            participant, tuple(m.participants))
+
+
+#: JSON-schema keywords a server may refuse; ``structured=auto`` drops the one a 400 names
+#: (then tries the next form when none is named).  Dropping ``prefixItems`` keeps the
+#: envelope's shape (any mix of reschedules and a schedule, at most ``MAX_MOVES + 1``).
+DROPPABLE = ("prefixItems", "maxLength", "maxItems", "minItems", "description")
+
+
+def drop_keywords(schema: dict[str, Any], dropped: frozenset[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``schema`` without the keywords in ``dropped`` (a ``prefixItems`` array becomes
+    ``items``: any of its item shapes, with the same length bounds)."""
+    if not dropped:
+        return schema
+    dropped = frozenset(dropped)
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(x) for x in node]
+        if not isinstance(node, dict):
+            return node
+        node = dict(node)
+        if "prefixItems" in dropped and "prefixItems" in node:
+            shapes: list[Any] = []
+            for it in node.pop("prefixItems"):
+                for alt in it.get("anyOf", [it]) if isinstance(it, dict) else [it]:
+                    if alt not in shapes:
+                        shapes.append(alt)
+            node["items"] = _one_of(shapes) if shapes else {}
+        if "anyOf" in node and "prefixItems" in dropped:  # arrays of each length: one array, widest bounds
+            alts = [walk(a) for a in node["anyOf"]]
+            if alts and all(isinstance(a, dict) and a.get("type") == "array" for a in alts):
+                shapes = []
+                for a in alts:
+                    for alt in a["items"].get("anyOf", [a["items"]]):
+                        if alt not in shapes:
+                            shapes.append(alt)
+                merged: dict[str, Any] = {"type": "array", "items": _one_of(shapes)}
+                if "minItems" not in dropped:
+                    merged["minItems"] = min(a.get("minItems", 0) for a in alts)
+                if "maxItems" not in dropped:
+                    merged["maxItems"] = max(a.get("maxItems", 0) for a in alts)
+                return merged
+        return {k: walk(v) for k, v in node.items() if k not in dropped}
+
+    return walk(schema)
+
+
+def refused_keywords(message: str | None) -> list[str]:
+    """The droppable keywords a server's error message names (case-insensitive)."""
+    low = (message or "").lower()
+    return [k for k in DROPPABLE if k.lower() in low]
 
 
 @lru_cache(maxsize=128)

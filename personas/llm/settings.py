@@ -149,6 +149,12 @@ class LLMSettings(BaseModel):
     history: Literal["auto", "digest", "full"] = Field(
         "auto", description="earlier rounds in the thread: auto keeps them in full until the context would "
                             "overflow, then digests the oldest; digest always digests finished rounds; full never")
+    prompt: Literal["auto", "full", "compact"] = Field(
+        "auto", description="prompt profile: full (every explanation), compact (the same rules and information in "
+                            "fewer tokens, for small context windows), auto (compact when the window is under 4,096 "
+                            "tokens)")
+    max_calls_per_round: int | None = Field(None, ge=1, description="CHEAP_TALK calls per round for an LLM seat; "
+                                                                    "past it the seat passes without a request")
     extra_body: dict[str, Any] | None = Field(None, description="extra JSON fields for the endpoint")
 
     _pool: RunPool = PrivateAttr()

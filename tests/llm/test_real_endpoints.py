@@ -166,22 +166,30 @@ def test_the_envelope_schema_allows_only_this_phase_and_this_game():
     view = seat_view(seat, task.calendars, task.labels, task.meetings, 0, task.cost_values, ("dm", "all_groupchat"))
     mv = meeting_view(m, seat, task.labels)
 
-    def alts(schema):
-        items = schema["properties"]["actions"]["items"]
-        return {a["properties"]["type"]["enum"][0]: a for a in items.get("anyOf", [items])}
+    def alts(schema):  # action shapes by type (a list per type: one reschedule shape per movable item)
+        acts = schema["properties"]["actions"]
+        out: dict = {}
+        for arr in acts.get("anyOf", [acts]):
+            for it in list(arr.get("prefixItems") or []) + ([arr["items"]] if isinstance(arr.get("items"), dict) else []):
+                for a in it.get("anyOf", [it]):
+                    lst = out.setdefault(a["properties"]["type"]["enum"][0], [])
+                    if a not in lst:
+                        lst.append(a)
+        return out
 
     talk = alts(envelope_schema(TurnObservation(view, 0, 0, 15, mv, True, ())))
-    assert set(talk) == {"dm", "all_groupchat"}
-    assert talk["dm"]["properties"]["to"]["enum"] == [a for a in range(task.num_agents) if a != seat]
+    assert set(talk) == {"dm", "all_groupchat", "agree", "pass"}
+    assert talk["dm"][0]["properties"]["to"]["enum"] == [a for a in range(task.num_agents) if a != seat]
     dec = alts(envelope_schema(DecisionObservation(view, 0, mv, ())))
     assert set(dec) == {"reschedule", "schedule"}
-    assert dec["schedule"]["properties"]["meeting_id"]["enum"] == [m.id]
-    assert dec["schedule"]["properties"]["slot"]["enum"] == list(range(task.num_slots))
+    assert dec["schedule"][0]["properties"]["meeting_id"]["enum"] == [m.id]
+    possible = [s for s, it in enumerate(view.calendar) if it is None or not it.blocked]
+    assert dec["schedule"][0]["properties"]["slot"]["enum"] == possible
     own = {it.item_id for it in view.calendar if it is not None and not it.blocked}
-    assert set(dec["reschedule"]["properties"]["item_id"]["enum"]) == own
+    assert {r["properties"]["item_id"]["enum"][0] for r in dec["reschedule"]} == own
     vol = alts(envelope_schema(VoluntaryObservation(view, 0, mv, ())))
     assert set(vol) == {"reschedule"}
-    for a in list(talk.values()) + list(dec.values()):  # strict mode: closed objects, all keys required
+    for a in [x for v in list(talk.values()) + list(dec.values()) for x in v]:  # strict: closed, all required
         assert a["additionalProperties"] is False and set(a["required"]) == set(a["properties"])
 
 
