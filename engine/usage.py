@@ -11,7 +11,9 @@
                      (a longer-context model, ``context_window``, ``max_tokens``).
   ``agent``          ``parse_error`` events: the seat answered but the reply was unreadable
                      or invalid (including undeliverable messages and actions in the wrong
-                     phase).
+                     phase); and ``batch_rejected`` events of a readable batch that broke
+                     a rule of SPEC §4 (kind ``rejected_batch_rule_N``; an unreadable
+                     DECISION reply is counted once, as its ``parse_error``).
 
 * :func:`token_usage` — prompt, completion and cached prompt tokens per seat and for the
   game, summed over every call that reports ``usage`` (game calls, reflections and, when
@@ -31,7 +33,11 @@ FAILURE_EVENTS = {"seat_timeout": "infra", "context_overflow": "configuration", 
 
 def failure_class(event: Mapping[str, Any]) -> str | None:
     """``infra`` / ``configuration`` / ``agent`` for a failure event, else None."""
-    return FAILURE_EVENTS.get(event.get("type"))
+    t = event.get("type")
+    if t == "batch_rejected":  # rule 0: the reply itself was unusable, already a parse_error
+        rule = (event.get("data") or {}).get("rule")
+        return "agent" if isinstance(rule, int) and rule > 0 else None
+    return FAILURE_EVENTS.get(t)
 
 
 def failure_counts(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -43,7 +49,10 @@ def failure_counts(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             continue
         out[cls] += 1
         d = e.get("data") or {}
-        kind = d.get("failure") or (e["type"] if cls != "agent" else d.get("error") or "parse_error")
+        if e.get("type") == "batch_rejected":
+            kind = f"rejected_batch_rule_{d.get('rule')}"
+        else:
+            kind = d.get("failure") or (e["type"] if cls != "agent" else d.get("error") or "parse_error")
         out["kinds"][kind] = out["kinds"].get(kind, 0) + 1
     out["kinds"] = dict(sorted(out["kinds"].items()))
     return out

@@ -100,7 +100,7 @@ FORMATS = ("json_schema", "json_object")
 _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · Sender Agent (\d+) · (\d+) slots ===$",
                        re.M)
 FAULTS = ("429", "500", "context_length", "hang", "prose", "fenced", "invalid_batch", "empty", "truncated",
-          "unauthorized", "unauthorized_echo", "no_choices")
+          "unauthorized", "unauthorized_echo", "no_choices", "agree")
 
 _REFLECT_RE = re.compile(r"^=== Reflection after Round (\d+) · Meeting M(-?\d+) · You are Agent (\d+) ===$", re.M)
 _SEAT_RE = re.compile(r"You are Agent (\d+)")
@@ -507,7 +507,8 @@ class MockLLMServer:
                  host: str = "127.0.0.1", port: int = 0, retry_after: float = 1.0,
                  context_limit: int | None = None, chaos_rate: float = 0.4, context_style: str = "openai",
                  advertise_context: bool = False, formats: tuple[str, ...] = FORMATS,
-                 sloppy_rate: float = 1.0, sloppy_mode: str | None = None) -> None:
+                 sloppy_rate: float = 1.0, sloppy_mode: str | None = None,
+                 refuse_keywords: tuple[str, ...] = ()) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
         if sloppy_mode is not None and sloppy_mode not in SLOPPY_MODES:
@@ -524,6 +525,7 @@ class MockLLMServer:
         self.formats = tuple(formats)
         self.sloppy_rate = sloppy_rate
         self.sloppy_mode = sloppy_mode  # runaway / copycat (see _small_model_mode); sloppy policy only
+        self.refuse_keywords = tuple(refuse_keywords)  # JSON-schema keywords answered with a 400 naming them
         self.formats_seen: Counter[str] = Counter()
         self.models_requests = 0
         self.chaos_rate = chaos_rate
@@ -797,6 +799,10 @@ class MockLLMServer:
             return 400, {}, _error(f"response_format type '{rf_type}' is not supported by this server",
                                    "invalid_request_error", "unsupported_response_format")
         schema = _request_schema(rf)
+        refused = _refused_keyword(schema, self.refuse_keywords) if kind is None else None
+        if refused is not None:
+            return 400, {}, _error(f"JSON schema keyword '{refused}' is not supported", "invalid_request_error",
+                                   "unsupported_schema")
         if kind == "429":
             ra = fault.retry_after if fault and fault.retry_after is not None else self.retry_after
             return 429, {"Retry-After": f"{ra:g}"}, _error("Rate limit reached for requests (mock).",
@@ -835,6 +841,8 @@ class MockLLMServer:
             sloppy = _sloppy(envelope, rf_type, random.Random(f"{self.seed}:sloppy:{hashlib.sha1(json.dumps(req.get('messages')).encode()).hexdigest()}"), self.sloppy_rate)
         if kind == "invalid_batch":
             envelope = _invalid(th, envelope)
+        elif kind == "agree":
+            envelope = _agree(th, schema)
         content = json.dumps(envelope)
         if sloppy is not None:
             content, finish = sloppy
@@ -929,14 +937,20 @@ def _conform(envelope: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]
     if "deltas" in (schema.get("properties") or {}) or "actions" not in (schema.get("properties") or {}):
         return envelope
     allowed = _allowed_types(schema)
+    limits = _string_limits(schema)
     acts = []
     for a in envelope.get("actions") or []:
         if allowed is not None and a.get("type") not in allowed:
             continue
         if a.get("type") == "reschedule":
-            a = {**a, "justification": a.get("justification") or ""}
+            a = {**a, "justification": (a.get("justification") or "")[:80]}
+        if "content" in a and limits["content"]:
+            a = {**a, "content": a["content"][: limits["content"]]}
         acts.append(a)
-    return {"thinking": envelope.get("thinking") or "", "actions": acts}
+    if not acts and allowed and "pass" in allowed:  # nothing to say: the short action a schema offers
+        acts = [{"type": "pass"}]
+    thinking = envelope.get("thinking") or ""
+    return {"thinking": thinking[: limits["thinking"]] if limits["thinking"] else thinking, "actions": acts}
 
 
 _SLOPPY_PROSE = ("I think we should find a time that works for everybody. Slot 3 might be good for me, "
@@ -963,6 +977,34 @@ def _sloppy(envelope: dict[str, Any], rf_type: str | None, rng: random.Random, r
         full = json.dumps(envelope, indent=2)
         return "Sure! " + full[: max(8, len(full) // 2)], "length"
     return "Sure, here you go!\n" + json.dumps(envelope) + "\nLet me know if you need anything else.", "stop"
+
+
+def _refused_keyword(schema: Any, keywords: tuple[str, ...]) -> str | None:
+    """The first of ``keywords`` used anywhere in ``schema`` (a server that does not support it), or None."""
+    if not keywords or schema is None:
+        return None
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k in keywords:
+                if k in node:
+                    return k
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _agree(th: _Thread, schema: dict[str, Any] | None) -> dict[str, Any]:
+    """An injected ``agree``: the slot announced this round, else the lowest slot the schema allows."""
+    h = th.header or {}
+    slot = _agreed(th, int(h.get("round", 1)), th.round_user_texts(int(h.get("round", 1)))) if h else None
+    if slot is None:
+        for alt in _action_shapes(((schema or {}).get("properties") or {}).get("actions")) or []:
+            if ((alt.get("properties") or {}).get("type") or {}).get("enum") == ["agree"]:
+                slot = alt["properties"]["slot"]["enum"][0]
+    return {"thinking": "Agreeing.", "actions": [{"type": "agree", "slot": slot if slot is not None else 0}]}
 
 
 # --------------------------------------------------------------------------------------

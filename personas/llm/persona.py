@@ -117,12 +117,15 @@ class LLMPersona:
         self._window: int | None = self.settings.context_window
         self._window_source: str | None = "configured" if self._window else None
         self._probed = False
-        self._est = Estimator()
+        # One estimate per endpoint and model for the whole run: every seat's usage calibrates it.
+        self._est = self.settings.pool.estimators.setdefault((self.settings.resolved_base_url(), self.model_name),
+                                                             Estimator())
         mode = self.settings.structured_mode()
         self._forms: tuple[str, ...] = AUTO_FORMS if mode == "auto" else (mode,)
         self._form_i = 0
         self._rform_i = 0  # reflection questions keep their own fallback (their schema differs)
         self._dropped: frozenset[str] = frozenset()  # schema keywords the endpoint refused (structured=auto)
+        self._margin_off = False  # set after a context-length 400: over-estimate requests are no longer sent
 
     # -- plumbing -------------------------------------------------------------------------
     @property
@@ -411,7 +414,7 @@ class LLMPersona:
         if cache[key]:
             self._window, self._window_source = cache[key], "models"
 
-    def _request(self, extra: list[dict[str, str]] = (), *, commit: bool = True
+    def _request(self, extra: list[dict[str, str]] = (), *, commit: bool = True, margin: bool = True
                  ) -> tuple[list[dict[str, str]] | None, dict[str, Any]]:
         """The messages to send now: the thread trimmed to fit the window (see ``context``).
 
@@ -420,9 +423,13 @@ class LLMPersona:
         :data:`MIN_REPLY_TOKENS` (``info["reply_tokens"]``); (3) a shorter digest, oldest
         paragraphs first; (4) the oldest turns of the current round left out, in
         user/assistant pairs after its first message (``info["dropped_messages"]``).
-        Returns ``(None, info)`` when none fits.  ``commit=False`` (reflection) leaves the
-        seat's digest point where it was.
+        Returns ``(None, info)`` when none fits — by more than the estimate's own error
+        (``Estimator.margin``): a request that fits within that margin is sent
+        (``info["within_margin"]``) and the server decides; ``margin=False`` after the
+        server refused one.  ``commit=False`` (reflection) leaves the seat's digest point
+        where it was.
         """
+        margin = margin and not self._margin_off
         msgs = self.messages + list(extra)
         rounds = message_rounds(msgs)
         current = max(rounds[-1], 0)
@@ -445,7 +452,9 @@ class LLMPersona:
         kept = None
         window = self._window
         if window is not None and mode == "full" and not fits(est, window, want):
-            return None, {"window": window, "est_prompt_tokens": est, "max_tokens": want}
+            if not (margin and fits(self._est.low(est), window, want)):
+                return None, {"window": window, "est_prompt_tokens": est, "max_tokens": want}
+            info_more["within_margin"] = True  # send it: the server's count decides
         if window is not None and mode != "full":
             floor = min(MIN_REPLY_TOKENS, want or MIN_REPLY_TOKENS)
 
@@ -473,9 +482,13 @@ class LLMPersona:
                         ok = True
                         info_more["dropped_messages"] = drop
                         break
-            if not ok:
+            if not ok and margin and room(self._est.low(est)) >= floor:
+                # Over the estimate, but within its own error: send it and let the server's 400 decide.
+                info_more["within_margin"] = True
+                info_more["reply_tokens"] = floor
+            elif not ok:
                 return None, {"window": window, "est_prompt_tokens": est, "max_tokens": want}
-            if not fits(est, window, want):
+            elif not fits(est, window, want):
                 info_more["reply_tokens"] = min(want or room(est), room(est))
         trimmed = list(range(self._upto, upto)) if upto > self._upto else []
         if commit and trimmed:
@@ -490,6 +503,7 @@ class LLMPersona:
         """After a context-length 400: take the window the error states (else a guess), and
         make the estimate of this request large enough that it no longer 'fits'."""
         est = self._est.tokens(req)
+        self._margin_off = True  # the server has refused once: no more benefit of the doubt for this seat
         window = res.context_window or self._window or int((est + (self.settings.max_tokens or 0)) * 0.8)
         if self._window is not None and res.context_window is None:
             window = min(window, self._window)
@@ -558,7 +572,7 @@ class LLMPersona:
             if res.failure == "context_length" and ctx_tries < 3 and self.settings.history != "full":
                 ctx_tries += 1
                 self._learn_window(res, req, (info or {}).get("reply_tokens"))
-                req, info = self._request(extra_msgs, commit=commit)
+                req, info = self._request(extra_msgs, commit=commit, margin=False)
                 if req is None:
                     return res, info, form
                 continue

@@ -50,6 +50,8 @@ class RunPool:
         self.model_windows: dict[tuple, int | None] = {}
         # The structured-output form an endpoint settled on per (endpoint, model, kind of call).
         self.formats: dict[tuple, int] = {}
+        # The prompt-token estimate per (endpoint, model), calibrated by every seat's usage.
+        self.estimators: dict[tuple, Any] = {}
         #: cluster-wide limits per endpoint (the Ray executor sets it: lab/executors.py);
         #: an object with ``async acquire(endpoint)`` and ``async release(endpoint)``
         self.gate: Any = None
