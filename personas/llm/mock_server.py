@@ -52,7 +52,17 @@ Faults can also be injected one by one (``server.inject("429")``) for precise te
 ``429``, ``500``, ``context_length``, ``hang`` (answer after ``seconds``), ``prose``,
 ``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``, ``unauthorized_echo`` (a 401
 whose text quotes the ``Authorization`` header it received, as some providers do — for the
-redaction tests) and ``no_choices`` (a 200 with ``"choices": []``).
+redaction tests), ``no_choices`` (a 200 with ``"choices": []``), ``agree`` (the short action
+``{"type": "agree", "slot": n}``), and replies past the size limits: ``oversized`` (200,000
+characters), ``flood`` (200 actions) and ``long_message`` (a 5,000-character message).
+
+``sloppy_mode`` (with ``policy="sloppy"``) copies a small model's habits instead of the
+random sloppiness: ``runaway`` — a string that never closes (``thinking``, or a message's
+``content``) until ``max_tokens`` cuts the reply, unless the request's schema gives that
+string a ``maxLength``; ``copycat`` — every CHEAP_TALK reply also sends the latest example
+direct message of the prompt, recipient and text as written.  ``refuse_keywords``: JSON
+schema keywords the server answers with a 400 naming the keyword (as servers whose grammar
+lacks one do), to test that ``structured=auto`` drops them.
 
 Slot lists are written and read with ``engine/protocol.py`` (the one owner of the message
 protocol); the mock's own sentences ("I can do slots 0, 1 (free) and …") are its own.  This
@@ -100,7 +110,7 @@ FORMATS = ("json_schema", "json_object")
 _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · Sender Agent (\d+) · (\d+) slots ===$",
                        re.M)
 FAULTS = ("429", "500", "context_length", "hang", "prose", "fenced", "invalid_batch", "empty", "truncated",
-          "unauthorized", "unauthorized_echo", "no_choices", "agree")
+          "unauthorized", "unauthorized_echo", "no_choices", "agree", "oversized", "flood", "long_message")
 
 _REFLECT_RE = re.compile(r"^=== Reflection after Round (\d+) · Meeting M(-?\d+) · You are Agent (\d+) ===$", re.M)
 _SEAT_RE = re.compile(r"You are Agent (\d+)")
@@ -843,6 +853,8 @@ class MockLLMServer:
             envelope = _invalid(th, envelope)
         elif kind == "agree":
             envelope = _agree(th, schema)
+        elif kind in ("oversized", "flood", "long_message"):
+            envelope = _oversize(kind, th)
         content = json.dumps(envelope)
         if sloppy is not None:
             content, finish = sloppy
@@ -1005,6 +1017,17 @@ def _agree(th: _Thread, schema: dict[str, Any] | None) -> dict[str, Any]:
             if ((alt.get("properties") or {}).get("type") or {}).get("enum") == ["agree"]:
                 slot = alt["properties"]["slot"]["enum"][0]
     return {"thinking": "Agreeing.", "actions": [{"type": "agree", "slot": slot if slot is not None else 0}]}
+
+
+def _oversize(kind: str, th: _Thread) -> dict[str, Any]:
+    """Replies past the size limits (issue 24 item 10): ``oversized`` (a 200,000-character
+    ``thinking``), ``flood`` (200 direct messages) and ``long_message`` (one of 5,000 characters)."""
+    to = next((a for a in range(8) if a != th.seat), 0)
+    if kind == "oversized":
+        return {"thinking": "x" * 200_000, "actions": []}
+    if kind == "flood":
+        return {"thinking": "", "actions": [{"type": "dm", "to": to, "content": f"hello {i}"} for i in range(200)]}
+    return {"thinking": "", "actions": [{"type": "dm", "to": to, "content": "y" * 5_000}]}
 
 
 # --------------------------------------------------------------------------------------
