@@ -29,6 +29,10 @@ def register(subparsers) -> None:
                         "500s, prose, fenced JSON and invalid batches (deterministic from --seed); sloppy: like a "
                         "small model (prose, invented keys, cut-off JSON) unless a JSON schema is sent; judge: "
                         "cooperative, and answers --judge questions from what each message says")
+    p.add_argument("--sloppy-mode", choices=("runaway", "copycat"), default=None,  # mock_server.SLOPPY_MODES
+                   help="with --policy sloppy, one small-model habit instead of random sloppiness: runaway (strings "
+                        "that never close unless the schema sets maxLength), copycat (sends the prompt's example "
+                        "message as written)")
     p.add_argument("--context-limit", type=int, default=None, metavar="TOKENS",
                    help="answer requests longer than this (estimated tokens + max_tokens) with HTTP 400, as a "
                         "real server does (default: no limit)")
@@ -60,7 +64,8 @@ def handle_mock(args) -> int:
         raise UserError(f"--context-limit must be at least 64 tokens, not {args.context_limit}")
     server = MockLLMServer(policy=args.policy, latency=args.latency, seed=args.seed, port=args.port,
                            retry_after=args.retry_after, context_limit=args.context_limit,
-                           context_style=args.context_style, advertise_context=args.advertise_context)
+                           context_style=args.context_style, advertise_context=args.advertise_context,
+                           sloppy_mode=getattr(args, "sloppy_mode", None))
 
     async def serve() -> None:
         try:

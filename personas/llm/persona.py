@@ -307,6 +307,8 @@ class LLMPersona:
                     context = extra["context"]
                 if isinstance(extra.get("structured"), str):
                     form = extra["structured"]
+                if isinstance(extra.get("schema_dropped"), list):
+                    self._dropped = frozenset(str(k) for k in extra["schema_dropped"])
                 notice = ""
                 if failure == "parse_error":
                     notice = fragment("parse_notice", detail=failure_detail or "no detail")
@@ -371,6 +373,8 @@ class LLMPersona:
                 extra["reasoning"] = res.reasoning
             if res.finish_reason and res.finish_reason != "stop":
                 extra["finish_reason"] = res.finish_reason
+        if self.prompt_profile != "full":
+            extra["prompt_profile"] = self.prompt_profile
         if structured is not None:
             extra["structured"] = structured
             if self._dropped and structured not in ("off", "json_object_plain"):
