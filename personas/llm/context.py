@@ -158,6 +158,7 @@ def round_digest(round_: int, messages: Sequence[dict[str, Any]]) -> str:
                 continue
             if phase == "CHEAP_TALK":
                 sent.extend(a for a in env.actions if isinstance(a, Message))
+                sent.extend(Message("participant_groupchat", f"I agree to slot {s}.") for s in env.agreed)
             elif phase in ("DECISION", "VOLUNTARY"):
                 batches[phase] = env.actions  # the last attempt is the one that counts
     who = "you took part" if participant else "you were not a participant but were contacted"

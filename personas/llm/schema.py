@@ -129,8 +129,9 @@ def _envelope_schema(phase: str, channels: tuple[str, ...], others: tuple[int, .
         alts = []
         for k in range(0, min(MAX_MOVES, len(moves)) + 1):
             item = [_one_of(moves)] * k + [sched]
-            alts.append({"type": "array", "prefixItems": item, "items": False, "minItems": k + 1,
-                         "maxItems": k + 1})
+            # No "items": false beside it: llama.cpp's converter lets "items" win over
+            # "prefixItems", and OpenAI's strict mode refuses it; minItems = maxItems closes the tuple.
+            alts.append({"type": "array", "prefixItems": item, "minItems": k + 1, "maxItems": k + 1})
         actions = _one_of(alts)
     return _obj(thinking={**_string(THINKING_MAX), "description": "your private reasoning, brief"},
                 actions=actions)
