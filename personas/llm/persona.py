@@ -54,7 +54,7 @@ from engine.seats import Reply
 from .client import CallResult, complete, fetch_models
 from .context import Estimator, digest_block, fits, message_rounds, window_from_models
 from .prompts import COMPACT_BELOW, PromptBook, fragment
-from .schema import drop_keywords, envelope_schema, reflection_schema, refused_keywords, response_format
+from .schema import THINKING_MAX, drop_keywords, envelope_schema, reflection_schema, refused_keywords, response_format
 from .settings import LLMConfigError, LLMSettings
 
 __all__ = ["LLMPersona"]
@@ -298,6 +298,11 @@ class LLMPersona:
                 extra = d.get("extra") if isinstance(d.get("extra"), dict) else {}
                 failure = extra.get("failure")
                 if isinstance(text, str) and text.strip() and failure in (None, "parse_error"):
+                    if extra.get("truncated_repaired"):
+                        try:
+                            text = repaired_text(parse_envelope(text, truncated=True))
+                        except EnvelopeError:
+                            pass
                     messages.append({"role": "assistant", "content": text})
                 if isinstance(extra.get("counters"), dict):
                     counters.update({k: v for k, v in extra["counters"].items() if k in counters})
@@ -635,6 +640,8 @@ class LLMPersona:
         try:
             env = parse_envelope(raw_text, truncated=truncated)
             actions = env.actions + tuple(self._agree_messages(obs, env.agreed))
+            if env.repaired:  # the thread shows the model a closed reply, not a broken one to imitate
+                self.messages[-1] = {"role": "assistant", "content": repaired_text(env)}
         except EnvelopeError as exc:
             detail = str(exc)
             if truncated:
@@ -710,6 +717,16 @@ class LLMPersona:
         else:
             out["deltas"] = deltas
         return out
+
+
+def repaired_text(env) -> str:
+    """What the thread keeps of a reply that was cut off and closed: the envelope as read,
+    its ``thinking`` shortened to the schema's bound (a looping thought is not re-sent)."""
+    thinking = env.thinking or ""
+    if len(thinking) > THINKING_MAX:
+        thinking = thinking[: THINKING_MAX - 1].rstrip() + "…"
+    acts = [a.to_json() for a in env.actions] + [{"type": "agree", "slot": s} for s in env.agreed]
+    return json.dumps({"thinking": thinking, "actions": acts})
 
 
 def _read_deltas(text: str) -> Any:

@@ -387,3 +387,27 @@ def test_the_compact_system_prompt_keeps_the_rules():
                  '"type": "all_groupchat"', '"type": "schedule"', '"type": "reschedule"', '"type": "agree"',
                  '"type": "pass"', "Blocked Errand", "private description", "exactly one schedule"):
         assert fact in compact, fact
+
+
+async def test_the_thread_keeps_a_cut_reply_closed_and_resume_rebuilds_it(make_settings, task):
+    """A repaired reply enters the thread as the closed envelope (a small model imitates its
+    own history), and ``--resume`` rebuilds exactly that thread."""
+    from engine.game import resume_point
+    from test_resume import calls_in, play
+
+    lead = task.meetings[0].speaker_order[0]
+    full, full_seats, full_reqs = await play(task, make_settings, retries=1,
+                                             faults=[("truncated", {"count": 1, "seat": lead, "phase": "CHEAP_TALK"})])
+    events = full.trace["events"]
+    repaired = [e["data"] for e in events if e["type"] == "turn_end" and e["data"]["agent_id"] == lead
+                and (e["data"].get("extra") or {}).get("truncated_repaired")]
+    assert len(repaired) == 1 and repaired[0]["round"] == 0 and repaired[0]["tool_calls"]
+    kept = [m["content"] for m in full_seats[lead].messages if m["role"] == "assistant"]
+    assert repaired[0]["text"] not in kept  # the raw cut text is in the trace, not in the thread
+    assert all(parse_envelope(k) is not None for k in kept if k.startswith('{"thinking"'))
+    cut = next(e["seq"] for e in events if e["type"] == "turn_end" and e["data"]["round"] == 1)
+    prefix = [e for e in events if e["seq"] <= resume_point([e for e in events if e["seq"] <= cut])]
+    again, seats, reqs = await play(task, make_settings, resume_events=prefix, retries=1)
+    done = calls_in(prefix, lead)
+    assert reqs[lead][0] == full_reqs[lead][done]  # the same history after the resume
+    assert full_seats[lead].messages == seats[lead].messages
