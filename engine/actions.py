@@ -162,12 +162,28 @@ def _candidates(text: str):
     yield text.strip()
     # The first balanced top-level {...} or [...] in prose.
     dec = json.JSONDecoder()
+    tops = set()
     for i in _top_level_starts(text):
+        tops.add(i)
         try:
             obj, _ = dec.raw_decode(text[i:])
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         yield obj
+    # Prose with a stray "{" hides the envelope from the scan above: any object that is a
+    # whole envelope (it has "actions") still counts — never a lone inner action.
+    tried = 0
+    for i, ch in enumerate(text):
+        if ch == "{" and i not in tops:
+            tried += 1
+            if tried > 256:  # bounded work on a reply full of braces
+                break
+            try:
+                obj, _ = dec.raw_decode(text[i:])
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(obj, dict) and "actions" in obj:
+                yield obj
 
 
 def repair_truncated(text: str) -> Any:
@@ -223,7 +239,7 @@ def repair_truncated(text: str) -> Any:
         try:
             obj, _ = dec.raw_decode(t + closing)
             return obj
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         cut = max(t.rfind(","), t.rfind("{"), t.rfind("["))
         if cut <= 0:
@@ -275,7 +291,7 @@ def decode_envelope(text: Any, *, truncated: bool = False) -> tuple[Any, bool]:
             return cand, False
         try:
             return json.loads(cand), False
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     if truncated:
         obj = repair_truncated(text)

@@ -411,3 +411,12 @@ async def test_the_thread_keeps_a_cut_reply_closed_and_resume_rebuilds_it(make_s
     done = calls_in(prefix, lead)
     assert reqs[lead][0] == full_reqs[lead][done]  # the same history after the resume
     assert full_seats[lead].messages == seats[lead].messages
+
+
+def test_the_reader_is_lenient_but_bounded():
+    # a stray brace in prose before the envelope still finds the envelope
+    assert parse_envelope('Sure { here: {"thinking": "x", "actions": [{"type": "pass"}]} bye').thinking == "x"
+    for text in ("[" * 30_000, '{"actions": ' + "[" * 5_000):  # nesting past the decoder's depth: unreadable
+        for truncated in (False, True):
+            with pytest.raises(EnvelopeError):
+                parse_envelope(text, truncated=truncated)
