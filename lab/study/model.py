@@ -80,6 +80,8 @@ class LLMEndpoint(_Model):
     temperature: float | None = Field(None, ge=0, le=2)
     timeout: float = Field(60.0, gt=0)
     retries: int = Field(2, ge=0)
+    max_calls_per_round: int | None = Field(None, ge=1, description="CHEAP_TALK calls per round of each LLM seat; "
+                                                                    "past it the seat passes without a request")
 
     @field_validator("api_key_env")
     @classmethod

@@ -334,7 +334,7 @@ class StudyRunner:
             e = cond.llm
             self._llm[cond.name] = LLMSettings(base_url=e.base_url, api_key_env=e.api_key_env,
                                                temperature=e.temperature, timeout=e.timeout, retries=e.retries,
-                                               backoff_base=0.05)
+                                               backoff_base=0.05, max_calls_per_round=e.max_calls_per_round)
         return self._llm[cond.name]
 
     async def _close_llm(self) -> None:
