@@ -208,10 +208,16 @@ class PromptBook:
         speaking order, or a group message when DMs are off."""
         m = obs.meeting
         order = [p for p in m.speaker_order if p != self.seat] or [p for p in m.participants if p != self.seat]
+        free = [s for s, it in enumerate(obs.view.calendar) if it is None][:2]
+        if free:  # an opening a model may send as it is: two of its own free slots
+            slots = " or ".join(f"slot {s}" for s in free)
+            content = self._frag("example_offer", meeting_id=m.id, slots=slots)
+        else:
+            content = self._frag("example_ask", meeting_id=m.id)
         if "dm" in obs.view.channels and order:
-            return self._frag("example_dm", to=order[0], meeting_id=m.id)
+            return self._frag("example_dm", to=order[0], content=content)
         channel = next((c for c in ("participant_groupchat", "all_groupchat") if c in obs.view.channels), "dm")
-        return self._frag("example_group", channel=channel, meeting_id=m.id)
+        return self._frag("example_group", channel=channel, content=content)
 
     def _turn(self, obs: TurnObservation, *, joined: bool, done_slot: int | None = None) -> str:
         m = obs.meeting

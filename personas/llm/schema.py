@@ -5,13 +5,15 @@ constraint.  The schema is built for *this* call from the seat's own observation
 a grammar-constrained reply is always a well-formed move of this game:
 
 * CHEAP_TALK: the message actions of the enabled channels (a ``dm``'s ``to`` is one of
-  the other agents), ``{"type": "pass"}`` and, for a participant, ``{"type": "agree",
-  "slot": n}`` with ``n`` one of the slots the meeting could take on its calendar;
+  the meeting's other participants; at most one message per participant, plus one),
+  ``{"type": "pass"}`` and, for a participant, ``{"type": "agree", "slot": n}`` with ``n``
+  one of the slots the meeting could take on its calendar;
 * VOLUNTARY: reschedules only, one shape per movable item (its ``item_id`` and
-  ``from_slot`` fixed, ``to_slot`` a slot that is free or holds another movable item);
-* DECISION: up to :data:`MAX_MOVES` reschedules, then exactly one ``schedule`` of the
-  round's meeting whose ``slot`` is one of the seat's possible slots (``prefixItems``:
-  one array shape per number of moves);
+  ``from_slot`` fixed, ``to_slot`` a free slot), at most :data:`MAX_MOVES`;
+* DECISION: exactly one ``schedule`` of the round's meeting, either alone into a free
+  slot or after the one reschedule that moves the item in its slot to a free slot
+  (``prefixItems``: one two-item shape per movable item) — every batch the schema admits
+  passes the rules;
 * every string has a ``maxLength`` and every list a ``maxItems``, so a constrained reply
   always closes (a small model otherwise loops inside ``thinking`` until the token cap).
 
@@ -53,8 +55,7 @@ FORMS = ("json_schema", "json_object")
 THINKING_MAX = 300
 CONTENT_MAX = 400
 JUSTIFICATION_MAX = 80
-#: At most this many reschedules before the one ``schedule`` of a DECISION schema, and in a
-#: VOLUNTARY batch (a batch rarely needs more than one: clearing the agreed slot).
+#: At most this many reschedules in a VOLUNTARY batch.
 MAX_MOVES = 3
 
 
@@ -89,14 +90,13 @@ def _possible_slots(calendar, num_slots: int) -> tuple[list[int], list[tuple[int
 
 
 def _moves(free: list[int], movable: list[tuple[int, int]]) -> list[dict[str, Any]]:
-    """One reschedule shape per movable item: its id and slot fixed, the destination a slot
-    that is free or holds another movable item (which the same batch may move away)."""
-    out = []
-    for slot, item in movable:
-        dest = sorted(set(free) | {s for s, _ in movable if s != slot})
-        out.append(_obj(type=_kind("reschedule"), item_id=_enum([item]), from_slot=_enum([slot]),
-                        to_slot=_enum(dest), justification=_string(JUSTIFICATION_MAX)))
-    return out
+    """One reschedule shape per movable item: its id and slot fixed, the destination a free slot."""
+    return [_move(slot, item, free) for slot, item in movable]
+
+
+def _move(slot: int, item: int, free: list[int]) -> dict[str, Any]:
+    return _obj(type=_kind("reschedule"), item_id=_enum([item]), from_slot=_enum([slot]),
+                to_slot=_enum([f for f in free if f != slot]), justification=_string(JUSTIFICATION_MAX))
 
 
 def _one_of(alts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -104,34 +104,44 @@ def _one_of(alts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=512)
-def _envelope_schema(phase: str, channels: tuple[str, ...], others: tuple[int, ...], num_slots: int,
-                     meeting_id: int, calendar: tuple, participant: bool = True,
-                     participants: tuple[int, ...] = ()) -> dict[str, Any]:
+def _envelope_schema(phase: str, channels: tuple[str, ...], seat: int, num_agents: int, num_slots: int,
+                     meeting_id: int, calendar: tuple, participants: tuple[int, ...]) -> dict[str, Any]:
+    participant = seat in participants
     free, movable, possible = _possible_slots(calendar, num_slots)
     if phase == "CHEAP_TALK":
+        # Direct messages go to the meeting's other participants (the small models that
+        # wrote to everyone only copied an example); a group chat still reaches the others.
+        targets = tuple(p for p in participants if p != seat) or tuple(a for a in range(num_agents) if a != seat)
         kinds = []
         if "dm" in channels:
-            kinds.append(_obj(type=_kind("dm"), to=_enum(others), content=_string(CONTENT_MAX)))
+            kinds.append(_obj(type=_kind("dm"), to=_enum(targets), content=_string(CONTENT_MAX)))
         for ch in ("participant_groupchat", "all_groupchat"):
             if ch in channels:
                 kinds.append(_obj(type=_kind(ch), content=_string(CONTENT_MAX)))
         if participant:  # "I agree to slot n": the persona writes the messages
             kinds.append(_obj(type=_kind("agree"), slot=_enum(possible)))
         kinds.append(_obj(type=_kind("pass")))
-        actions = {"type": "array", "items": _one_of(kinds), "maxItems": max(1, len(others)) + 2}
+        actions = {"type": "array", "items": _one_of(kinds), "maxItems": len(targets) + 1}
     elif phase == "VOLUNTARY":
         moves = _moves(free, movable)
         actions = ({"type": "array", "items": _one_of(moves), "maxItems": min(MAX_MOVES, len(moves))}
                    if moves else {"type": "array", "items": _obj(), "maxItems": 0})
-    else:  # DECISION: any reschedules, then exactly one schedule of this round's meeting
-        sched = _obj(type=_kind("schedule"), meeting_id=_enum([meeting_id]), slot=_enum(possible))
-        moves = _moves(free, movable)
-        alts = []
-        for k in range(0, min(MAX_MOVES, len(moves)) + 1):
-            item = [_one_of(moves)] * k + [sched]
-            # No "items": false beside it: llama.cpp's converter lets "items" win over
+    else:
+        # DECISION: exactly one schedule of this round's meeting — into a free slot, or into
+        # the slot of a movable item that the one reschedule before it moves to a free slot.
+        # Every batch the schema admits passes the rules of SPEC §4 (a longer chain of moves
+        # is still possible without a schema).
+        def sched(slots) -> dict[str, Any]:
+            return _obj(type=_kind("schedule"), meeting_id=_enum([meeting_id]), slot=_enum(slots))
+
+        alts = [{"type": "array", "prefixItems": [sched(free)], "minItems": 1, "maxItems": 1}] if free else []
+        for slot, item in movable:
+            # No "items": false beside prefixItems: llama.cpp's converter lets "items" win over
             # "prefixItems", and OpenAI's strict mode refuses it; minItems = maxItems closes the tuple.
-            alts.append({"type": "array", "prefixItems": item, "minItems": k + 1, "maxItems": k + 1})
+            alts.append({"type": "array", "prefixItems": [_move(slot, item, free), sched([slot])],
+                         "minItems": 2, "maxItems": 2})
+        if not alts:  # nothing can take the meeting: any schedule, which the rules will refuse
+            alts = [{"type": "array", "prefixItems": [sched(range(num_slots))], "minItems": 1, "maxItems": 1}]
         actions = _one_of(alts)
     return _obj(thinking={**_string(THINKING_MAX), "description": "your private reasoning, brief"},
                 actions=actions)
@@ -141,16 +151,14 @@ def envelope_schema(obs) -> dict[str, Any]:
     """The envelope schema for one observation (``engine.observe`` Turn/Voluntary/Decision)."""
     v = obs.view
     phase = getattr(obs, "phase", "CHEAP_TALK")
-    others = tuple(a for a in range(v.num_agents) if a != v.seat)
     m = obs.meeting
-    participant = v.seat in tuple(m.participants)
-    return _envelope_schema(phase, tuple(v.channels), others, v.num_slots, int(m.id), tuple(v.calendar),
-                            participant, tuple(m.participants))
+    return _envelope_schema(phase, tuple(v.channels), v.seat, v.num_agents, v.num_slots, int(m.id),
+                            tuple(v.calendar), tuple(m.participants))
 
 
 #: JSON-schema keywords a server may refuse; ``structured=auto`` drops the one a 400 names
 #: (then tries the next form when none is named).  Dropping ``prefixItems`` keeps the
-#: envelope's shape (any mix of reschedules and a schedule, at most ``MAX_MOVES + 1``).
+#: envelope's shape (one or two actions, each a reschedule or a schedule of these shapes).
 DROPPABLE = ("prefixItems", "maxLength", "maxItems", "minItems", "description")
 
 

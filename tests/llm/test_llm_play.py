@@ -64,7 +64,8 @@ async def test_a_copycat_model_writes_only_to_the_meeting(make_settings):
     async with MockLLMServer(policy="sloppy", sloppy_mode="copycat") as mock:
         res, p = await one_llm(task, make_settings(mock, max_calls_per_round=4))
     mine = [e["data"] for e in events(res, "dm_sent") if e["data"]["from_agent"] == 1]
-    copied = [d for d in mine if d["content"].startswith("Which slots would work for you for Meeting M")]
+    copied = [d for d in mine if re.fullmatch(r"For Meeting M\d+ I could do slot \d+ or slot \d+\. Does that suit you\?",
+                                              d["content"])]
     assert copied, "the copycat copied the example"
     for d in mine:
         parts = set(task.meetings[d["round"]].participants)
@@ -225,6 +226,9 @@ def test_the_decision_schema_admits_only_well_formed_batches():
     assert ok([sched(free[0])]) and ok([move, sched(mv)])
     assert not ok([])  # "Expected exactly 1 schedule action, got 0" can no longer be written
     assert not ok([sched(free[0]), sched(free[-1])]) and not ok([sched(mv), move])
+    assert not ok([sched(mv)])  # occupied, and nothing moves it (rule 7)
+    assert not ok([move, sched(free[1])])  # the move clears one slot, the meeting goes to another
+    assert not ok([dict(move, to_slot=movable[1]), sched(mv)])  # into an occupied slot (rule 5)
     assert not ok([sched(free[0], m.id + 1)])
     assert blocked and not ok([sched(blocked[0])])  # a slot it can never take
     wrong = dict(move, item_id=cal[mv].item_id + 1000)
