@@ -633,6 +633,7 @@ class LLMPersona:
                         "kept]")
             raw = None
             detail = (f"the reply was {len(res.text):,} characters long; at most {MAX_REPLY_CHARS:,} are read")
+            self.messages.append({"role": "assistant", "content": raw_text})  # as --resume rebuilds it
             return self._unreadable(text, raw_text, raw, res, info, form, detail)
         if raw_text.strip():
             self.messages.append({"role": "assistant", "content": raw_text})
@@ -647,11 +648,12 @@ class LLMPersona:
             if truncated:
                 detail += f" (the reply was cut off: {self._cut_by(res, info)})"
             return self._unreadable(text, raw_text, raw, res, info, form, detail)
-        extra = self._extra(res, context=info, structured=form)
         if env.repaired:
             self.counters["truncated_repaired"] += 1
-            extra = {**self._extra(res, context=info, structured=form), "truncated_repaired": True}
             self._notice = fragment("repaired_notice", limit=self._cut_by(res, info))
+        extra = self._extra(res, context=info, structured=form)
+        if env.repaired:
+            extra["truncated_repaired"] = True
         if isinstance(obs, TurnObservation):
             for a in actions:
                 if isinstance(a, Message):
