@@ -4,6 +4,12 @@
 prose or in a code fence, and a bare list of actions is accepted too.  Anything that
 cannot be read becomes an :class:`EnvelopeError`, which the game loop records as a
 ``parse_error`` event; it is never fatal.
+
+Besides the game's actions a reply may use two short ones: ``{"type": "pass"}`` (nothing
+to add) and ``{"type": "agree", "slot": n}`` ("I agree to slot n"; ``Envelope.agreed``,
+which an LLM persona turns into messages).  A reply the endpoint cut off at its token limit
+is read whole or not at all (:func:`repair_truncated`); a reply past the size limits
+(``MAX_*``) is refused whole.
 """
 
 from __future__ import annotations
@@ -122,10 +128,6 @@ class Envelope:
 MAX_REPLY_CHARS = 32_000
 MAX_ACTIONS = 40
 MAX_MESSAGE_CHARS = 2_000
-#: Short actions a reply may use besides the game's own: ``pass`` (nothing to add) and
-#: ``agree`` (``{"type": "agree", "slot": n}``: "I agree to slot n").
-SHORT_TYPES = ("pass", "agree")
-
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 
 
