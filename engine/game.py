@@ -197,18 +197,27 @@ class _Game:
         return reply
 
     # -- the game -------------------------------------------------------------------------
-    def restore(self, events: list[dict[str, Any]]) -> int:
+    def restore(self, events: list[dict[str, Any]],
+                interrupted: Sequence[dict[str, Any]] = ()) -> tuple[int, list[dict[str, Any]]]:
         """Fold the complete rounds of an earlier, stopped run of this game (``--resume``).
 
         Keeps the events up to the end of the last complete round (:func:`resume_point`: its
-        ``resolution`` and the ``meeting_broken`` / ``reflection`` events after it; the rest —
-        a round cut short — is dropped and replayed), re-validates every ``batch_applied`` with the rules, checks
-        each round's recorded ``state_hash``, and continues the event numbering.  Returns
-        the round to play next.  Raises ``ValueError`` for a trace that does not fold.
+        ``resolution`` and the ``meeting_broken`` / ``reflection`` events after it),
+        re-validates every ``batch_applied`` with the rules and checks each round's recorded
+        ``state_hash``.  The rest — a round cut short — is set aside, never thrown away: it
+        joins ``interrupted`` (events set aside by earlier resumes) and the round is played
+        again.  Returns the round to play next and every event set aside, in ``seq`` order.
+        Raises ``ValueError`` for a trace that does not fold.
         """
         task = self.task
-        prefix = list(events[: _resume_cut(events)])
-        fold = fold_trace({"events": prefix, "stopped": True}, task=task)  # the one fold (engine.trace)
+        cut = _resume_cut(events)
+        prefix = list(events[:cut])
+        aside = {e.get("seq"): e for e in interrupted if isinstance(e, dict)}
+        for e in events[cut:]:
+            aside.setdefault(e.get("seq"), e)
+        aside_list = [aside[k] for k in sorted(aside, key=lambda q: (q is None, q if isinstance(q, int) else 0))]
+        fold = fold_trace({"events": prefix, "stopped": True, "interrupted_events": aside_list},
+                          task=task)  # the one fold (engine.trace)
         if fold.problems:
             bad = next((p for p in fold.problems if "breaks the rules" in p), None)
             if bad is not None:
@@ -232,7 +241,7 @@ class _Game:
         self.messages_sent = sent
         self.log.events = prefix
         self.log.seq = (prefix[-1]["seq"] + 1) if prefix else 0
-        return state.round
+        return state.round, aside_list
 
     async def register(self, *, emit: bool = True, history: list[dict[str, Any]] | None = None) -> None:
         """Brief every seat.  On resume (``emit=False``) nothing is recorded again, and a
@@ -619,6 +628,7 @@ async def run_game(
     metrics_fn: MetricsFn | None = None,
     extra_config: dict[str, Any] | None = None,
     resume_events: list[dict[str, Any]] | None = None,
+    interrupted_events: Sequence[dict[str, Any]] = (),
 ) -> GameResult:
     """Play one game to the end and return its trace (SPEC §12).
 
@@ -628,8 +638,13 @@ async def run_game(
     ``resume_events``: the events of an earlier, stopped run of this game (same task,
     seats and config).  Its complete rounds (up to :func:`resume_point`) are folded
     (``_Game.restore``), nothing of them is emitted again, the seats are briefed on the
-    folded state, and play continues at the first incomplete round, numbering new events
-    from the last kept ``seq`` + 1; the trace holds the old events and the new ones.
+    folded state, and play continues at the first incomplete round.  The events of that
+    round cut short are not lost: they go to the trace's ``interrupted_events`` (with
+    ``interrupted_events``, those an earlier resume set aside), new events are numbered
+    after every one of them, and a ``round_restarted`` event names the ``seq`` range set
+    aside (``from_seq`` .. ``to_seq``), so the numbering stays accountable and the seats'
+    screens can say that the round starts again.  Metrics, the fold and replay read the
+    ``events`` list only: the interrupted attempt never counts.
     """
     config = config or GameConfig()
     if config.deterministic:
@@ -648,10 +663,18 @@ async def run_game(
 
     agent_types = [agent_type(s) for s in seats]
     agent_models = [s.model or s.kind for s in seats]
+    aside: list[dict[str, Any]] = []
     if resume_events:
-        first_round = g.restore(resume_events)
+        first_round, aside = g.restore(resume_events, interrupted_events)
         started_at = next((e.get("timestamp") for e in g.log.events if e.get("type") == "game_start"), started_at)
         await g.register(emit=False, history=g.log.events)
+        kept_last = g.log.seq - 1
+        fresh = [e for e in aside if isinstance(e.get("seq"), int) and e["seq"] > kept_last]
+        if fresh:  # the round cut short: its events were set aside; say so, then play it again
+            g.log.seq = max(e["seq"] for e in fresh) + 1
+            await log.emit("round_restarted", round=first_round, turn=0, phase="CHEAP_TALK", agent_id=None,
+                           from_seq=kept_last + 1, to_seq=g.log.seq - 1, events=len(fresh),
+                           messages=sum(1 for e in fresh if e.get("type") in MESSAGE_EVENT_TYPES.values()))
     else:
         first_round = 0
         await log.emit("game_start", round=-1, turn=-1, phase="GAME_START", agent_id=None,
@@ -692,5 +715,7 @@ async def run_game(
         "suite_version": (task.row.get("calbench") or {}).get("suite_version"),
         "task": task.to_row(),
     }
+    if aside:  # a resumed game: the attempts cut short, kept apart from the events that count
+        trace["interrupted_events"] = aside
     return GameResult(game_id, trace, g.state)
 

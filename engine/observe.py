@@ -206,6 +206,9 @@ EVENT_ALLOWANCES: dict[str, EventAllowance] = {
     "context_overflow": EventAllowance(own=("error", "detail"), others_see=("error",)),
     "meeting_broken": EventAllowance(own=("meeting_id",), own_only=True),
     "game_end": EventAllowance(),
+    # a resumed game plays the round that was cut short again (engine.game.run_game): every
+    # seat is told which round starts again, nothing of what was set aside
+    "round_restarted": EventAllowance(),
 }
 #: Of the round's meeting every seat sees these keys (never its label).
 MEETING_KEYS = ("id", "participants", "speaker_order", "cost", "duration")

@@ -161,6 +161,15 @@ def _resolution_slots(d: dict[str, Any]) -> dict[int, int | None] | None:
 _FOLDED = frozenset({"round_start", "batch_applied", "resolution", "game_end"})
 
 
+def _restart_gap(ev: dict[str, Any], prev_seq: int, seq: int, aside: set) -> bool:
+    """True when ``ev`` is a ``round_restarted`` event whose set-aside range (kept in the
+    trace's ``interrupted_events``) is exactly the gap between ``prev_seq`` and ``seq``."""
+    d = ev.get("data") or {}
+    if ev.get("type") != "round_restarted" or d.get("from_seq") != prev_seq + 1 or d.get("to_seq") != seq - 1:
+        return False
+    return all(q in aside for q in range(prev_seq + 1, seq))
+
+
 def fold_trace(trace: dict[str, Any], upto_seq: int | None = None, *, task: Task | None = None,
                verify: bool = True) -> FoldResult:
     """Fold ``trace``'s ``batch_applied`` events (up to ``upto_seq``, inclusive) and verify them.
@@ -192,6 +201,9 @@ def fold_trace(trace: dict[str, Any], upto_seq: int | None = None, *, task: Task
     last_seq: int | None = None
     prev_seq: int | None = None
     saw_game_end = False
+    # events of a round cut short and played again (engine.game.run_game on resume): kept
+    # beside ``events``; a ``round_restarted`` event accounts for their seq range
+    aside = {e.get("seq") for e in trace.get("interrupted_events") or () if isinstance(e, dict)}
 
     def agent_ok(agent: Any, seq: int, what: str) -> bool:
         if isinstance(agent, int) and 0 <= agent < len(cals):
@@ -206,7 +218,7 @@ def fold_trace(trace: dict[str, Any], upto_seq: int | None = None, *, task: Task
         seq = _seq_of(ev, index)
         if upto_seq is not None and seq > upto_seq:
             break
-        if verify and prev_seq is not None and seq != prev_seq + 1:
+        if verify and prev_seq is not None and seq != prev_seq + 1 and not _restart_gap(ev, prev_seq, seq, aside):
             problems.append(f"events are missing or out of order: event {seq} follows event {prev_seq}")
         prev_seq = seq
         last_seq = seq

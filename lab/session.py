@@ -23,7 +23,9 @@ Ends:
 
 Listeners (any ``engine.events.EventSink``: a screen, a remote seat, a progress meter)
 see every event as it happens; on a resumed game they are first shown the events kept
-from the earlier run, so a screen or a client can rebuild its view from them.
+from the earlier run, so a screen or a client can rebuild its view from them.  The events
+of the round that was cut short are kept too, apart (the trace's ``interrupted_events``),
+and the engine's ``round_restarted`` event tells the seats that round starts again.
 """
 
 from __future__ import annotations
@@ -139,14 +141,17 @@ async def _run_session(session: Session, *, store: Any, stream: bool, listeners:
     t0 = time.perf_counter()
     gid = session.game_id
     resume_events: list[dict[str, Any]] | None = None
+    interrupted: list[dict[str, Any]] = []
     store_sink = None
     memory = ListSink()
     if resume_upto is not None and (store is None or not stream):
         raise ValueError("resuming a game needs a store and a streamed session")
     if store is not None and stream:
         if resume_upto is not None:
-            # One transaction drops the round cut short and marks the game running again.
+            # One transaction sets the round cut short aside (kept, marked interrupted) and
+            # marks the game running again; the engine says the round restarts and plays it again.
             resume_events = await store.reopen_game(gid, resume_upto)
+            interrupted = await store.interrupted_events(gid)
         else:
             await store.create_game(gid, task_row=session.task.to_row(), config=session.config_json(),
                                     agents=session.agents, settings_key=session.settings_key,
@@ -163,7 +168,8 @@ async def _run_session(session: Session, *, store: Any, stream: bool, listeners:
     try:
         result = await run_game(session.task, session.seats, session.config, sink, clock=session.clock,
                                 game_id=gid, extra_config=dict(session.extra_config),
-                                **({"resume_events": resume_events} if resume_events else {}))
+                                **({"resume_events": resume_events, "interrupted_events": interrupted}
+                                   if resume_events else {}))
     except asyncio.CancelledError:
         if store_sink is not None:
             await _close_quietly(store_sink)

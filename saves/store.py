@@ -128,6 +128,10 @@ def _loads(text: str | None) -> Any:
     return None if text is None else orjson.loads(text)
 
 
+def _seq_key(q: Any) -> tuple:
+    return (not isinstance(q, int), q if isinstance(q, int) else 0)
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
@@ -768,12 +772,14 @@ class Store:
         """Reopen a stopped (or crashed) game to continue it; returns the events kept.
 
         In one transaction: the events after ``keep_upto_seq`` (the round cut short; see
-        ``engine.game.resume_point``) are deleted, the game is marked ``running`` again
-        (``ended_at`` cleared), and the events up to ``keep_upto_seq`` are read back.
-        Those kept rows are never rewritten, so a crash at any moment leaves either the
-        stopped game as it was or the reopened one.  The engine numbers new events from
-        ``keep_upto_seq + 1``.  A completed game is refused (``StoreError``); an unknown
-        id raises ``GameNotFound``.
+        ``engine.game.resume_point``) are moved out of ``events`` into the game's
+        ``interrupted_events`` (kept in ``games.extra``, read back by :meth:`interrupted_events`
+        and :meth:`load_trace`: nothing a person typed is deleted), the game is marked
+        ``running`` again (``ended_at`` cleared), and the events up to ``keep_upto_seq`` are
+        read back.  Those kept rows are never rewritten, so a crash at any moment leaves
+        either the stopped game as it was or the reopened one.  The engine numbers new
+        events after every set-aside one (``engine.game.run_game``).  A completed game is
+        refused (``StoreError``); an unknown id raises ``GameNotFound``.
         """
         if not isinstance(keep_upto_seq, int) or isinstance(keep_upto_seq, bool) or keep_upto_seq < -1:
             raise StoreError(f"keep_upto_seq must be an event seq (or -1 for none), not {keep_upto_seq!r}")
@@ -785,11 +791,31 @@ class Store:
             if found[0][0] == "completed":
                 raise StoreError(f"game {game_id} is completed; only a stopped game can be reopened")
             await self._unpack_blob(db, game_id)
+            cut = await db.execute_fetchall("SELECT seq, type, timestamp, data FROM events WHERE game_id = ? "
+                                            "AND seq > ? ORDER BY seq", (game_id, keep_upto_seq))
+            if cut:
+                extra_row = await db.execute_fetchall("SELECT extra FROM games WHERE game_id = ?", (game_id,))
+                extra = _loads(extra_row[0][0]) if extra_row and extra_row[0][0] else {}
+                if not isinstance(extra, dict):
+                    extra = {}
+                aside = {e.get("seq"): e for e in extra.get("interrupted_events") or [] if isinstance(e, dict)}
+                for q, t, ts, d in cut:
+                    aside[q] = {"seq": q, "type": t, "timestamp": ts, "data": json.loads(d)}
+                extra["interrupted_events"] = [aside[q] for q in sorted(aside, key=_seq_key)]
+                await db.execute("UPDATE games SET extra = ? WHERE game_id = ?", (_dumps(extra), game_id))
             await db.execute("DELETE FROM events WHERE game_id = ? AND seq > ?", (game_id, keep_upto_seq))
             await db.execute("UPDATE games SET status = 'running', ended_at = NULL WHERE game_id = ?", (game_id,))
             rows = await db.execute_fetchall("SELECT seq, type, timestamp, data FROM events WHERE game_id = ? "
                                              "ORDER BY seq", (game_id,))
         return [{"seq": s, "type": t, "timestamp": ts, "data": json.loads(d)} for s, t, ts, d in rows]
+
+    async def interrupted_events(self, game_id: str) -> list[dict[str, Any]]:
+        """The events of rounds cut short and played again (:meth:`reopen_game`), in seq order."""
+        async with self._db.execute("SELECT extra FROM games WHERE game_id = ?", (game_id,)) as cur:
+            row = await cur.fetchone()
+        extra = _loads(row[0]) if row and row[0] else None
+        found = extra.get("interrupted_events") if isinstance(extra, dict) else None
+        return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []
 
     async def _unpack_blob(self, db: aiosqlite.Connection, game_id: str) -> None:
         """Turn a game's event blob back into one row per event (inside a transaction)."""
@@ -854,6 +880,10 @@ class Store:
                    if isinstance(ev, dict) and (top is None or ev.get("seq", i) > top)]
         coord, excess = headline(trace)
         extra = {k: v for k, v in trace.items() if k not in _KNOWN_KEYS}
+        if "interrupted_events" not in extra:  # e.g. a failure trace: the set-aside events stay
+            kept = await self.interrupted_events(game_id)
+            if kept:
+                extra["interrupted_events"] = kept
         task = trace.get("task") if isinstance(trace.get("task"), dict) else None
         seats = _seat_rows(game_id, trace, agents)
         async with self._tx() as db:  # one commit: a game is 'completed' with all its events and seat rows

@@ -39,6 +39,14 @@ from ..widgets.phase import PhaseBanner
 from ..widgets.seats import SeatsBar
 
 
+def restart_notice(round_: Any) -> Text:
+    """What a seat is told when a resumed game plays the round that was cut short again."""
+    n = f" {round_ + 1}" if isinstance(round_, int) else ""
+    return Text(f"The game was stopped during round{n}, so round{n} starts again from its beginning. "
+                "Everything written before the stop is kept in the record (marked interrupted), but your "
+                "partners start this round afresh: say again what still matters.", style="bold yellow")
+
+
 def short_kind(model: str | None, kind: str | None) -> str:
     m = (model or kind or "?").lower()
     if m.startswith("llm:"):
@@ -263,6 +271,9 @@ class GameScreen(Screen):
             return
         if t == "round_start":
             self._new_round(ev)
+            return
+        if t == "round_restarted":
+            self.chat.note(restart_notice(ev.get("round")), also_active=True)
             return
         if t == "turn_start":
             self.banner.update_state(phase="CHEAP_TALK", sweep=ev.get("turn") or 0, speaker=agent)

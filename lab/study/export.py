@@ -79,6 +79,8 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("typed_kind", "protocol:kind of a typed protocol message (e.g. imap:costs), empty for free text"),
         ("vps_contribution", "change in the estimator's |belief - 0.5| this message caused, summed over slots and readers"),
         ("leak_tier", "highest tier (public < neutral < sensitive) of a private label the message revealed to an unentitled reader; empty if none"),
+        ("interrupted", "1 = sent in a round that was cut short (ctrl+q, a crash) and played again on resume: "
+                        "kept as it was sent, but not part of the game's metrics (vps_contribution empty); 0 otherwise"),
     ]),
     "beliefs.csv": ("One row per belief-grid cell the participant marked.", [
         ("participant", "participant id"),
@@ -294,19 +296,29 @@ async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
         old = tier.get(it["seq"])
         if old is None or _TIERS.index(it["tier"]) > _TIERS.index(old):
             tier[it["seq"]] = it["tier"]
-    for ev in events:
+    aside = [e for e in trace.get("interrupted_events") or () if isinstance(e, dict)]
+    if aside:  # messages of a round cut short: read by people, so scanned for leaks too
+        for it in semantic_leaks(task, [e for e in aside if e.get("type") in MESSAGE_EVENTS
+                                        and typed_message(e.get("data") or {}) is None]).get("items") or []:
+            old = tier.get(it["seq"])
+            if old is None or _TIERS.index(it["tier"]) > _TIERS.index(old):
+                tier[it["seq"]] = it["tier"]
+    cut = {id(e) for e in aside}
+    for ev in sorted(list(events) + aside, key=lambda e: e.get("seq") if isinstance(e.get("seq"), int) else -1):
         if ev.get("type") not in MESSAGE_EVENTS:
             continue
         d = ev.get("data") or {}
         sender = d.get("from_agent")
         tm = typed_message(d)
+        interrupted = id(ev) in cut
         out["messages.csv"].append({
             "participant": pid, "game_id": trace["game_id"], "seq": ev.get("seq"), "round": d.get("round"),
             "turn": d.get("turn"), "sender": sender,
             "sender_kind": kinds[sender] if isinstance(sender, int) and 0 <= sender < len(kinds) else None,
             "recipients": "|".join(str(r) for r in _recipients(d, task)), "channel": d.get("channel"),
             "text": d.get("content"), "typed_kind": f"{tm[0]}:{tm[1]}" if tm else None,
-            "vps_contribution": round(contrib.get(ev.get("seq"), 0.0), 6), "leak_tier": tier.get(ev.get("seq"))})
+            "vps_contribution": None if interrupted else round(contrib.get(ev.get("seq"), 0.0), 6),
+            "leak_tier": tier.get(ev.get("seq")), "interrupted": int(interrupted)})
     truths: dict[tuple[int, int], list[bool]] = {}
     for b in beliefs:
         key = (b["round"], b["target"])

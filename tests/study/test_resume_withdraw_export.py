@@ -74,9 +74,11 @@ async def test_crash_in_a_game_resumes_at_that_step_with_the_same_assignment(scr
         assert (await r2.db.participant("P001"))["status"] == "completed"
         async with store._db.execute("SELECT status, COUNT(*) FROM games GROUP BY status") as cur:
             assert dict(await cur.fetchall()) == {"completed": 3}
-        # the resumed game kept its first rounds: its events are numbered without a gap
-        events = await store.load_events(gid)
-        assert [e["seq"] for e in events] == list(range(len(events)))
+        # the resumed game kept its first rounds, and the round cut short is set aside (not
+        # deleted): the game's events and the set-aside ones are numbered without a gap
+        trace = await store.load_trace(gid)
+        seqs = sorted(e["seq"] for e in trace["events"] + trace["interrupted_events"])
+        assert seqs == list(range(len(seqs)))
 
 
 async def test_crash_in_a_questionnaire_resumes_there(scripted_study, tmp_path):
