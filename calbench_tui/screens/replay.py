@@ -280,6 +280,10 @@ class ReplayModel:
                 line.append("  ✗ differs from the record", style="bold red")
         elif t == "meeting_broken":
             line.append(f"M{d.get('meeting_id')} broken", style="red")
+        elif t == "round_restarted":
+            line.append(f"round {_rn(d.get('round'))} starts again after a stop: events {d.get('from_seq')}–"
+                        f"{d.get('to_seq')} ({d.get('messages', 0)} messages) kept apart as interrupted",
+                        style="bold yellow")
         elif t == "parse_error":
             line.append(f"A{a} parse error: {_short(d.get('detail') or d.get('error'), 50)}", style="red")
         elif t == "game_end":

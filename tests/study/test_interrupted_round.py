@@ -72,6 +72,9 @@ async def test_a_resumed_game_keeps_the_round_cut_short_and_still_verifies(tmp_p
         outcome = await _play(store, task, "g1", [Watch()], resume_upto=resume_point(before))
         assert outcome.status == "completed"
         trace = await store.load_trace("g1")
+    async with await Store.open(tmp_path / "other.db") as other:  # export → import keeps them too
+        assert await other.import_trace(trace, verification="verified")
+        assert (await other.load_trace("g1"))["interrupted_events"] == trace["interrupted_events"]
 
     # every event of the interrupted attempt is kept, as it was, apart from the game's events
     aside = trace["interrupted_events"]
@@ -92,6 +95,13 @@ async def test_a_resumed_game_keeps_the_round_cut_short_and_still_verifies(tmp_p
     # the seats' screens are told that the round starts again (and nothing of the attempt)
     told = [seat_event(e, 0) for e in seen if e["type"] == "round_restarted"]
     assert told and told[0]["round"] == 1 and "from_seq" not in told[0]
+    # replay reads the resumed trace and names the restart on its timeline
+    from calbench_tui.screens.replay import ReplayModel
+
+    model = ReplayModel(trace)
+    assert model.fold.verified
+    at = next(i for i, e in enumerate(model.events) if e["type"] == "round_restarted")
+    assert "round 2 starts again after a stop" in model.describe(at).plain
     # a tampered trace (the set-aside events dropped) no longer verifies
     bad = dict(trace, interrupted_events=[])
     assert not verify_trace(bad).verified

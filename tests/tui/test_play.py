@@ -204,14 +204,21 @@ async def test_ctrl_q_stops_and_resume_finishes_the_game(store, tmp_path):
         # The replayed rounds and the new one name the real total, never "Round 3/?".
         feed = "\n".join(line.text for line in again.game_screen.chat.log_for("feed").lines)
         assert "Round 1/5" in feed and "Round 3/5" in feed and "/?" not in feed
+        # the person is told that the round cut short starts again (issue 20 item 1)
+        assert "stopped during round 3, so round 3 starts again" in " ".join(feed.split())
         assert "Round 3/5" in screen_text(again)
         await play_to_end(pilot, again)
         assert isinstance(again.screen, EndScreen)
     assert again.game_id == game_id
     final = await store.load_trace(game_id)
     assert final["saved"]["status"] == "completed"
-    seqs = [e["seq"] for e in final["events"]]
+    # the round cut short is kept apart (interrupted_events), not deleted: with it the
+    # numbering has no gap, and a round_restarted event accounts for the range
+    aside = final["interrupted_events"]
+    assert aside and min(e["seq"] for e in aside) == keep + 1
+    seqs = sorted(e["seq"] for e in final["events"] + aside)
     assert seqs == list(range(len(seqs)))
+    assert [e["data"]["round"] for e in final["events"] if e["type"] == "round_restarted"] == [2]
     assert [e["data"]["round"] for e in final["events"] if e["type"] == "resolution"] == [0, 1, 2, 3, 4]
     assert sum(1 for e in final["events"] if e["type"] == "game_start") == 1
     assert fold_trace(final).verified

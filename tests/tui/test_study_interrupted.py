@@ -1,0 +1,67 @@
+"""Issue 20, item 1 by keys: a participant writes a message, ends the turn, quits with
+ctrl+q in the same round; the same command again says the round starts again, and the
+message is in the trace and in messages.csv, marked interrupted."""
+
+from __future__ import annotations
+
+import csv
+
+from calbench_tui.app import screen_text
+from calbench_tui.screens.game import GameScreen
+from calbench_tui.study_app import make_study_app
+from engine.protocol import MESSAGE_EVENTS
+from lab.study.export import export_study
+from saves.store import Store
+
+from .helpers import wait_for
+from .test_study_run import is_waiting, small_study, step_by_keys
+
+WORDS = "I am free at slots 5 and 13"
+
+
+def my_turn(app) -> bool:
+    gs = app.screen
+    return isinstance(gs, GameScreen) and gs.pending is not None and not gs.pending.done \
+        and gs.pending.obs.__class__.__name__ == "TurnObservation"
+
+
+async def test_quit_mid_round_then_resume_keeps_the_message_and_says_the_round_restarts(tmp_path):
+    study = small_study(tmp_path)
+    async with await Store.open(tmp_path / "s.db") as store:
+        app = make_study_app(study, participant="P010", store=store, base=tmp_path)
+        seen: list[str] = []
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not my_turn(app):
+                await wait_for(pilot, lambda: is_waiting(app), timeout=30, what="the next step")
+                if my_turn(app):
+                    break
+                await step_by_keys(pilot, app, seen)
+            gs = app.screen
+            rnd, step = gs.round, app.current_step
+            await pilot.press("i", *WORDS, "enter", "escape", "e")
+            # the partners answer; the next request of this round comes (a turn or the decision)
+            await wait_for(pilot, lambda: is_waiting(app) and app.screen is not gs or
+                           (my_turn(app) and gs.pending.obs.turn > 0), timeout=30, what="the partners' answers")
+            assert app.game_screen.round == rnd and app.current_step == step
+            await pilot.press("ctrl+q")
+        gid = next(s for s in await app.runner.db.steps("P010") if s["name"] == step)["game_id"]
+        sent = [e for e in await store.load_events(gid) if e["type"] in MESSAGE_EVENTS
+                and e["data"].get("content") == WORDS]
+        assert sent, "the message was not sent before the quit"
+
+        app2 = make_study_app(study, participant="P010", store=store, base=tmp_path)
+        async with app2.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app2.screen, GameScreen)
+                           and "starts again" in screen_text(app2), timeout=30,
+                           what="the notice that the round starts again")
+            text = " ".join(screen_text(app2).split())
+            assert f"stopped during round {rnd + 1}, so round {rnd + 1} starts again" in text
+            await pilot.press("ctrl+q")
+        trace = await store.load_trace(gid)
+        kept = [e for e in trace["interrupted_events"] if e["type"] in MESSAGE_EVENTS]
+        assert [e["seq"] for e in kept if e["data"]["content"] == WORDS] == [e["seq"] for e in sent]
+        assert not any(e["data"].get("content") == WORDS for e in trace["events"] if e["type"] in MESSAGE_EVENTS)
+        await export_study(study, store, tmp_path / "data")
+    with open(tmp_path / "data" / "messages.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["text"] == WORDS]
+    assert rows and all(r["interrupted"] == "1" and r["game_id"] == gid for r in rows)
