@@ -40,7 +40,9 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("game_id", "the game of a game step"),
         ("started_at", "UTC ISO time the step was first shown"),
         ("completed_at", "UTC ISO time it was completed (empty: not yet)"),
-        ("seconds", "wall seconds spent on the step, summed over resumes"),
+        ("seconds", "wall seconds spent on the step, summed over every run that showed it (a quit or crash "
+                    "keeps the time so far: it is written down every 30 s and on the way out); a step not "
+                    "completed yet shows the time so far"),
         ("status", "completed or failed (a game that failed)"),
     ]),
     "games.csv": ("One row per game × seat (every seat of every study game).", [

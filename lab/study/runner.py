@@ -17,6 +17,7 @@ app asks a person, :class:`lab.study.simulate.SimulatedDriver` answers by script
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 import uuid
@@ -129,8 +130,23 @@ def plan_steps(study: Study, games: Sequence[Game]) -> list[str]:
     return steps
 
 
+class _Stopwatch:
+    """Time on one step, taken in parts (each :meth:`take` returns the time since the last)."""
+
+    def __init__(self) -> None:
+        self.mark = time.perf_counter()
+
+    def take(self) -> float:
+        now = time.perf_counter()
+        spent, self.mark = now - self.mark, now
+        return spent
+
+
 class StudyRunner:
     """Plays one participant's remaining steps (see the module docstring)."""
+
+    #: how often the time spent on the current step is written down while it runs
+    CHECKPOINT_SECONDS = 30.0
 
     def __init__(self, study: Study, store: Any, participant: str, driver: Driver, *,
                  base: Path | None = None, deterministic: bool | None = None,
@@ -215,10 +231,21 @@ class StudyRunner:
             if self.on_step is not None:
                 self.on_step(i, name)
             await self.db.start_step(self.participant, i)
-            t0 = time.perf_counter()
-            result = await self._play_step(i, name)
-            secs = time.perf_counter() - t0
-            await self.db.complete_step(self.participant, i, seconds=secs, data={"status": result.status, **result.data})
+            spent = _Stopwatch()
+            beat = asyncio.ensure_future(self._checkpoint(i, spent)) if self.CHECKPOINT_SECONDS else None
+            try:
+                result = await self._play_step(i, name)
+            except BaseException:
+                # ctrl+q, Ctrl-C, a crash: the time spent so far on this step is kept, and the
+                # next run adds to it (steps.csv ``seconds`` is summed over resumes)
+                if beat is not None:
+                    beat.cancel()
+                await asyncio.shield(self._add_seconds(i, spent.take()))
+                raise
+            if beat is not None:
+                beat.cancel()
+            await self.db.complete_step(self.participant, i, seconds=spent.take(),
+                                        data={"status": result.status, **result.data})
             self.steps[i]["completed_at"] = "now"
             self.results.append(result)
             if result.status in LEFT:
@@ -228,6 +255,19 @@ class StudyRunner:
                 break
         await self._close_llm()
         return self.results
+
+    async def _add_seconds(self, i: int, seconds: float) -> None:
+        try:
+            await self.db.add_seconds(self.participant, i, seconds)
+        except Exception:  # the store is closing under a quit: the time is lost, never the step
+            pass
+
+    async def _checkpoint(self, i: int, spent: "_Stopwatch") -> None:
+        """Every CHECKPOINT_SECONDS, add the time spent on step ``i`` to its row, so a killed
+        process (no chance to record on the way out) loses at most that much."""
+        while True:
+            await asyncio.sleep(self.CHECKPOINT_SECONDS)
+            await self._add_seconds(i, spent.take())
 
     async def _play_step(self, i: int, name: str) -> StepResult:
         d = self.driver

@@ -78,7 +78,10 @@ async def study_status(study, store, *, now: datetime | None = None, stall_minut
             "step": current["name"] if current else None, "step_index": current["step"] if current else len(ps),
             "steps": len(ps), "games_done": sum(1 for s in games if s["completed_at"]), "games": len(games),
             "round": cur_round, "idle_minutes": None if idle is None else round(idle, 1),
-            "step_minutes": None if current is None or _age_minutes(current["started_at"], now) is None
+            # time on the current step, summed over the runs that showed it (the runner writes it
+            # down every 30 s and on a quit); before the first note, the time since it was shown
+            "step_minutes": None if current is None else round(current["seconds"] / 60, 1)
+            if current["seconds"] is not None else None if _age_minutes(current["started_at"], now) is None
             else round(_age_minutes(current["started_at"], now), 1),
             "seconds_per_step": {s["name"]: round(s["seconds"], 1) for s in done if s["seconds"] is not None},
             "completion_code": p["completion_code"], "partner_failures": failures,
