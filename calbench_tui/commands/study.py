@@ -105,9 +105,12 @@ def _load(path: str):
     from lab.study.model import StudyFileError, load_study
 
     try:
-        return load_study(path)
+        study = load_study(path)
     except StudyFileError as exc:
         raise UserError(str(exc)) from None
+    for w in study.warnings:  # accepted, but the file should be fixed (e.g. rounds counted from 0)
+        print(f"calbench: warning: {w}", file=sys.stderr)
+    return study
 
 
 def handle_init(args) -> int:
@@ -214,6 +217,10 @@ def _format_design(d) -> str:
         lines.append(f"Attention checks: {d['attention_checks']} questionnaire item(s) with a right answer")
     if d.get("return_url"):
         lines.append(f"Completion screen links back to: {d['return_url']}")
+    if d.get("beliefs"):
+        b = d["beliefs"]
+        lines.append(f"Belief grid after round{'s' if len(b['rounds']) > 1 else ''} "
+                     f"{', '.join(map(str, b['rounds']))} of {b['of_rounds']} (rounds counted from 1)")
     lines.append(f"Per participant: {d['games_per_participant']} games"
                  f"{' + 1 practice' if d['practice'] else ''}, {d['steps_per_participant']} steps, "
                  f"about {d['expected_minutes']} minutes")

@@ -44,7 +44,18 @@ def design(study: Study) -> dict[str, Any]:
         "payment": study.payment.model_dump() if study.payment else None,
         "return_url": study.pool.return_url,
         "attention_checks": sum(1 for q in study.questionnaires for it in q.items if it.is_check),
+        "beliefs": _beliefs(study, tasks),
     }
+
+
+def _beliefs(study: Study, tasks: list[Any]) -> dict[str, Any] | None:
+    """When the belief grid is shown: rounds counted from 1, as the participant sees them."""
+    b = study.beliefs
+    if not b.enabled:
+        return None
+    n = min((len(t.meetings) for t in tasks), default=0)
+    rounds = (list(range(1, n + 1)) if b.rounds == "all" else [n] if b.rounds == "last" else list(b.rounds))
+    return {"rounds": rounds, "of_rounds": n, "targets": b.targets, "practice": b.practice}
 
 
 def with_endpoint(study: Study, base_url: str) -> Study:

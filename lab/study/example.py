@@ -130,7 +130,7 @@ items = [
 # seat's calendar from -3 (surely busy) to +3 (surely free); 0 = no idea.
 [beliefs]
 enabled = true
-rounds = "last"           # "last", "all" or a list of round numbers from 0, e.g. [0, 2]
+rounds = "last"           # "last", "all" or a list of rounds counted from 1 (as on screen), e.g. [1, 3]
 targets = "meeting"       # "meeting" (the other participants of that round), "all", or seat numbers
 practice = false          # ask in the practice game too
 

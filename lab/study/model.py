@@ -248,9 +248,21 @@ class Questionnaire(_Model):
 
 class Beliefs(_Model):
     enabled: bool = True
-    rounds: list[int] | Literal["all", "last"] = "last"
+    rounds: list[int] | Literal["all", "last"] = Field(
+        "last", description="after which rounds, counted from 1 as on every screen; 'last' or 'all'")
     targets: list[int] | Literal["meeting", "all"] = "meeting"
     practice: bool = False
+    _zero_based: list[int] | None = PrivateAttr(None)  # the rounds as written in the old 0-based form
+
+    @model_validator(mode="after")
+    def _old_form(self) -> "Beliefs":
+        # Study files written before rounds counted from 1 listed them from 0.  A list with a
+        # 0 in it can only be that form: it is read as such (each round + 1) and the loader
+        # warns with the line to write instead (parse_study).  Any other list counts from 1.
+        if isinstance(self.rounds, list) and 0 in self.rounds and all(r >= 0 for r in self.rounds):
+            self._zero_based = list(self.rounds)
+            object.__setattr__(self, "rounds", [r + 1 for r in self.rounds])
+        return self
 
 
 class Payment(_Model):
@@ -319,6 +331,12 @@ class Study(_Model):
     payment: Payment | None = None
     pool: Pool = Pool()
     _base: Path | None = PrivateAttr(None)  # the study file's folder: task files are relative to it
+    _warnings: list[str] = PrivateAttr(default_factory=list)  # one line each: file, line, what to do
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the loader accepted but the researcher should fix (e.g. the old 0-based rounds)."""
+        return list(self._warnings)
 
     @model_validator(mode="after")
     def _unique(self) -> "Study":
@@ -496,11 +514,46 @@ def _check_semantics(study: Study, text: str, source: str, base: Path | None) ->
         for t in study.beliefs.targets:
             if not 0 <= t < n:
                 fail(("beliefs", "targets"), f"{t} is not a seat (use 0-{n - 1}, 'meeting' or 'all')")
+    _check_belief_rounds(study, text, source, pool, fail)
     if base is not None:
         for key in ("consent", "instructions"):
             t: Text = getattr(study, key)
             if t.file and not (base / t.file).is_file():
                 fail((key, "file"), f"{t.file!r} does not exist next to the study file; create it or use text = \"...\"")
+
+
+def _check_belief_rounds(study: Study, text: str, source: str, pool: list[Any], fail) -> None:
+    """``[beliefs] rounds``: counted from 1 (as every screen counts them) and within the tasks."""
+    b = study.beliefs
+    if not isinstance(b.rounds, list):
+        return
+    loc = ("beliefs", "rounds")
+    if b._zero_based is not None:
+        line = _line_of(text, loc)
+        study._warnings.append(
+            f"{source}{f' line {line}' if line else ''}: beliefs.rounds = {b._zero_based} counts rounds from 0 "
+            f"(the old form); it is read as rounds {', '.join(map(str, b.rounds))} — write "
+            f"rounds = {b.rounds} (rounds count from 1, as on every screen)")
+    if not b.enabled:
+        return
+    if not b.rounds:
+        fail(loc, "[] asks no belief grid at all; list rounds from 1 (e.g. [1, 3]), write 'last' or 'all', "
+                  "or set enabled = false")
+    tasks = list(pool)
+    if study.tasks.practice and b.practice:
+        try:
+            tasks.append(practice_task(study))
+        except Exception:  # checked (with its own message) above
+            pass
+    n = min((len(t.meetings) for t in tasks if t is not None), default=0)
+    if not n:
+        return
+    bad = [r for r in b.rounds if not 1 <= r <= n]
+    if bad:
+        shortest = "the tasks have" if len({len(t.meetings) for t in tasks if t is not None}) == 1 \
+            else "the shortest task has"
+        fail(loc, f"round {bad[0]} is not a round of the tasks: {shortest} {n} rounds, so no grid would ever "
+                  f"be shown there; count rounds from 1 (use 1-{n}, 'last' or 'all')")
 
 
 def load_study(path: str | Path) -> Study:

@@ -47,11 +47,14 @@ class BeliefRequest:
 
 
 def belief_rounds(spec: Any, num_rounds: int) -> set[int]:
+    """The engine's (0-based) rounds after which the grid is asked, from ``[beliefs] rounds``:
+    ``"all"``, ``"last"`` or a list of rounds counted from 1, as the study file and every
+    screen count them (``lab.study.model`` reads the old 0-based lists into this form)."""
     if spec == "all":
         return set(range(num_rounds))
     if spec == "last":
         return {num_rounds - 1}
-    return {int(r) for r in spec if 0 <= int(r) < num_rounds}
+    return {int(r) - 1 for r in spec if 1 <= int(r) <= num_rounds}
 
 
 def belief_targets(spec: Any, seat: int, num_agents: int, meeting_participants: Sequence[int]) -> tuple[int, ...]:
