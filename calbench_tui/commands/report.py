@@ -39,7 +39,8 @@ def register(sub) -> None:
     p.add_argument("--leaderboard", action="store_true",
                    help="add OpenSkill ratings per metric with score margins, μ ± σ and an MMR")
     p.add_argument("--plot", metavar="FILE.png", default=None,
-                   help="write FILE.png (privacy–cost plane), FILE-fairness.png and FILE-messages.png")
+                   help="write FILE.png (privacy–cost plane), FILE-fairness.png and FILE-messages.png; with "
+                        "--study: FILE.png, one panel per measure by condition and seat kind with 95%% intervals")
     p.add_argument("--tui", action="store_true", help="show the report and its charts in the terminal app")
     p.add_argument("--prices", metavar="FILE.toml", default=None,
                    help="prices per million tokens per model ([models.\"NAME\"] prompt, cached, completion) to "

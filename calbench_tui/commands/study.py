@@ -395,11 +395,42 @@ def handle_withdraw(args) -> int:
 def report_study(args) -> int:
     from lab.study.report import format_table, study_table
 
+    from lab.study.report import StudyReportError, write_study_plot
+
+    ignored = [opt for opt, given in (("--csv", args.csv), ("--tui", args.tui), ("--leaderboard", args.leaderboard),
+                                      ("--tasks", args.tasks), ("--prices", args.prices),
+                                      ("--group-by", args.group_by != "persona")) if given]
+    if ignored:  # never accepted and then silently left out
+        raise UserError(f"{ignored[0]} does not apply to report --study (it takes --json, --plot FILE.png and "
+                        "--include-simulated); for the data behind it use 'calbench study export'")
+    if args.plot is not None:
+        _check_plot_path(args.plot)
     study = _load(args.study)
     path = _existing(args.db)
-    t = with_store(path, lambda store: study_table(study, store, include_simulated=args.include_simulated))
+    try:
+        t = with_store(path, lambda store: study_table(study, store, include_simulated=args.include_simulated))
+    except StudyReportError as exc:
+        raise UserError(f"report --study: {exc}") from None
+    if args.plot:
+        try:
+            t["plot"] = write_study_plot(t, args.plot)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot write the plot to {args.plot}: {exc}") from None
     print(json.dumps(t, indent=2) if args.json else format_table(t))
+    if args.plot and not args.json:
+        print(f"Wrote {args.plot} (one panel per measure: mean and 95% bootstrap CI by condition and seat kind)")
     return 0
+
+
+def _check_plot_path(plot: str) -> None:
+    import os
+
+    name = os.path.basename(os.path.normpath(plot)) if plot.strip() else ""
+    if not name or os.path.isdir(plot) or plot.endswith(("/", os.sep)) or name.startswith("."):
+        raise UserError(f"--plot {plot!r}: give a file name such as study.png")
+    folder = os.path.dirname(os.path.abspath(plot))
+    if not os.path.isdir(folder):
+        raise UserError(f"cannot write {plot}: the folder {folder} does not exist")
 
 
 def _existing(arg):

@@ -21,7 +21,8 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("participant", "the pseudonymous id given at `study run --participant` (simulated: sim-NNN)"),
         ("simulated", "1 = a scripted participant from `study check --dry-run`, 0 = a person"),
         ("slot", "arrival number within real (or simulated) participants; row of the counterbalancing"),
-        ("condition_order", "the conditions in playing order, separated by '|' (practice excluded)"),
+        ("condition_order", "the conditions in playing order, separated by '|' (practice excluded; current names, "
+                            "as in games.csv)"),
         ("seats", "the participant's seat in each of those games, separated by '|'"),
         ("status", "active (not finished), completed, declined (said no at consent; final) or screened_out "
                    "(used up a quiz question's max_attempts; final)"),
@@ -48,7 +49,8 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "games.csv": ("One row per game × seat (every seat of every study game).", [
         ("participant", "participant id"),
         ("simulated", "1 for a simulated participant's game"),
-        ("condition", "the condition (treatment) of the game"),
+        ("condition", "the condition (treatment) of the game, by its name in the study file (games recorded "
+                      "under a name listed in a condition's renamed_from are given its current name)"),
         ("game_id", "the game id (also in the saves database and its traces)"),
         ("task_id", "the task id"),
         ("study_game", "index in the participant's plan (0 = practice when there is one)"),
@@ -205,6 +207,20 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
     for a in answers:
         if a["questionnaire"] == "quiz" and a["correct"] == 0:
             quiz_retries[a["participant"]] = quiz_retries.get(a["participant"], 0) + 1
+    renamed: dict[str, dict[str, Any]] = {}
+
+    def named(g: dict[str, Any]) -> dict[str, Any]:
+        """``g`` under its condition's name in the file now (renamed_from), else as recorded."""
+        now = study.current_name(g["condition"])
+        if now is None or now == g["condition"]:
+            return g
+        r = renamed.setdefault(g["condition"], {"to": now, "games": 0})
+        r["games"] += not g["practice"]
+        return dict(g, condition=now)
+
+    for p in parts:
+        p["assignment"] = [named(g) for g in p["assignment"]]
+    out["_renamed"] = renamed  # not a file: what the report says it mapped (planned games per old name)
     for p in parts:
         plan = [g for g in p["assignment"] if not g["practice"]]
         ps = by_part_steps.get(p["participant"], [])

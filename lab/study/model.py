@@ -107,6 +107,8 @@ class Condition(_Model):
                                                      "(default: blinded, every partner is 'Agent N')")
     fidelity: Literal["ours", "paper"] = Field(
         "ours", description="how DSM partners play: ours, or paper (the authors' code; docs/protocols-dsm.md)")
+    renamed_from: list[str] = Field(
+        [], description="earlier names of this condition: games recorded under them count as this condition")
 
     @field_validator("partners")
     @classmethod
@@ -343,6 +345,10 @@ class Study(_Model):
         names = [c.name for c in self.conditions]
         if len(set(names)) != len(names):
             raise ValueError(f"condition names must differ (got {names})")
+        old = [o for c in self.conditions for o in c.renamed_from]
+        if len(set(old)) != len(old) or set(old) & set(names):
+            raise ValueError(f"renamed_from names must differ from each other and from the conditions' names "
+                             f"(got {old})")
         ids = [q.id for q in self.questionnaires]
         if len(set(ids)) != len(ids):
             raise ValueError(f"questionnaire ids must differ (got {ids})")
@@ -354,10 +360,21 @@ class Study(_Model):
         return self.study.name
 
     def condition(self, name: str) -> Condition:
+        """The condition called ``name`` now, or earlier (``renamed_from``)."""
         for c in self.conditions:
             if c.name == name:
                 return c
+        for c in self.conditions:
+            if name in c.renamed_from:
+                return c
         raise KeyError(name)
+
+    def current_name(self, recorded: str) -> str | None:
+        """The name a condition recorded as ``recorded`` has in this file; None if it names none."""
+        try:
+            return self.condition(recorded).name
+        except KeyError:
+            return None
 
     @property
     def games_per_participant(self) -> int:

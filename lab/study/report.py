@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from .export import study_rows
 
-__all__ = ["bootstrap_ci", "study_table", "format_table"]
+__all__ = ["bootstrap_ci", "study_table", "format_table", "StudyReportError"]
 
 METRICS = (("coordination", "Coord."), ("success", "Success"), ("excess_cost", "Excess"), ("fairness", "Fair."),
            ("vps", "VPS"), ("observer_vps", "Obs. VPS"), ("estimator_vps_same_pairs", "Est. VPS"))
@@ -50,10 +50,29 @@ def _num(v: Any) -> float | None:
         return None
 
 
+class StudyReportError(ValueError):
+    """The report cannot be made as asked; the message is one line saying what to do."""
+
+
 async def study_table(study, store, *, include_simulated: bool = False, reps: int = 2000) -> dict[str, Any]:
-    rows = (await study_rows(study, store))["games.csv"]
+    """Raises :class:`StudyReportError` when games were played under a condition the file no
+    longer names (a rename without ``renamed_from``): the report never drops games silently."""
+    everything = await study_rows(study, store)
+    rows = everything["games.csv"]
     rows = [r for r in rows if not r["practice"] and r["status"] == "completed"
             and (include_simulated or not r["simulated"])]
+    names = {c.name for c in study.conditions}
+    lost: dict[str, set[str]] = {}
+    for r in rows:
+        if r["condition"] not in names:
+            lost.setdefault(r["condition"], set()).add(r["game_id"])
+    if lost:
+        name, games = sorted(lost.items())[0]
+        more = f" (and {len(lost) - 1} more such condition(s))" if len(lost) > 1 else ""
+        raise StudyReportError(
+            f"{len(games)} completed game(s) were played under condition {name!r}, which the study file no longer "
+            f"names{more}; if it was renamed, add renamed_from = [\"{name}\"] to that condition (its games then "
+            "count under the new name), or put the old name back")
     out = []
     for cond in [c.name for c in study.conditions]:
         for kind in KINDS:
@@ -68,7 +87,7 @@ async def study_table(study, store, *, include_simulated: bool = False, reps: in
                 row[key] = {"mean": m, "low": lo, "high": hi, "n": len(xs)}
             out.append(row)
     return {"study": study.name, "include_simulated": include_simulated, "rows": out,
-            "games": len({r["game_id"] for r in rows})}
+            "games": len({r["game_id"] for r in rows}), "renamed": everything.get("_renamed") or {}}
 
 
 def _cell(c: dict[str, Any]) -> str:
@@ -89,6 +108,64 @@ def format_table(t: dict[str, Any]) -> str:
     if not body:
         out.append("(no completed games yet" + ("" if t["include_simulated"] else
                                                  "; --include-simulated shows the dry run's") + ")")
+    for old_name, r in sorted((t.get("renamed") or {}).items()):
+        out.append(f"Condition {old_name!r} is now {r['to']!r} (renamed_from): its games count under {r['to']!r}.")
     out.append("Obs. VPS: the participant's stated beliefs (belief grid) scored with SPEC §8's loss; "
                "Est. VPS: the estimator on the same (round, target) pairs.")
     return "\n".join(out)
+
+
+#: The panels of ``report --study --plot``: one per measure, bars by condition, one colour per seat kind.
+PLOT_METRICS = (("coordination", "Coordination rate"), ("excess_cost", "Excess cost (shown units)"),
+                ("vps", "VPS (estimated, seat as target)"), ("observer_vps", "Observer VPS (belief grid)"))
+
+
+def write_study_plot(t: dict[str, Any], path: str) -> str:
+    """One PNG: a panel per measure (:data:`PLOT_METRICS`), a bar per (condition, seat kind)
+    at its mean with the 95% bootstrap interval as the error bar and N under it.  Returns
+    the file written.  A table with no rows still gets a figure that says so."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    rows = t["rows"]
+    conds = list(dict.fromkeys(r["condition"] for r in rows))
+    kinds = [k for k in KINDS if any(r["kind"] == k for r in rows)]
+    fig, axes = plt.subplots(1, len(PLOT_METRICS), figsize=(4.2 * len(PLOT_METRICS), 4.2), squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    width = 0.8 / max(1, len(kinds))
+    for ax, (key, label) in zip(axes[0], PLOT_METRICS):
+        drawn = False
+        for j, kind in enumerate(kinds):
+            xs, ms, lo, hi, ns = [], [], [], [], []
+            for i, cond in enumerate(conds):
+                r = next((r for r in rows if r["condition"] == cond and r["kind"] == kind), None)
+                c = r[key] if r else None
+                if not c or c["mean"] is None:
+                    continue
+                xs.append(i + (j - (len(kinds) - 1) / 2) * width)
+                ms.append(c["mean"])
+                lo.append(c["mean"] - c["low"])
+                hi.append(c["high"] - c["mean"])
+                ns.append(c["n"])
+            if not xs:
+                continue
+            drawn = True
+            ax.bar(xs, ms, width=width, yerr=[lo, hi], capsize=3, color=cmap(KINDS.index(kind)), label=kind,
+                   edgecolor="black", linewidth=0.5)
+            for x, n in zip(xs, ns):
+                ax.annotate(f"N={n}", (x, 0), textcoords="offset points", xytext=(0, -22), ha="center", fontsize=7)
+        ax.set_xticks(range(len(conds)))
+        ax.set_xticklabels(conds, fontsize=8)
+        ax.set_title(label if drawn else f"{label}: no data", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=7, title="seat kind", title_fontsize=7)
+    sim = " incl. simulated" if t.get("include_simulated") else ""
+    fig.suptitle(f"Study {t['study']}: mean and 95% bootstrap CI by condition and seat kind, "
+                 f"{t['games']} games{sim}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

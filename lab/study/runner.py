@@ -192,6 +192,11 @@ class StudyRunner:
         self.pool_id = row.get("pool_id")
         self.outcome = row.get("outcome")
         self.games = [Game(**g) for g in row["assignment"]]
+        lost = sorted({g.condition for g in self.games if self.study.current_name(g.condition) is None})
+        if lost:
+            raise ValueError(f"participant {self.participant!r} was assigned condition {lost[0]!r}, which the study "
+                             f"file no longer names; if it was renamed, add renamed_from = [\"{lost[0]}\"] to "
+                             "that condition, or put the old name back")
         self.steps = await self.db.steps(self.participant)
         # the file was edited since this participant started: their stored plan is kept
         self.design_changed = row["design_hash"] != design_hash(self.study)
