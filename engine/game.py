@@ -133,6 +133,7 @@ class _Game:
         self._views: dict[int, tuple] = {}  # seat -> (calendar, penalty, view, render)
         self._lines: list[dict] = [{} for _ in seats]  # seat -> its rendered calendar lines by (slot, item)
         self.round_calendars: dict[int, tuple] = {}  # round -> every calendar as the round started
+        self._restored_starts: dict[int, tuple] = {}  # the same, for the rounds folded on resume
 
     # -- observations -------------------------------------------------------------------
     def _cached(self, seat: int, state: GameState | None) -> tuple:
@@ -230,7 +231,9 @@ class _Game:
         sent = [0] * task.num_agents
         for i, ev in enumerate(prefix):
             t, d = ev.get("type"), ev.get("data") or {}
-            if t == "batch_applied":
+            if t == "round_start" and isinstance(d.get("round"), int):
+                self._restored_starts[d["round"]] = state.calendars
+            elif t == "batch_applied":
                 seat, outcome = outcomes[ev.get("seq", i)]
                 state = apply_outcome(state, task, seat, outcome)
             elif t == "resolution":
@@ -381,25 +384,56 @@ class _Game:
                                 meeting_id=mid)
         await self._reflect(r, last_turn, meeting, received)
 
-    async def _reflect(self, r: int, turn: int, meeting, received) -> None:
+    async def reflect_again(self, r: int) -> None:
+        """On resume: the measurement after round ``r`` (the last complete one) is asked again
+        of every persona whose ``owes_reflection(r)`` says its answer was cut short (a person
+        who quit on the belief grid).  The round's deliveries are rebuilt from its events."""
+        owing = {seat for seat, p in enumerate(self.seats)
+                 if callable(f := getattr(p, "owes_reflection", None)) and f(r)}
+        if not owing or not 0 <= r < len(self.task.meetings):
+            return
+        n = self.task.num_agents
+        received: list[list[Delivered]] = [[] for _ in range(n)]
+        turn = 0
+        for ev in self.log.events:
+            d = ev.get("data") or {}
+            if d.get("round") != r:
+                continue
+            t = ev.get("type")
+            if t == "resolution":
+                turn = d.get("turn") or 0
+            elif t in MESSAGE_EVENT_TYPES.values():
+                dm = d.get("channel") == "dm"
+                got = Delivered(d["from_agent"], d["channel"], d["meeting_id"], d["content"], r, d.get("turn", 0),
+                                d.get("payload"), d.get("to_agent") if dm else None)
+                for rcp in ([d.get("to_agent")] if dm else d.get("recipients") or []):
+                    if isinstance(rcp, int) and 0 <= rcp < n:
+                        received[rcp].append(got)
+        await self._reflect(r, turn, self.task.meetings[r], received, only=owing)
+
+    async def _reflect(self, r: int, turn: int, meeting, received, only: set[int] | None = None) -> None:
         """Measurement-only reflection calls (SPEC §8, paper F.3), after RESOLUTION.
 
-        Every persona with an ``async reflect(obs) -> dict | None`` method is asked,
-        concurrently; a persona without the method, or answering ``None``, is skipped.
-        Answers are recorded as ``reflection`` events in seat order; a failure is
-        recorded on the event and never stops the game.
+        Every persona with an ``async reflect(obs) -> dict | None`` method is asked (``only``:
+        just these seats), concurrently; a persona without the method, or answering ``None``,
+        is skipped.  Answers are recorded as ``reflection`` events in seat order; a failure
+        is recorded on the event and never stops the game.
         """
         task, cfg = self.task, self.config
         askers = [(seat, fn) for seat, p in enumerate(self.seats)
-                  if callable(fn := getattr(p, "reflect", None))]
+                  if callable(fn := getattr(p, "reflect", None)) and (only is None or seat in only)]
         if not askers:
             return
         participants = set(meeting.participants)
+        starts = self.round_calendars.get(r) or self._restored_starts.get(r)
 
         async def ask(seat: int, fn):
+            start = None if starts is None else seat_view(seat, starts, task.labels, task.meetings, 0,
+                                                          task.cost_values, cfg.channels)
             obs = ReflectionObservation(self.view(seat), r, meeting_view(meeting, seat, task.labels),
                                         tuple(received[seat]),
-                                        tuple(a for a in range(task.num_agents) if a != seat), seat in participants)
+                                        tuple(a for a in range(task.num_agents) if a != seat), seat in participants,
+                                        start_view=start)
             try:
                 if cfg.seat_timeout:
                     return await asyncio.wait_for(fn(obs), cfg.seat_timeout)
@@ -675,6 +709,9 @@ async def run_game(
             await log.emit("round_restarted", round=first_round, turn=0, phase="CHEAP_TALK", agent_id=None,
                            from_seq=kept_last + 1, to_seq=g.log.seq - 1, events=len(fresh),
                            messages=sum(1 for e in fresh if e.get("type") in MESSAGE_EVENT_TYPES.values()))
+        # a measurement after the last complete round that was cut short (a person who quit
+        # on the belief grid) is asked again before play goes on
+        await g.reflect_again(first_round - 1)
     else:
         first_round = 0
         await log.emit("game_start", round=-1, turn=-1, phase="GAME_START", agent_id=None,

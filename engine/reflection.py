@@ -59,6 +59,9 @@ class ReflectionObservation:
     targets: tuple[int, ...]
     is_participant: bool
     phase: str = "RESOLUTION"
+    #: the seat's own view as the round started (before anyone moved anything): the moment
+    #: the privacy measure (SPEC §8) takes a slot's truth; None when not known
+    start_view: SeatView | None = None
 
     @property
     def num_slots(self) -> int:

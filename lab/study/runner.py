@@ -416,11 +416,9 @@ class StudyRunner:
             await self.db.start_step(self.participant, i, game_id=game_id)
             step["game_id"] = game_id
         ctx = GameContext(self.participant, i, g, task, cond, game_id, resumed)
-        seat_persona = self._seat(ctx)
-        ctx.seat_persona = seat_persona
-        if resumed:
-            seat_persona.owed = await self._owed_grid(game_id, g.seat, task, [e for e in events if e.get("seq", 0) <= resume_upto],
-                                                      seat_persona.rounds)
+        answered = {b["round"] for b in await self.db.beliefs(self.participant) if b["game_id"] == game_id}
+        seat_persona = self._seat(ctx, answered)
+        ctx.seat_persona = seat_persona  # on resume it owes the grids due but not stored (engine.game.reflect_again)
         names = cond.partner_names(task.num_agents, g.seat)
         spec = ",".join(names)
         seats = make_personas(spec, task.num_agents, llm=self._llm_settings(cond), humans={g.seat: seat_persona},
@@ -448,36 +446,12 @@ class StudyRunner:
                            **({"partner_failure": (infra[0].get("data") or {}).get("detail")} if infra else {}),
                            **({"error": outcome.error} if outcome.error else {})})
 
-    async def _owed_grid(self, game_id: str, seat: int, task: Any, kept: list[dict[str, Any]],
-                         rounds: set[int]):
-        """The belief grid of the last saved round when it was due and never answered (the page
-        was reloaded while it was open): (round, its participants, what the seat received)."""
-        done = [e for e in kept if e.get("type") == "resolution"]
-        if not done:
-            return None
-        r = (done[-1].get("data") or {}).get("round")
-        if r not in rounds or not 0 <= r < len(task.meetings):
-            return None
-        if any(b["game_id"] == game_id and b["round"] == r for b in await self.db.beliefs(self.participant)):
-            return None
-        from engine.events import MESSAGE_EVENTS
-        from engine.observe import Delivered
-
-        got = []
-        for e in kept:
-            d = e.get("data") or {}
-            if e.get("type") in MESSAGE_EVENTS and d.get("round") == r and \
-                    (d.get("to_agent") == seat or seat in (d.get("recipients") or ())):
-                got.append(Delivered(d["from_agent"], d.get("channel", "dm"), d.get("meeting_id"), d.get("content", ""),
-                                     r, d.get("turn", 0), d.get("payload"), d.get("to_agent")))
-        return r, tuple(task.meetings[r].participants), tuple(got)
-
     async def _game_status(self, game_id: str) -> str | None:
         async with self.store._db.execute("SELECT status FROM games WHERE game_id = ?", (game_id,)) as cur:
             row = await cur.fetchone()
         return row[0] if row else None
 
-    def _seat(self, ctx: GameContext) -> StudySeat:
+    def _seat(self, ctx: GameContext, answered: set[int] = frozenset()) -> StudySeat:
         study, g = self.study, ctx.game
         t = study.timing
         b = study.beliefs
@@ -499,4 +473,5 @@ class StudyRunner:
         return StudySeat(inner, model=model, talk_seconds=t.talk_seconds, decision_seconds=t.decision_seconds,
                          on_decision_timeout=t.on_decision_timeout, on_timing=on_timing, rounds=rounds,
                          targets=b.targets, ask_beliefs=ask, on_beliefs=on_beliefs, draft=self.driver.draft,
-                         on_timeout=getattr(self.driver, "timed_out", None))
+                         on_timeout=getattr(self.driver, "timed_out", None),
+                         answered=answered)

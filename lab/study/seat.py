@@ -42,8 +42,9 @@ class BeliefRequest:
     seat: int
     num_slots: int
     targets: tuple[int, ...]
-    view: Any  # engine.observe.SeatView (the participant's own calendar)
+    view: Any  # engine.observe.SeatView (the participant's own calendar after the round)
     messages: tuple[Any, ...]  # what was delivered to the participant this round
+    start_view: Any = None  # the participant's own calendar as the round started (when the truth is taken)
 
 
 def belief_rounds(spec: Any, num_rounds: int) -> set[int]:
@@ -79,7 +80,8 @@ class StudySeat:
                  ask_beliefs: Callable[[BeliefRequest], Awaitable[dict[int, list[int]]]] | None = None,
                  on_beliefs: Callable[[BeliefRequest, dict[int, list[int]]], Awaitable[None]] | None = None,
                  draft: Callable[[], Sequence[Any] | None] | None = None,
-                 on_timeout: Callable[[str, str], Any] | None = None) -> None:
+                 on_timeout: Callable[[str, str], Any] | None = None,
+                 answered: set[int] = frozenset()) -> None:
         self.inner = inner
         self.model = model
         self.talk_seconds = talk_seconds
@@ -93,22 +95,14 @@ class StudySeat:
         self.draft = draft
         self.on_timeout = on_timeout  # told (phase, outcome) when a call runs out of time
         self._timed_out_decision: int | None = None  # the round whose decision ran out
+        self.answered = set(answered)  # rounds whose grid is stored already (a resumed game)
         self.deadline: float | None = None  # time.monotonic() when the current call runs out
         self.deadline_phase: str | None = None
         self.timeouts = 0
-        # A grid owed from an earlier run of this game: the page was reloaded (or the session
-        # stopped) while it was open, after the round itself was saved.  (round, that round's
-        # meeting participants, the messages delivered to the seat in it); asked on resume.
-        self.owed: tuple[int, tuple[int, ...], tuple[Any, ...]] | None = None
 
     # the persona protocol ---------------------------------------------------------------------
     async def register(self, briefing: Any) -> Any:
-        out = await self.inner.register(briefing)
-        owed, self.owed = self.owed, None
-        if owed is not None and self.ask_beliefs is not None:
-            # resumed right after that round: the view now is the one the grid was shown with
-            await self._grid(owed[0], briefing.view, owed[1], owed[2])
-        return out
+        return await self.inner.register(briefing)
 
     async def speak(self, obs: Any) -> Reply:
         return await self._timed("talk", self.inner.speak, obs, self.talk_seconds)
@@ -124,18 +118,27 @@ class StudySeat:
         self._timed_out_decision = None
         return await self._timed("decision", self.inner.decide, obs, self.decision_seconds)
 
+    def owes_reflection(self, round_: int) -> bool:
+        """On resume: the grid after ``round_`` was due but is not stored (the person quit on
+        it, or the browser page went away while it was open), so the engine asks it again
+        before play goes on (``engine.game.reflect_again``), with the round's deliveries and
+        the seat's view after it, as it was first shown."""
+        return round_ in self.rounds and round_ not in self.answered and self.ask_beliefs is not None
+
     async def reflect(self, obs: Any) -> None:
         if obs.round not in self.rounds or self.ask_beliefs is None:
             return None
-        await self._grid(obs.round, obs.view, obs.meeting.participants, tuple(obs.round_messages))
+        await self._grid(obs.round, obs.view, obs.meeting.participants, tuple(obs.round_messages),
+                         getattr(obs, "start_view", None))
         return None
 
-    async def _grid(self, round_: int, view: Any, participants: Sequence[int], messages: tuple[Any, ...]) -> None:
+    async def _grid(self, round_: int, view: Any, participants: Sequence[int], messages: tuple[Any, ...],
+                    start_view: Any = None) -> None:
         seat = view.seat
         targets = belief_targets(self.targets, seat, view.num_agents, participants)
         if not targets:
             return None
-        req = BeliefRequest(round_, seat, view.num_slots, targets, view, messages)
+        req = BeliefRequest(round_, seat, view.num_slots, targets, view, messages, start_view)
         t0 = time.perf_counter()
         grid = await self.ask_beliefs(req)
         clean = {int(t): [max(-3, min(3, int(v))) for v in list(row)[:req.num_slots]]
@@ -145,6 +148,7 @@ class StudySeat:
                                  seconds=time.perf_counter() - t0, timed_out=False)
         if self.on_beliefs is not None:
             await self.on_beliefs(req, clean)
+        self.answered.add(round_)
         return None
 
     # internals ------------------------------------------------------------------------------------

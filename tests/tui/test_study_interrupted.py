@@ -65,3 +65,35 @@ async def test_quit_mid_round_then_resume_keeps_the_message_and_says_the_round_r
     with open(tmp_path / "data" / "messages.csv", newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["text"] == WORDS]
     assert rows and all(r["interrupted"] == "1" and r["game_id"] == gid for r in rows)
+
+
+async def test_ctrl_q_on_the_belief_grid_then_the_same_command_shows_the_grid_again(tmp_path):
+    from calbench_tui.screens.study_beliefs import BeliefGridScreen
+
+    study = small_study(tmp_path)
+    async with await Store.open(tmp_path / "s.db") as store:
+        app = make_study_app(study, participant="P011", store=store, base=tmp_path)
+        seen: list[str] = []
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not isinstance(app.screen, BeliefGridScreen):
+                await wait_for(pilot, lambda: is_waiting(app), timeout=30, what="the next step")
+                if isinstance(app.screen, BeliefGridScreen):
+                    break
+                await step_by_keys(pilot, app, seen)
+            step = app.current_step
+            await wait_for(pilot, lambda: "After round 2" in screen_text(app), what="the grid painted")
+            await pilot.press("ctrl+q")
+        app2 = make_study_app(study, participant="P011", store=store, base=tmp_path)
+        async with app2.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app2.screen, BeliefGridScreen)
+                           and "After round 2" in screen_text(app2), timeout=30,
+                           what="the belief grid that was cut short")
+            assert app2.current_step == step
+            await pilot.press("7", "enter")
+            await wait_for(pilot, lambda: is_waiting(app2) and not isinstance(app2.screen, BeliefGridScreen),
+                           timeout=30, what="the step after the grid")
+            await pilot.press("ctrl+q")
+        gid = next(s for s in await app2.runner.db.steps("P011") if s["name"] == step)["game_id"]
+        async with store._db.execute("SELECT round, MAX(belief) FROM study_beliefs WHERE game_id = ? GROUP BY round",
+                                     (gid,)) as cur:
+            assert await cur.fetchall() == [(1, 3)]
