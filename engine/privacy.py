@@ -419,9 +419,16 @@ def _semantic_leaks(task: Task, events: list[dict[str, Any]], untyped: int) -> d
 BELIEF_SCALE = 3  # the belief grid's -3..3 (paper F.3's reflection scale)
 
 
+def slot_feasible(item: Any) -> bool:
+    """Whether a calendar item leaves its slot feasible for a meeting (SPEC §8's private state):
+    free or a movable errand; a blocked errand or a meeting is not."""
+    return _cell(item)[0]
+
+
 def belief_to_feasibility(belief: int) -> float:
-    """A grid mark on −3..3 (−3 surely busy, 0 no idea, +3 surely free) as a feasibility
-    belief ``Bel[k]`` in 0..1: ``0.5 + belief/6`` (so 0 is the prior ``p0``)."""
+    """A grid mark on −3..3 (−3 surely not feasible: a blocked errand or a meeting there;
+    0 no idea; +3 surely feasible: free or a movable errand) as a feasibility belief
+    ``Bel[k]`` in 0..1: ``0.5 + belief/6`` (so 0 is the prior ``p0``)."""
     b = max(-BELIEF_SCALE, min(BELIEF_SCALE, int(belief)))
     return P0 + b / (2 * BELIEF_SCALE)
 

@@ -1,11 +1,18 @@
 """The belief grid (``[beliefs]`` of a study): after a chosen round the participant marks,
-for each chosen seat, every slot of that seat's calendar on −3..3 — −3 surely busy,
-0 no idea, +3 surely free (the scale of the paper's reflection probe, F.3).
+for each chosen seat, every slot of that seat's calendar on −3..3 (the scale of the
+paper's reflection probe, F.3).
+
+The question is the privacy measure's own notion (SPEC §8, ``engine.privacy``): could that
+seat have taken the round's meeting in this slot *as the round started* — the slot free,
+or holding only an errand they could move?  −3 surely not (a blocked errand or a meeting
+there), 0 no idea, +3 surely yes.  The truth a mark is scored against is taken at the same
+moment, and the participant's own row above the grid shows their own calendar by the same
+notion at the same moment (✓ could, ✗ could not), so the question, the truth and the
+example agree.
 
 Fast by keyboard: arrows move; ``1``..``7`` set −3..+3 and step right (so a row is typed
 like a number); ``+``/``-`` nudge; ``0`` or space clears to 0; ``enter`` submits the grid.
-The participant's own calendar is shown above for reference.  Dismissed with
-``{target: [belief per slot]}``.
+Dismissed with ``{target: [belief per slot]}``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,15 @@ from ..widgets.keybar import KeyBar
 
 LEVELS = {-3: ("−3", "bold white on red"), -2: ("−2", "white on dark_red"), -1: ("−1", "red"),
           0: (" ·", "dim"), 1: ("+1", "green"), 2: ("+2", "black on green"), 3: ("+3", "bold black on bright_green")}
+
+
+def could_host_row(view, num_slots: int) -> list[bool]:
+    """Per slot of ``view``'s calendar: could its seat take a meeting there (free, or a movable
+    errand)?  The same notion as the truth the marks are scored against (``engine.privacy``)."""
+    from engine.privacy import slot_feasible
+
+    cal = list(getattr(view, "calendar", ()) or ())
+    return [slot_feasible(cal[k] if k < len(cal) else None) for k in range(num_slots)]
 
 
 class BeliefGridScreen(Screen):
@@ -51,7 +67,9 @@ class BeliefGridScreen(Screen):
         yield Static("", id="bg-head")
         yield Static("", id="bg-grid")
         yield Static(Text("1 2 3 4 5 6 7 = −3 −2 −1 0 +1 +2 +3 (then the next slot) · arrows move · "
-                          "+/− nudge · 0 clears · enter when done.  −3 surely busy · 0 no idea · +3 surely free."),
+                          "+/− nudge · 0 clears · enter when done.\n"
+                          "−3 surely could not (a blocked errand or a meeting was there) · 0 no idea · "
+                          "+3 surely could (the slot was free, or held only an errand they could move)."),
                      id="bg-help")
         yield KeyBar()
 
@@ -60,18 +78,19 @@ class BeliefGridScreen(Screen):
 
     def _draw(self) -> None:
         r = self.req
+        n = r.round + 1
         self.query_one("#bg-head", Static).update(
-            f"{self.title_text + ' · ' if self.title_text else ''}After round {r.round + 1}: what do you believe "
-            f"about the other seats' calendars?")
+            f"{self.title_text + ' · ' if self.title_text else ''}After round {n}: as round {n} started, could "
+            f"each seat have taken the meeting in each slot (free, or only an errand they could move)?")
         t = Text(no_wrap=True)
         t.append("slot     ")
         for k in range(r.num_slots):
             t.append(f"{k:>3}")
         t.append("\nyou      ")
-        cal = getattr(r.view, "calendar", ())
-        for k in range(r.num_slots):
-            it = cal[k] if k < len(cal) else None
-            t.append("  ·" if it is None else "  ■", style="dim")
+        own = could_host_row(r.start_view if r.start_view is not None else r.view, r.num_slots)
+        for ok in own:
+            t.append("  ✓" if ok else "  ✗", style="green" if ok else "red")
+        t.append(f"   your own calendar as round {n} started, by the same question", style="dim")
         t.append("\n")
         for i, target in enumerate(r.targets):
             t.append(f"\nseat {target:<4}")

@@ -83,6 +83,10 @@ text = """
 Each round one meeting is to be scheduled. Talk with the other participants of the meeting,
 then decide: put the meeting in a slot that is free for you (moving an errand costs its cost).
 A meeting counts only if every participant puts it in the same slot. Your calendar is private.
+
+After some rounds you are asked what you think of other players' calendars: for each slot,
+could they have taken the meeting there as the round started (the slot free, or holding only
+an errand they could move)? Answer from −3 (surely not) to +3 (surely yes); 0 is "no idea".
 """
 
 # -- comprehension quiz (must be passed before play; wrong answers are explained) ---------------
@@ -126,8 +130,10 @@ items = [
 ]
 
 # -- belief elicitation (the human-observer VPS) -------------------------------------------------
-# After the chosen rounds the participant marks, for the chosen seats, every slot of that
-# seat's calendar from -3 (surely busy) to +3 (surely free); 0 = no idea.
+# After the chosen rounds the participant answers, for the chosen seats and every slot: as the
+# round started, could that seat have taken the meeting there (the slot free, or only an
+# errand they could move)? -3 surely not .. 0 no idea .. +3 surely yes (scored against the
+# truth at the start of the round, as the privacy measure is).
 [beliefs]
 enabled = true
 rounds = "last"           # "last", "all" or a list of rounds counted from 1 (as on screen), e.g. [1, 3]

@@ -93,9 +93,12 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("observer", "the participant's seat"),
         ("target", "the seat the belief is about"),
         ("slot", "calendar slot"),
-        ("belief", "-3 surely busy .. 0 no idea .. +3 surely free"),
+        ("belief", "the answer to 'as the round started, could the target have taken the meeting in this slot "
+                   "(free, or only an errand they could move)?': -3 surely not (a blocked errand or a meeting "
+                   "there) .. 0 no idea .. +3 surely yes"),
         ("feasibility_belief", "belief mapped to a probability the slot was feasible: 0.5 + belief/6"),
-        ("truth", "1 if the slot was feasible (free or a movable errand) for the target at the start of that round, else 0"),
+        ("truth", "the same question's true answer, taken at the same moment (the start of that round): 1 if the "
+                  "slot was free or held a movable errand of the target, 0 if a blocked errand or a meeting"),
     ]),
     "questionnaires.csv": ("Long format: one row per answer (quiz attempts included).", [
         ("participant", "participant id"),

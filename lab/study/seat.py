@@ -17,7 +17,9 @@ writes it as a ``human_input`` event) and the timing row has ``timed_out = 1``.
 
 Belief grid: after RESOLUTION of a chosen round the engine calls ``reflect``; this seat
 asks ``ask_beliefs(BeliefRequest)`` for a grid ``{target: [belief per slot]}`` on −3..3
-(−3 surely busy, +3 surely free), hands it to ``on_beliefs`` and returns ``None`` — so
+(could the target have taken the meeting in the slot as the round started — free or an
+errand it could move: −3 surely not, +3 surely yes; the notion of SPEC §8's truth, taken
+at the same moment), hands it to ``on_beliefs`` and returns ``None`` — so
 no ``reflection`` event (whose scale is a *change*, not a level) is written.
 """
 
