@@ -13,7 +13,7 @@ from calbench_tui.settings import SettingsError, load_keymap, parse_channels
 from calbench_tui.widgets.batch import BatchPlan
 from engine.actions import Reschedule, Schedule
 from engine.events import ListSink
-from engine.game import GameConfig, run_game
+from engine.game import GameConfig, resume_point, run_game
 from engine.generate import generate_scenario
 from engine.model import Errand, MeetingCopy
 from engine.rules import BatchOutcome, Rejection, check_batch
@@ -238,7 +238,7 @@ async def test_resume_folds_complete_rounds_and_finishes_like_an_uninterrupted_g
     task = generate_scenario(11)
     full = await run_game(task, make_personas("imap", 5), GameConfig(deterministic=True))
     events = full.trace["events"]
-    # Cut inside round 2 (index 2): the partial round is dropped and replayed.
+    # Cut inside round 2 (index 2): the partial round is set aside (kept) and replayed.
     cut = next(e["seq"] for e in events if e["type"] == "turn_end" and e["data"]["round"] == 2)
     prefix = [e for e in events if e["seq"] <= cut]
 
@@ -267,7 +267,10 @@ async def test_resume_folds_complete_rounds_and_finishes_like_an_uninterrupted_g
     again = await run_game(task, seats, GameConfig(deterministic=True), sink, game_id=full.game_id,
                            resume_events=prefix)
     ev2 = again.trace["events"]
-    assert [e["seq"] for e in ev2] == list(range(len(ev2)))
+    aside = again.trace["interrupted_events"]
+    assert aside == [e for e in prefix if e["seq"] > resume_point(prefix)]
+    assert sorted(e["seq"] for e in ev2 + aside) == list(range(len(ev2) + len(aside)))
+    assert sink.events[0]["type"] == "round_restarted"
     assert sink.events[0]["data"]["round"] == 2  # nothing of rounds 0-1 is emitted again
     assert sum(1 for e in ev2 if e["type"] == "game_start") == 1
     res1 = [e["data"]["state_hash"] for e in events if e["type"] == "resolution"]
