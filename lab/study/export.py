@@ -119,6 +119,8 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("phase", "talk, voluntary, decision or beliefs"),
         ("seconds", "seconds from the request to the answer (the limit, when it timed out)"),
         ("timed_out", "1 if the time limit ran out (the turn ended / the batch went as it stood)"),
+        ("interrupted", "1 = timed in the attempt of a round that was cut short (ctrl+q, a crash) before it "
+                        "started again on resume; 0 otherwise"),
     ]),
     "assignment.csv": ("The randomisation record: one row per game of each participant's plan, as stored when they "
                        "arrived (never recomputed).", [
@@ -240,10 +242,13 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
                                  "seconds": None if s["seconds"] is None else round(s["seconds"], 3),
                                  "status": (s["data"] or {}).get("status")})
     timeouts: dict[str, int] = {}
+    timing_rows: dict[str, list[tuple[dict[str, Any], str | None]]] = {}
     for t in timings:
         timeouts[t["game_id"]] = timeouts.get(t["game_id"], 0) + int(t["timed_out"])
-        out["timings.csv"].append({k: t[k] for k in ("participant", "game_id", "round", "turn", "phase", "seconds",
-                                                      "timed_out")})
+        row = {k: t[k] for k in ("participant", "game_id", "round", "turn", "phase", "seconds", "timed_out")}
+        row["interrupted"] = 0
+        out["timings.csv"].append(row)
+        timing_rows.setdefault(t["game_id"], []).append((row, t.get("recorded_at")))
     bel_by_game: dict[str, list] = {}
     for b in beliefs:
         bel_by_game.setdefault(b["game_id"], []).append(b)
@@ -262,6 +267,7 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
                 skipped.append(skip_line(trace, "the study export", flag=False) + f" (participant {pid})")
             continue
         await _game_rows(out, trace, pid, sim[pid], g, bel_by_game.get(gid, []), timeouts.get(gid, 0))
+        _mark_interrupted_timings(trace, timing_rows.get(gid, []))
     _assignment_rows(out, study, parts, steps)
     if study.payment is not None:
         from .payment import payments
@@ -369,6 +375,19 @@ def _assignment_rows(out, study, parts, steps) -> None:
                 "condition": g["condition"], "condition_order": order, "seat": g["seat"], "block": g["block"],
                 "task_id": g["task_id"], "task_ref": g["task_ref"],
                 "game_id": game_of.get((p["participant"], f"game:{g['index']}"))})
+
+
+def _mark_interrupted_timings(trace: dict[str, Any], rows: list[tuple[dict[str, Any], str | None]]) -> None:
+    """A timing row of round r recorded before that round's ``round_restarted`` event belongs
+    to the attempt that was cut short (both times are UTC ISO strings: comparable as text)."""
+    restarts = [((e.get("data") or {}).get("round"), e.get("timestamp")) for e in trace.get("events") or ()
+                if e.get("type") == "round_restarted"]
+    for r, ts in restarts:
+        if not isinstance(ts, str) or not ts[:1].isdigit():
+            continue  # a logical clock's stamp: no moment to compare with
+        for row, at in rows:
+            if row["round"] == r and isinstance(at, str) and at < ts:
+                row["interrupted"] = 1
 
 
 def _recipients(d: dict[str, Any], task: Task) -> list[int]:

@@ -206,3 +206,29 @@ def test_messages_csv_keeps_the_interrupted_messages_marked(cli, scripted_study,
     # the round was played again after the interrupted messages
     assert min(int(r["seq"]) for r in live if r["round"] == "0") > max(int(r["seq"]) for r in marked)
     assert "`interrupted`" in (out / "codebook.md").read_text()
+
+
+def test_timings_of_the_interrupted_attempt_are_marked(cli, scripted_study, tmp_path):
+    """timings.csv: the rows timed in the attempt cut short say interrupted = 1, the replay's 0."""
+    path, study = scripted_study
+    db = tmp_path / "s.db"
+
+    async def go():
+        async with await Store.open(db) as store:
+            drv = CrashingDriver(study, "P2")
+            r1 = StudyRunner(study, store, "P2", drv, deterministic=False)
+            drv.task = asyncio.ensure_future(r1.run())
+            with pytest.raises(asyncio.CancelledError):
+                await drv.task
+            gid = next(s for s in await r1.db.steps("P2") if s["name"] == "game:1")["game_id"]
+            before = len([t for t in await r1.db.timings("P2") if t["game_id"] == gid])
+            await StudyRunner(study, store, "P2", SimulatedDriver(study, "P2"), deterministic=False).run()
+            return gid, before
+
+    gid, before = asyncio.run(go())
+    rc, _, err = cli("study", "export", str(path), "--db", str(db), "--out", str(tmp_path / "data"))
+    assert rc == 0, err
+    with open(tmp_path / "data" / "timings.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["game_id"] == gid]
+    assert before and sum(r["interrupted"] == "1" for r in rows) == before
+    assert any(r["interrupted"] == "0" and r["round"] == "0" for r in rows)
