@@ -32,6 +32,7 @@ seat = 0                  # used when [assignment] does not rotate seats
 channels = ["dm"]         # dm, participant (the meeting's group chat), all (everyone's chat)
 max_turns = 6             # talk sweeps per round
 cost = "task"             # task (the tasks' own costs) | uniform | varied (re-costs seed:N scenarios)
+# renamed_from = ["old"]  # renamed mid-study? the old names: their games count under this one
 
 [[conditions]]
 name = "llm"
