@@ -90,7 +90,7 @@ class BeliefGridScreen(Screen):
         own = could_host_row(r.start_view if r.start_view is not None else r.view, r.num_slots)
         for ok in own:
             t.append("  ✓" if ok else "  ✗", style="green" if ok else "red")
-        t.append(f"   your own calendar as round {n} started, by the same question", style="dim")
+        t.append(f"\n         ✓ could · ✗ could not: your own calendar as round {n} started", style="dim")
         t.append("\n")
         for i, target in enumerate(r.targets):
             t.append(f"\nseat {target:<4}")
