@@ -61,7 +61,9 @@ async def test_quit_mid_round_then_resume_keeps_the_message_and_says_the_round_r
         kept = [e for e in trace["interrupted_events"] if e["type"] in MESSAGE_EVENTS]
         assert [e["seq"] for e in kept if e["data"]["content"] == WORDS] == [e["seq"] for e in sent]
         assert not any(e["data"].get("content") == WORDS for e in trace["events"] if e["type"] in MESSAGE_EVENTS)
-        await export_study(study, store, tmp_path / "data")
+        # the game is still in play (stopped again mid-round), which the export leaves out unless
+        # the researcher asks to see it (saves.guard): ask, as for a look at a session under way
+        await export_study(study, store, tmp_path / "data", reveal=True)
     with open(tmp_path / "data" / "messages.csv", newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["text"] == WORDS]
     assert rows and all(r["interrupted"] == "1" and r["game_id"] == gid for r in rows)
