@@ -151,6 +151,8 @@ class CalBenchApp(App):
         self.games_played = 0
         self.resume_trace: dict[str, Any] | None = None
         self._resume_llm: dict[int, Any] = {}  # seat -> LLMSettings restored from the saved game
+        self.llm_per_seat: dict[int, Any] = {}  # seat -> LLMSettings of --personas (calbench-play)
+        self.llm_overrides: dict[str, Any] | None = None  # LLM options typed again at --resume (they win)
         self._resume_nosy: tuple[int, ...] = ()
         self.intro_each_game = settings.show_help  # the instructions before every game (see the module doc)
         self.lobby_screen = None  # the waiting screen of a table served elsewhere
@@ -251,6 +253,13 @@ class CalBenchApp(App):
                 raise GameSetupError(f"cannot seat {spec!r}: {exc}") from None
         if len(seats) != task.num_agents:
             raise GameSetupError(f"{len(seats)} personas for a task with {task.num_agents} seats")
+        if self.llm_per_seat and not self._resume_llm:  # --personas: a seat's own model, endpoint, sampling
+            from personas.llm.factory import make_llm_persona
+
+            for i, st in self.llm_per_seat.items():
+                if i != seat and i < len(seats) and getattr(seats[i], "kind", None) == "llm":
+                    var = getattr(seats[i], "variant", None)
+                    seats[i] = make_llm_persona(f"llm:{seats[i].model_name}" + (f"+{var}" if var else ""), st)
         if self._resume_llm:  # --resume: every LLM seat gets back the settings it was saved with
             from personas.llm.factory import make_llm_persona
 
@@ -472,6 +481,8 @@ class CalBenchApp(App):
 
         base = self.llm if isinstance(self.llm, LLMSettings) else LLMSettings()
         overrides = {"base_url": base.base_url} if base.base_url else {}  # --base-url given again: the endpoint moved
+        if self.llm_overrides is not None:  # calbench-play: every LLM option typed again (a longer --timeout ...)
+            overrides = dict(self.llm_overrides)
         try:
             self._resume_llm = saved_llm_settings(cfg, base, overrides=overrides)
             if self._resume_llm:

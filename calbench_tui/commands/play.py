@@ -69,7 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="costs of a generated scenario (default: uniform)")
     p.add_argument("--channel", default="dm", metavar="dm|participant|all|...",
                    help="message channels, combined with commas: dm (default), participant, all, or 'every'")
-    p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint for llm seats")
     p.add_argument("--resume", metavar="GAME", help="continue a stopped game (an id or a unique prefix)")
     p.add_argument("--setup", action="store_true", help="open the setup screen even when --seat is given")
     p.add_argument("--max-turns", type=int, default=15, metavar="N", help="talk turns per round: every speaker once per turn (default 15)")
@@ -89,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"variable {CODE_ENV}")
     p.add_argument("--code-file", metavar="PATH", help="read the join code from this file (its first line)")
     add_db_option(p)
+    from .llm import add_llm_arguments
+
+    add_llm_arguments(p)  # the same LLM options as 'calbench run' and 'calbench serve' (one parser)
     return p
 
 
@@ -182,9 +184,11 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(f"--seat {args.seat} does not exist: a generated scenario has seats 0-4")
 
     llm_available = bool(args.base_url or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
-    llm = _llm_settings(args)  # used only by llm seats (also those of a resumed game)
+    llm, per_seat, overrides = _llm_settings(args)  # used only by llm seats (also those of a resumed game)
     if args.agents and _spec_uses_llm(args.agents):
         _check_llm_key(llm)  # an llm seat without a key: one line now, not a failure at every turn
+        for st in per_seat.values():
+            _check_llm_key(st)
 
     settings = Settings(
         seat=args.seat,
@@ -205,8 +209,10 @@ def handle(args: argparse.Namespace) -> int:
     store_path = db_path(args.db)
     check_db(store_path)  # a bad --db is one line here, not a traceback from inside the app
     if args.resume:  # before the screen opens: an LLM endpoint of the saved game that does not answer is one line
-        check_resume_endpoints(args.resume, store_path, llm)
+        check_resume_endpoints(args.resume, store_path, llm, overrides)
     app = make_app(settings=settings, task=task, llm=llm, store_path=store_path)
+    app.llm_per_seat = per_seat  # --personas: seats with their own model, endpoint and sampling
+    app.llm_overrides = overrides  # --resume: LLM options given again replace the saved ones
     require_terminal("calbench-play")
     app.run()
     if app.error and app.return_code == 2:
@@ -218,7 +224,7 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_resume_endpoints(game: str, db: str, llm) -> None:
+def check_resume_endpoints(game: str, db: str, llm, overrides: dict | None = None) -> None:
     """Refuse (UserError, one line) to resume a game whose LLM seats' endpoints do not answer.
 
     Anything else wrong with the game (unknown id, completed, no human seat) is left to the
@@ -251,7 +257,8 @@ def check_resume_endpoints(game: str, db: str, llm) -> None:
     trace = with_store(db, main)
     if not trace:
         return
-    overrides = {"base_url": llm.base_url} if llm is not None and llm.base_url else {}
+    if overrides is None:
+        overrides = {"base_url": llm.base_url} if llm is not None and llm.base_url else {}
     try:
         seats = saved_llm_settings(trace.get("config") or {}, llm, overrides=overrides)
         if seats:
@@ -320,20 +327,19 @@ def _check_llm_key(llm) -> None:
 
 
 def _llm_settings(args: argparse.Namespace):
-    """Settings for llm seats (``personas.llm.settings.LLMSettings``): the endpoint from
-    ``--base-url`` or the environment; the key is read from the environment when a seat
-    first calls, never stored.  A malformed ``--base-url`` is refused here, whatever the seats."""
+    """``(settings for llm seats, {seat: settings} from --personas, options given)``: the shared
+    LLM options of ``commands/llm.py`` (the same parser as ``calbench run`` and ``serve``).
+    The key is read from the environment when a seat first calls, never stored.  A malformed
+    option (``--base-url``, ``--timeout``, a personas file) is refused here, whatever the seats."""
     try:
-        from pydantic import ValidationError
-
-        from personas.llm.settings import LLMConfigError, LLMSettings
+        from personas.llm.settings import LLMSettings  # noqa: F401
     except ImportError:
         raise UserError("llm seats are not available in this build") from None
-    from .llm import validation_message
+    from .llm import given_llm_options, settings_from_args
 
-    try:
-        return LLMSettings(base_url=args.base_url) if args.base_url else LLMSettings()
-    except ValidationError as exc:
-        raise UserError(validation_message(exc, {"base_url": "base_url"})) from None
-    except (LLMConfigError, ValueError) as exc:
-        raise UserError(str(exc).splitlines()[0]) from None
+    given = given_llm_options(args)
+    base, per_seat = settings_from_args(args, check_keys=False)
+    # at --resume, what the person typed again replaces the saved settings (a moved endpoint, a
+    # longer --timeout for a slow model); the model of each seat stays the saved one
+    overrides = {k: v for k, v in given.items() if k not in ("concurrency", "model", "variant")}
+    return base, per_seat or {}, overrides

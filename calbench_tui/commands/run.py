@@ -54,6 +54,9 @@ def register(subparsers) -> None:
     p.add_argument("--shard", metavar="I/N", default=None,
                    help="run only every N-th task starting at the I-th (1-based), to split a suite across machines")
     p.add_argument("--json", action="store_true", help="print games and summary as JSON on stdout")
+    p.add_argument("--keep-going", action="store_true",
+                   help="exit 0 even when some game failed (crashed and was saved as failed); by default a "
+                        "failed game makes the run exit 1 after everything is saved and printed")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="where games are played: local (this machine: worker processes for scripted "
                         "suites, asyncio for LLM seats) or ray (Ray tasks on a cluster). Either way this "
@@ -250,12 +253,14 @@ def handle(args) -> int:
         if fidelity != "ours":
             print(f"fidelity: {fidelity} — DSM seats play the authors' rules (docs/protocols-dsm.md)")
     failed = sum(1 for g in games if g.status == "failed")
+    code = 0
     if failed:
         print(f"calbench: {failed} game(s) failed; list them with 'calbench games --status failed --db {path}' "
               "and read the error with 'calbench export GAME -o -'", file=sys.stderr)
+        if not getattr(args, "keep_going", False):  # a failed game is no result: say so in the exit status
+            code = 1
     infra = sum(1 for g in games if g.infra_failures)
     config = sum(1 for g in games if g.config_failures)
-    code = 0
     if infra:  # an endpoint down or failing: the numbers measure the infrastructure, not the agents
         print(f"calbench: {infra} game(s) had infrastructure failures (the LLM endpoint was unreachable, rate "
               "limited or failing); their scores do not measure the agents", file=sys.stderr)

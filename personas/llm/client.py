@@ -13,6 +13,23 @@ results must tell infrastructure failures apart from agent failures (DESIGN.md).
 * Any other 4xx (a bad key, an unknown model) is not retried either.
 * The run's semaphore is held only while a request is in flight, never while waiting.
 
+**Timeouts (one rule, docs/llm.md "Timeouts").**  Replies are streamed (``stream``, default
+on), and ``timeout`` is the longest *silence* allowed: to connect and get the answer's
+headers, to the first token, and between two useful stream events (a token of content or
+reasoning, the finish reason, the usage) — keep-alive comments and empty chunks do not
+count.  A slow model that streams steadily is never cut off, however long it takes, up to
+the whole-request ``deadline()`` (``request_deadline``, else 10 x ``timeout``), which bounds
+everything (a server that drips one byte a second, or one useless chunk at a time).  An
+endpoint that answers a streamed request with a plain JSON body is read within the same
+limits.  Without streaming (``stream = false``, or a client that is not an ``AsyncOpenAI``)
+the whole request must finish within ``timeout``.  A retry after a timeout never repeats
+the losing request: after a silence the next attempt allows twice the silence; after the
+deadline (or a non-streamed timeout) it asks for half the reply tokens (not below 64) and
+allows 1.5 x the time.  Each attempt is recorded (``CallResult.attempt_log``).
+
+Numbers from the endpoint (``usage``, a 400's ``n_ctx``, ``/v1/models``) past the 64-bit
+range are dropped (``safe_json``), so no store or trace writer ever meets them.
+
 The request goes out through ``AsyncOpenAI.post("/chat/completions", cast_to=ChatCompletion,
 body=...)`` — the SDK's documented way to send a body as is — rather than
 ``chat.completions.create``, whose typed transform of the message list costs ~30 ms of
@@ -41,9 +58,46 @@ import openai
 
 from engine.redact import redact
 
+from .endpoints import AllResting as _AllResting
 from .settings import LLMSettings, RunPool
 
-__all__ = ["CallResult", "complete", "classify", "retry_after_seconds", "RETRYABLE"]
+__all__ = ["CallResult", "complete", "classify", "retry_after_seconds", "RETRYABLE", "StreamTimeout", "safe_json",
+           "MIN_RETRY_TOKENS"]
+
+#: The smallest reply budget a retry after a timeout lowers ``max_tokens`` to.
+MIN_RETRY_TOKENS = 64
+#: The longest server-requested wait honoured at all (``Retry-After: inf`` is capped here,
+#: then by ``retry_after_max``).
+_RETRY_AFTER_CAP = 86400.0
+_INT64 = 2**63 - 1
+
+
+class StreamTimeout(Exception):
+    """A request that outlived one of its limits: ``kind`` is ``silence`` (streamed: no useful
+    event for that long), ``total`` (not streamed: no whole answer within ``timeout``) or
+    ``deadline`` (the whole-request deadline)."""
+
+    def __init__(self, kind: str, seconds: float, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.seconds = seconds
+        self.message = detail
+
+
+def safe_json(value: Any) -> Any:
+    """``value`` with every integer outside the signed 64-bit range replaced by None (and
+    non-finite floats too): what an endpoint sends may not crash a store or a trace."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value if -_INT64 - 1 <= value <= _INT64 else None
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {k: safe_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [safe_json(v) for v in value]
+    return value
 
 RETRYABLE = frozenset({"rate_limit", "server_error", "timeout", "connection"})
 _CONTEXT_RE = re.compile(
@@ -69,6 +123,11 @@ class CallResult:
     failure_detail: str | None = None
     status: int | None = None
     context_window: int | None = None  # stated by a context-length error, when it says
+    max_tokens: int | None = None  # the reply budget of the last attempt (a retry after a timeout lowers it)
+    streamed: bool = False  # the last attempt's reply came as a stream
+    first_token_ms: float | None = None  # the last attempt: from sending to the first useful stream event
+    #: one entry per attempt: endpoint, outcome, latency, limits and reply budget it ran with
+    attempt_log: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -82,15 +141,15 @@ def retry_after_seconds(headers: Any) -> float | None:
     try:
         ms = headers.get("retry-after-ms")
         if ms is not None:
-            return max(0.0, float(ms) / 1000.0)
-    except (TypeError, ValueError):
+            return _finite_wait(float(ms) / 1000.0)
+    except (TypeError, ValueError, OverflowError):
         pass
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
-    except (TypeError, ValueError):
+        return _finite_wait(float(value))
+    except (TypeError, ValueError, OverflowError):
         pass
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -98,7 +157,14 @@ def retry_after_seconds(headers: Any) -> float | None:
         return None
     if when is None:
         return None
-    return max(0.0, when.timestamp() - time.time())
+    return _finite_wait(when.timestamp() - time.time())
+
+
+def _finite_wait(seconds: float) -> float | None:
+    """A wait in ``[0, 1 day]``; NaN is no wait at all (None), ``inf`` the cap."""
+    if seconds != seconds:
+        return None
+    return min(_RETRY_AFTER_CAP, max(0.0, seconds))
 
 
 def _error_message(exc: Exception) -> str:
@@ -114,6 +180,14 @@ def _error_message(exc: Exception) -> str:
 
 def classify(exc: Exception) -> tuple[str, int | None]:
     """``(failure kind, HTTP status)`` of an exception raised by the SDK."""
+    if isinstance(exc, (StreamTimeout, asyncio.TimeoutError)):
+        return "timeout", None
+    if isinstance(exc, _AllResting):
+        return "connection", None
+    if type(exc).__name__ in ("ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException"):
+        return "timeout", None  # the transport's own (httpx) timeouts while a stream is read
+    if type(exc).__name__ in ("ReadError", "RemoteProtocolError", "ConnectError", "NetworkError"):
+        return "connection", None
     if isinstance(exc, openai.APITimeoutError):
         return "timeout", None
     if isinstance(exc, openai.APIConnectionError):
@@ -146,7 +220,7 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
                    pool: RunPool | None = None, rng: random.Random | None = None,
                    sleep: Sleep = asyncio.sleep, response_format: Any = _DEFAULT,
                    max_tokens: int | None = None) -> CallResult:
-    """One chat completion for ``messages`` with the retry policy above.
+    """One chat completion for ``messages`` with the retry and timeout policy above.
 
     ``response_format``: the body's ``response_format`` (``None``: none); by default the
     settings' (``{"type": "json_object"}`` when ``structured`` is json_object, else none).
@@ -155,16 +229,16 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
     pool = pool or settings.pool
     rng = rng or random.Random(0)
     params: dict[str, Any] = {"model": model, "messages": messages}
-    if settings.temperature is not None:
-        params["temperature"] = settings.temperature
-    if max_tokens is not None or settings.max_tokens is not None:
-        params[settings.max_tokens_param] = max_tokens if max_tokens is not None else settings.max_tokens
+    if settings.extra_body:  # first, so nothing CalBench sets can be replaced (reserved keys are refused too)
+        params.update(settings.extra_body)
+    params.update(settings.sampling())
+    budget = max_tokens if max_tokens is not None else settings.max_tokens
     if response_format is _DEFAULT:
         response_format = {"type": "json_object"} if settings.structured_mode() == "json_object" else None
     if response_format is not None:
         params["response_format"] = response_format
-    if settings.extra_body:
-        params.update(settings.extra_body)
+    silence = float(settings.timeout)
+    deadline = float(settings.deadline())
     res = CallResult()
     t_start = time.perf_counter()
     replicas = pool.endpoint_set(settings)  # several base URLs of one model: personas/llm/endpoints.py
@@ -174,42 +248,67 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
         exc: Exception | None = None
         completion = None
         tq = time.perf_counter()
-        async with (replicas.use(failed_at) if replicas is not None else _one_endpoint()) as lease:
-            url = lease.url if lease is not None else settings.resolved_base_url()
-            res.endpoint = url
-            async with pool.slot(url):
-                t0 = time.perf_counter()
-                res.queue_ms = round(res.queue_ms + (t0 - tq) * 1000, 3)
-                try:
-                    completion = await _send(pool.client_for(settings, url) if lease is not None else client,
-                                             params, settings.timeout)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:  # classified below
-                    exc = e
-                res.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
-            if exc is not None and lease is not None:  # the endpoint is rested for retryable kinds
-                lease.failure = classify(exc)[0]
-                lease.detail = redact(f"{lease.failure}: {_error_message(exc)}")[:300]
-                lease.retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
-                failed_at.add(url)
+        if budget is not None:
+            params[settings.max_tokens_param] = budget
+        res.max_tokens = budget
+        entry: dict[str, Any] = {"attempt": attempt + 1, "max_tokens": budget, "silence_s": round(silence, 3),
+                                 "deadline_s": round(deadline, 3)}
+        res.first_token_ms = None
+        res.streamed = False
+        try:
+            lease_cm = replicas.use(failed_at, wait_max=silence) if replicas is not None else _one_endpoint()
+            async with lease_cm as lease:
+                url = lease.url if lease is not None else settings.resolved_base_url()
+                res.endpoint = url
+                async with pool.slot(url):
+                    t0 = time.perf_counter()
+                    res.queue_ms = round(res.queue_ms + (t0 - tq) * 1000, 3)
+                    try:
+                        completion = await _send(pool.client_for(settings, url) if lease is not None else client,
+                                                 params, settings, res, silence=silence, deadline=deadline)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as e:  # classified below
+                        exc = e
+                    res.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+                if exc is not None and lease is not None:  # the endpoint is rested for retryable kinds
+                    lease.failure = classify(exc)[0]
+                    lease.detail = redact(f"{lease.failure}: {_error_message(exc)}")[:300]
+                    lease.retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
+                    failed_at.add(url)
+        except _AllResting as e:  # no replica came back within the wait: this attempt is lost
+            exc = e
+            res.latency_ms = 0.0
+            res.queue_ms = round(res.queue_ms + (time.perf_counter() - tq) * 1000, 3)
+        entry.update(endpoint=_public_url(res.endpoint), latency_ms=res.latency_ms, streamed=res.streamed)
+        if res.first_token_ms is not None:
+            entry["first_token_ms"] = res.first_token_ms
+        res.attempt_log.append(entry)
         if exc is None:
             try:
-                _fill_success(res, completion)
+                if not isinstance(completion, CallResult):
+                    _fill_success(res, completion)
             except Exception as e:  # a body we cannot read as a completion
                 res.failure, res.failure_detail = "bad_response", redact(_bad_response(e, completion))[:500]
+            entry.update(outcome=res.failure or "ok", finish_reason=res.finish_reason, status=res.status)
             break
         kind, status = classify(exc)
         res.failure, res.status = kind, status
         res.failure_detail = redact(f"{kind}{f' (HTTP {status})' if status else ''}: {_error_message(exc)}")[:500]
+        entry.update(outcome=kind, status=status, detail=res.failure_detail[:200])
         if kind == "context_length":
             from .context import window_from_error
 
-            res.context_window = window_from_error(_error_message(exc), getattr(exc, "body", None))
+            res.context_window = _safe_int(window_from_error(_error_message(exc),
+                                                             safe_json(getattr(exc, "body", None))))
         if kind not in RETRYABLE or attempt == settings.retries:
             break
+        if kind == "timeout":  # never the same losing request again
+            silence, deadline, budget = _after_timeout(exc, silence, deadline, budget)
         wait = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
-        if replicas is not None and replicas.healthy():
+        if isinstance(exc, _AllResting):
+            wait = 0.0  # the attempt already waited for a replica
+        elif replicas is not None and replicas.healthy():
             wait = 0.0  # the failing endpoint rests; another one takes the retry at once
         elif wait is not None:
             wait = min(wait, settings.retry_after_max)
@@ -222,21 +321,159 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
     return res
 
 
+def _after_timeout(exc: Exception, silence: float, deadline: float, budget: int | None
+                   ) -> tuple[float, float, int | None]:
+    """The limits of the next attempt after a timeout (see the module docstring)."""
+    if isinstance(exc, StreamTimeout) and exc.kind == "silence":
+        silence = silence * 2
+        return silence, max(deadline, silence), budget
+    if budget is not None:
+        budget = max(MIN_RETRY_TOKENS, budget // 2) if budget > MIN_RETRY_TOKENS else budget
+    total = not isinstance(exc, StreamTimeout) or exc.kind == "total"  # a whole answer that came too late
+    return silence * 1.5 if total else silence, deadline * 1.5, budget
+
+
+def _safe_int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= _INT64 else None
+
+
+def _public_url(url: str | None) -> str | None:
+    from .settings import _without_credentials
+
+    return _without_credentials(url)
+
+
 @asynccontextmanager
 async def _one_endpoint():
     yield None
 
 
-async def _send(client: Any, params: dict[str, Any], timeout: float) -> Any:
+async def _bounded(aw: Awaitable[Any], seconds: float, kind: str, limit: float, what: str) -> Any:
+    if seconds <= 0:
+        if hasattr(aw, "close"):
+            aw.close()
+        raise StreamTimeout(kind, limit, what)
+    try:
+        return await asyncio.wait_for(aw, seconds)
+    except asyncio.TimeoutError:
+        raise StreamTimeout(kind, limit, what) from None
+
+
+async def _send(client: Any, params: dict[str, Any], settings: LLMSettings, res: CallResult, *,
+                silence: float, deadline: float) -> Any:
+    """One HTTP request within the limits; a streamed reply comes back already in ``res``."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    end = t0 + deadline
+
+    def limit(last: float, phase: str) -> tuple[float, str, float, str]:
+        if end <= last + silence:
+            return (end - loop.time(), "deadline", deadline,
+                    f"the whole request took longer than {deadline:g} s (the request deadline)")
+        return last + silence - loop.time(), "silence", silence, f"no {phase} for {silence:g} s"
+
     if isinstance(client, openai.AsyncOpenAI):
         from openai.types.chat import ChatCompletion
 
-        return await client.post("/chat/completions", cast_to=ChatCompletion, body=params,
-                                 options={"timeout": timeout})
+        if not settings.stream:
+            left, kind, lim, what = limit(t0, "answer")
+            if kind == "silence":  # not streamed: the silence limit bounds the whole answer
+                kind, what = "total", f"no complete answer within {silence:g} s (not streamed)"
+            return await _bounded(client.post("/chat/completions", cast_to=ChatCompletion, body=params,
+                                              options={"timeout": silence}), min(left, silence), kind, lim, what)
+        return await _stream(client, params, res, loop, t0, limit)
     extra = {k: v for k, v in params.items() if k not in ("model", "messages", "temperature", "max_tokens",
                                                          "max_completion_tokens", "response_format")}
     known = {k: v for k, v in params.items() if k not in extra}
-    return await client.chat.completions.create(**known, extra_body=extra or None, timeout=timeout)
+    left, kind, lim, what = limit(t0, "answer")
+    if kind == "silence":
+        kind, what = "total", f"no complete answer within {silence:g} s (not streamed)"
+    return await _bounded(client.chat.completions.create(**known, extra_body=extra or None, timeout=silence),
+                          min(left, silence), kind, lim, what)
+
+
+async def _stream(client: Any, params: dict[str, Any], res: CallResult, loop, t0: float, limit) -> CallResult:
+    """Send with ``stream: true`` and read the events, each within the silence limit."""
+    from openai import AsyncStream
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    body = {**params, "stream": True, "stream_options": {"include_usage": True}}
+    left, kind, lim, what = limit(t0, "answer")
+    stream = await _bounded(
+        client.post("/chat/completions", cast_to=ChatCompletion, body=body, options={"timeout": lim},
+                    stream=True, stream_cls=AsyncStream[ChatCompletionChunk]), left, kind, lim, what)
+    try:
+        response = getattr(stream, "response", None)
+        ctype = (response.headers.get("content-type", "") if response is not None else "").lower()
+        if response is not None and "event-stream" not in ctype:  # the server ignored "stream": a plain body
+            left, kind, lim, what = limit(t0, "answer")
+            raw = await _bounded(response.aread(), left, kind, lim, what)
+            import json as _json
+
+            completion = ChatCompletion.model_validate(safe_json(_json.loads(raw)))
+            _fill_success(res, completion)
+            return res
+        text: list[str] = []
+        reasoning: list[str] = []
+        finish = None
+        usage = None
+        meta: dict[str, Any] = {}
+        chunks = 0
+        last = t0
+        it = stream.__aiter__()
+        while True:
+            left, kind, lim, what = limit(last, "token" if chunks else "first token")
+            try:
+                chunk = await _bounded(it.__anext__(), left, kind, lim, what)
+            except StopAsyncIteration:
+                break
+            useful = False
+            if not meta:
+                meta = {"id": getattr(chunk, "id", None), "model": getattr(chunk, "model", None),
+                        "created": getattr(chunk, "created", None)}
+            if getattr(chunk, "usage", None) is not None:
+                usage = chunk.usage.model_dump(mode="json", exclude_none=True)
+                useful = True
+            for ch in getattr(chunk, "choices", None) or []:
+                chunks += 1
+                delta = getattr(ch, "delta", None)
+                if delta is not None:
+                    if getattr(delta, "content", None):
+                        text.append(delta.content)
+                        useful = True
+                    extra = getattr(delta, "model_extra", None) or {}
+                    r = extra.get("reasoning_content") or extra.get("reasoning")
+                    if isinstance(r, str) and r:
+                        reasoning.append(r)
+                        useful = True
+                if getattr(ch, "finish_reason", None):
+                    finish = ch.finish_reason
+                    useful = True
+            if useful:
+                last = loop.time()
+                if res.first_token_ms is None:
+                    res.first_token_ms = round((last - t0) * 1000, 3)
+    finally:
+        try:
+            await stream.close()
+        except Exception:  # the connection is gone already
+            pass
+    if not chunks:
+        raise _NoChoices("the endpoint's stream carried no choices")
+    res.streamed = True
+    res.text = "".join(text)
+    res.reasoning = "".join(reasoning) or None
+    res.finish_reason = finish
+    res.usage = safe_json(usage) if usage else None
+    message: dict[str, Any] = {"role": "assistant", "content": res.text}
+    if res.reasoning:
+        message["reasoning_content"] = res.reasoning
+    res.raw = safe_json({**{k: v for k, v in meta.items() if v is not None}, "object": "chat.completion",
+                         "streamed": True, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                         **({"usage": res.usage} if res.usage else {})})
+    res.failure = res.failure_detail = None
+    res.status = 200
+    return res
 
 
 async def fetch_models(client: Any, timeout: float = 10.0) -> Any:
@@ -245,7 +482,7 @@ async def fetch_models(client: Any, timeout: float = 10.0) -> Any:
         return None
     try:
         page = await client.models.list(timeout=timeout)
-        return {"data": [m.model_dump(mode="json") for m in page.data]}
+        return safe_json({"data": [m.model_dump(mode="json") for m in page.data]})
     except Exception:  # metadata is optional: no route, no JSON, no answer
         return None
 
@@ -274,7 +511,7 @@ def _fill_success(res: CallResult, completion: Any) -> None:
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     res.reasoning = reasoning if isinstance(reasoning, str) else None
     res.finish_reason = choice.finish_reason
-    res.usage = completion.usage.model_dump(mode="json", exclude_none=True) if completion.usage else None
-    res.raw = completion.model_dump(mode="json", exclude_none=True)
+    res.usage = safe_json(completion.usage.model_dump(mode="json", exclude_none=True)) if completion.usage else None
+    res.raw = safe_json(completion.model_dump(mode="json", exclude_none=True))
     res.failure = res.failure_detail = None
     res.status = 200

@@ -17,7 +17,10 @@ through one :class:`EndpointSet` shared by the run:
   the endpoint gets one probe request at a time (the next request it is free for)
   until one succeeds, which clears its streak; it is never dropped.
   When every endpoint is resting, requests wait for the first to come back, so a
-  blip on all replicas costs time, not games.
+  blip on all replicas costs time, not games — but one attempt waits at most the
+  seat's silence limit (``timeout``); then that attempt fails (``connection``: every
+  replica resting) and counts against the call's retries, so with every replica down a
+  call gives up after its retry budget with an infrastructure failure.
 * **said, not silent**: every rest is logged (``logging`` warning naming the endpoint,
   the failure and the pause), and :meth:`EndpointSet.stats` gives per-endpoint
   requests, failures, rests and the last error (the run can print them).
@@ -32,12 +35,20 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Sequence
 
-__all__ = ["EndpointSet", "EndpointState", "Lease", "REST_KINDS", "split_urls"]
+__all__ = ["EndpointSet", "EndpointState", "Lease", "REST_KINDS", "split_urls", "AllResting"]
 
 log = logging.getLogger("calbench.llm.endpoints")
 
 #: failures that rest the endpoint (the request itself is retried elsewhere)
 REST_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection"})
+
+
+class AllResting(Exception):
+    """No endpoint of the set could take a request within the caller's wait (one sentence)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.message = detail
 
 
 def split_urls(raw: str | Sequence[str] | None) -> list[str]:
@@ -111,9 +122,22 @@ class EndpointSet:
         now = self.clock()
         return [e for e in self.endpoints if e.rested_until <= now]
 
-    async def acquire(self, avoid: Collection[str] = ()) -> EndpointState:
+    async def acquire(self, avoid: Collection[str] = (), wait_max: float | None = None) -> EndpointState:
         """An endpoint for one request; ``avoid``: URLs that already failed this request
-        (used only when no other endpoint is free)."""
+        (used only when no other endpoint is free).  ``wait_max``: the longest wait for one
+        while every endpoint rests or is busy; then :class:`AllResting` (the caller counts it
+        as a failed attempt, so a call gives up after its retry budget instead of waiting for
+        ever when every replica is down)."""
+        if wait_max is None:
+            return await self._acquire(avoid)
+        try:
+            return await asyncio.wait_for(self._acquire(avoid), max(0.0, wait_max))
+        except asyncio.TimeoutError:
+            errors = "; ".join(f"{e.url}: {e.last_error}" for e in self.endpoints if e.last_error) or "none recorded"
+            raise AllResting(f"every endpoint of {len(self.endpoints)} is resting after failures or busy, and none "
+                             f"came back within {wait_max:g} s (last errors: {errors})"[:500]) from None
+
+    async def _acquire(self, avoid: Collection[str] = ()) -> EndpointState:
         cond = self._condition()
         async with cond:
             while True:
@@ -156,9 +180,9 @@ class EndpointSet:
             cond.notify_all()
 
     @asynccontextmanager
-    async def use(self, avoid: Collection[str] = ()):
+    async def use(self, avoid: Collection[str] = (), wait_max: float | None = None):
         """``async with endpoints.use() as lease:`` send to ``lease.url``; set ``lease.failure`` on failure."""
-        ep = await self.acquire(avoid)
+        ep = await self.acquire(avoid, wait_max)
         lease = Lease(ep)
         try:
             yield lease

@@ -49,7 +49,10 @@ also lists ``max_model_len`` in ``/v1/models``, as vLLM does.
 json_object); any other type gets a 400 saying it is not supported, as older servers do.
 
 Faults can also be injected one by one (``server.inject("429")``) for precise tests:
-``429``, ``500``, ``context_length``, ``hang`` (answer after ``seconds``), ``prose``,
+``429``, ``500``, ``context_length``, ``hang`` (answer after ``seconds``), ``drip`` (the whole
+answer, status line included, one byte every ``seconds``, default 1: a slow-drip endpoint),
+``trickle`` (a 200 stream of empty chunks every ``seconds``, default 0.2, that never says
+anything), ``bigint`` (``usage`` numbers past the 64-bit range), ``prose``,
 ``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``, ``unauthorized_echo`` (a 401
 whose text quotes the ``Authorization`` header it received, as some providers do — for the
 redaction tests), ``no_choices`` (a 200 with ``"choices": []``), ``agree`` (the short action
@@ -63,6 +66,15 @@ string a ``maxLength``; ``copycat`` — every CHEAP_TALK reply also sends the la
 direct message of the prompt, recipient and text as written.  ``refuse_keywords``: JSON
 schema keywords the server answers with a 400 naming the keyword (as servers whose grammar
 lacks one do), to test that ``structured=auto`` drops them.
+
+Streaming: a request with ``"stream": true`` is answered as server-sent events (a role
+chunk, the content a few characters per chunk, the finish reason, the usage when
+``stream_options.include_usage`` asks, then ``[DONE]``), as OpenAI, vLLM and llama.cpp do.
+``slowgen=SECONDS`` (``--slowgen``) makes it a slow local model: every "token" (four
+characters of the reply) takes that long, streamed as it is made — so a streamed reply
+keeps talking all along while the whole answer takes longer than a total-time timeout; a
+request without ``stream`` waits for the whole generation, then gets the body at once
+(:func:`_slowgen_delivery`).
 
 Slot lists are written and read with ``engine/protocol.py`` (the one owner of the message
 protocol); the mock's own sentences ("I can do slots 0, 1 (free) and …") are its own.  This
@@ -110,7 +122,8 @@ FORMATS = ("json_schema", "json_object")
 _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · Sender Agent (\d+) · (\d+) slots ===$",
                        re.M)
 FAULTS = ("429", "500", "context_length", "hang", "prose", "fenced", "invalid_batch", "empty", "truncated",
-          "unauthorized", "unauthorized_echo", "no_choices", "agree", "oversized", "flood", "long_message")
+          "unauthorized", "unauthorized_echo", "no_choices", "agree", "oversized", "flood", "long_message",
+          "drip", "trickle", "bigint")
 
 _REFLECT_RE = re.compile(r"^=== Reflection after Round (\d+) · Meeting M(-?\d+) · You are Agent (\d+) ===$", re.M)
 _SEAT_RE = re.compile(r"You are Agent (\d+)")
@@ -475,6 +488,11 @@ class RequestRecord:
     fault: str | None = None
     started: float = 0.0
     ended: float = 0.0
+    stream: bool = False  # the request asked for a streamed reply (and got one, if it was answered 200)
+    bytes_total: int = 0  # bytes of the answer (drip, slowgen and streamed answers)
+    bytes_sent: int = 0  # of those, written before the answer ended or the client went away
+    client_gone: bool = False  # the client closed the connection before the whole answer was written
+    max_tokens: int | None = None  # the reply budget the request asked for
 
 
 @dataclass
@@ -507,7 +525,7 @@ def _common_prefix(a: list[str], b: list[str]) -> int:
 
 
 # Faults after which the client sends the very same request again (its own retry loop).
-_RESENT = frozenset({"429", "500", "hang"})
+_RESENT = frozenset({"429", "500", "hang", "drip", "trickle"})
 
 
 class MockLLMServer:
@@ -518,7 +536,7 @@ class MockLLMServer:
                  context_limit: int | None = None, chaos_rate: float = 0.4, context_style: str = "openai",
                  advertise_context: bool = False, formats: tuple[str, ...] = FORMATS,
                  sloppy_rate: float = 1.0, sloppy_mode: str | None = None,
-                 refuse_keywords: tuple[str, ...] = ()) -> None:
+                 refuse_keywords: tuple[str, ...] = (), slowgen: float | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
         if sloppy_mode is not None and sloppy_mode not in SLOPPY_MODES:
@@ -536,6 +554,7 @@ class MockLLMServer:
         self.sloppy_rate = sloppy_rate
         self.sloppy_mode = sloppy_mode  # runaway / copycat (see _small_model_mode); sloppy policy only
         self.refuse_keywords = tuple(refuse_keywords)  # JSON-schema keywords answered with a 400 naming them
+        self.slowgen = float(slowgen) if slowgen else None
         self.formats_seen: Counter[str] = Counter()
         self.models_requests = 0
         self.chaos_rate = chaos_rate
@@ -699,6 +718,10 @@ class MockLLMServer:
                 close = headers.get("connection", "").lower() == "close"
                 self._auth = headers.get("authorization")
                 status, extra_headers, payload = await self._dispatch(method, target.split("?")[0], body)
+                if isinstance(payload, _Delivery):
+                    if not await _deliver(writer, status, extra_headers, payload):
+                        break  # a streamed or dripped answer ends its connection
+                    continue
                 await self._write(writer, status, payload, extra_headers, close=close)
                 if close:
                     break
@@ -789,7 +812,14 @@ class MockLLMServer:
             rec.fault = fault.kind if fault else None
             status, headers, payload = self._answer(req, th, fault, prompt_chars, reused)
             rec.status = status
-            return status, headers, payload
+            rec.stream = bool(req.get("stream"))
+            mt = req.get("max_tokens", req.get("max_completion_tokens"))
+            rec.max_tokens = mt if isinstance(mt, int) else None
+            delivery = _delivery_for(req, status, payload, fault, self.slowgen, rec)
+            if delivery is not None and delivery.wait:  # slowgen without streaming: the whole generation first
+                await asyncio.sleep(delivery.wait)
+                delivery = None if not (delivery.stream or delivery.drip) else delivery
+            return status, headers, (delivery if delivery is not None else payload)
         finally:
             self._in_flight -= 1
             rec.ended = time.perf_counter()
@@ -870,6 +900,8 @@ class MockLLMServer:
             return 200, {}, {"id": f"chatcmpl-mock-{len(self.records)}", "object": "chat.completion", "created": 0,
                              "model": req.get("model") or f"mock-{self.policy}", "choices": []}
         c_tok = math.ceil(len(content) / 4)
+        if kind == "bigint":  # an endpoint whose counters overflow 64 bits (issue 24.12)
+            p_tok, c_tok, reused = 2**70, 2**66 + 1, 2**80
         return 200, {}, {
             "id": f"chatcmpl-mock-{len(self.records)}",
             "object": "chat.completion",
@@ -1100,3 +1132,124 @@ def _judge(th: _Thread, q: re.Match) -> dict[str, Any]:
 
 def _error(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+# --------------------------------------------------------------------------------------
+# Streamed, slow and dripping answers (slowgen, drip, trickle)
+# --------------------------------------------------------------------------------------
+@dataclass
+class _Delivery:
+    """How an answer is written: as SSE chunks, slowly, or one byte at a time."""
+
+    payload: Any
+    record: RequestRecord
+    stream: bool = False
+    token_delay: float = 0.0  # slowgen: seconds per streamed chunk ("token")
+    drip: float | None = None  # seconds per byte of the whole answer
+    trickle: float | None = None  # seconds between empty chunks of a stream that never says anything
+    wait: float = 0.0  # slowgen without streaming: the generation time before the body is sent
+    include_usage: bool = False
+
+
+def _delivery_for(req: dict[str, Any], status: int, payload: Any, fault: "_Injected | None",
+                  slowgen: float | None, rec: RequestRecord) -> _Delivery | None:
+    kind = fault.kind if fault else None
+    stream = bool(req.get("stream")) and status == 200 and isinstance(payload, dict) and "choices" in payload
+    if kind == "drip":
+        return _Delivery(payload, rec, stream=stream, drip=fault.seconds if fault.seconds is not None else 1.0)
+    if kind == "trickle":
+        return _Delivery(payload, rec, stream=True, trickle=fault.seconds if fault.seconds is not None else 0.2)
+    opts = req.get("stream_options") if isinstance(req.get("stream_options"), dict) else {}
+    usage = bool(opts.get("include_usage"))
+    if slowgen and status == 200 and isinstance(payload, dict) and payload.get("choices"):
+        return _slowgen_delivery(payload, rec, slowgen, stream, usage)
+    if stream:
+        return _Delivery(payload, rec, stream=True, include_usage=usage)
+    return None
+
+
+def _slowgen_delivery(payload: dict[str, Any], rec: RequestRecord, per_token: float, stream: bool,
+                      include_usage: bool) -> _Delivery:
+    """A slow local model: each chunk of four characters takes ``per_token`` seconds.  Streamed,
+    the chunks go out as they are made (a steady stream); not streamed, the body is sent once
+    the whole reply is made."""
+    content = payload["choices"][0]["message"].get("content") or ""
+    tokens = max(1, math.ceil(len(content) / 4))
+    if stream:
+        return _Delivery(payload, rec, stream=True, token_delay=per_token, include_usage=include_usage)
+    return _Delivery(payload, rec, wait=tokens * per_token)
+
+
+def _sse_chunks(payload: dict[str, Any], include_usage: bool) -> list[bytes]:
+    """The server-sent events of a completion: role, content in 4-character pieces, finish, usage."""
+    choice = payload["choices"][0]
+    content = choice["message"].get("content") or ""
+    base = {"id": payload.get("id"), "object": "chat.completion.chunk", "created": payload.get("created", 0),
+            "model": payload.get("model")}
+
+    def event(obj: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+    out = [event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                        "finish_reason": None}]})]
+    for i in range(0, len(content), 4):
+        out.append(event({**base, "choices": [{"index": 0, "delta": {"content": content[i:i + 4]},
+                                               "finish_reason": None}]}))
+    out.append(event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}]}))
+    if include_usage and payload.get("usage"):
+        out.append(event({**base, "choices": [], "usage": payload["usage"]}))
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+async def _deliver(writer: asyncio.StreamWriter, status: int, headers: dict[str, str], d: _Delivery) -> bool:
+    """Write ``d``; False when the connection must end (it always does after a stream or a drip)."""
+    reasons = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 429: "Too Many Requests",
+               500: "Internal Server Error"}
+    rec = d.record
+    if d.stream:
+        head = [f"HTTP/1.1 {status} {reasons.get(status, 'Status')}", "Content-Type: text/event-stream",
+                "Cache-Control: no-cache", "Connection: close"]
+        if d.trickle is not None:  # empty chunks for ever (bounded: 10 minutes of them)
+            base = {"id": "chatcmpl-trickle", "object": "chat.completion.chunk", "created": 0, "model": "mock"}
+            body_parts = [b"data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {},
+                                                                        "finish_reason": None}]}).encode() + b"\n\n"
+                          for _ in range(int(600 / max(d.trickle, 0.01)))]
+        else:
+            body_parts = _sse_chunks(d.payload, d.include_usage)
+    else:
+        data = json.dumps(d.payload).encode()
+        head = [f"HTTP/1.1 {status} {reasons.get(status, 'Status')}", "Content-Type: application/json",
+                f"Content-Length: {len(data)}", "Connection: close"]
+        body_parts = [data]
+    for k, v in (headers or {}).items():
+        head.append(f"{k}: {v}")
+    head_bytes = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+    rec.bytes_total = len(head_bytes) + sum(len(p) for p in body_parts)
+    try:
+        if d.drip is not None:
+            whole = head_bytes + b"".join(body_parts)
+            for i in range(len(whole)):
+                writer.write(whole[i:i + 1])
+                await writer.drain()
+                rec.bytes_sent += 1
+                await asyncio.sleep(d.drip)
+                if writer.is_closing() or writer.transport.is_closing():
+                    raise ConnectionResetError
+        else:
+            writer.write(head_bytes)
+            await writer.drain()
+            rec.bytes_sent += len(head_bytes)
+            delay = d.trickle if d.trickle is not None else d.token_delay
+            for i, part in enumerate(body_parts):
+                if delay and i:
+                    await asyncio.sleep(delay)
+                writer.write(part)
+                await writer.drain()
+                rec.bytes_sent += len(part)
+    except (ConnectionError, OSError):
+        rec.client_gone = True
+    if rec.bytes_sent < rec.bytes_total:
+        rec.client_gone = True
+    rec.ended = time.perf_counter()
+    return False

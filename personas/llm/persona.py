@@ -372,6 +372,8 @@ class LLMPersona:
         extra: dict[str, Any] = {"counters": dict(self.counters)}
         if res is not None:
             extra.update(attempts=res.attempts, wall_ms=res.wall_ms, queue_ms=res.queue_ms)
+            if res.attempt_log:  # per attempt: endpoint, outcome, latency, limits, reply budget (calbench replay)
+                extra["attempt_log"] = res.attempt_log
             if res.retried:
                 extra.update(retried=list(res.retried), waits=list(res.waits))
             if res.reasoning:

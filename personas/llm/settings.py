@@ -31,6 +31,22 @@ DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 PLACEHOLDER_KEY = "not-needed"
 
 
+#: Request fields CalBench sets itself; a personas file's ``extra_body`` may not replace them
+#: (issue 24.16: ``model`` and ``messages`` there made a seat play with no prompt).
+RESERVED_BODY_KEYS = frozenset({
+    "model", "messages", "stream", "stream_options", "response_format", "n", "max_tokens",
+    "max_completion_tokens", "tools", "tool_choice", "functions", "function_call", "temperature", "top_p",
+    "frequency_penalty", "presence_penalty", "repeat_penalty", "seed", "stop", "logprobs", "top_logprobs",
+    "prompt", "user"})
+#: Sampling settings sent with every request when set (per seat: a personas file's [seats.N]).
+SAMPLING_FIELDS = ("temperature", "top_p", "frequency_penalty", "presence_penalty", "repeat_penalty", "seed", "stop")
+
+
+def _setting_hint(keys: list[str]) -> str:
+    own = [k for k in keys if k in SAMPLING_FIELDS or k == "max_tokens"]
+    return f" (use the setting{'s' if len(own) > 1 else ''} {', '.join(own)} instead)" if own else ""
+
+
 class LLMConfigError(ValueError):
     """A setting that cannot work (no key for a remote endpoint, a bad file); one clear sentence."""
 
@@ -131,7 +147,18 @@ class LLMSettings(BaseModel):
     temperature: float | None = Field(None, ge=0, le=2, description="None: the endpoint's default")
     max_tokens: int | None = Field(1024, ge=1)
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    timeout: float = Field(120.0, gt=0, description="seconds per HTTP request")
+    top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling; None: the endpoint's default")
+    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="OpenAI-style frequency penalty")
+    presence_penalty: float | None = Field(None, ge=-2, le=2, description="OpenAI-style presence penalty")
+    repeat_penalty: float | None = Field(None, gt=0, le=10, description="llama.cpp/vLLM repetition penalty "
+                                                                        "(1 = none); not an OpenAI parameter")
+    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="sampling seed, for servers that honour it")
+    stop: list[str] | None = Field(None, max_length=8, description="stop sequences (at most 8)")
+    timeout: float = Field(120.0, gt=0, description="seconds of silence allowed: to connect, to the first token, "
+                                                    "and between two streamed tokens")
+    request_deadline: float | None = Field(None, gt=0, description="seconds for one whole HTTP request; None: "
+                                                                   "10 x timeout")
+    stream: bool = Field(True, description="stream replies (the silence limit then applies between tokens)")
     retries: int = Field(4, ge=0, description="retries after a 429, 5xx, timeout or connection error")
     backoff_base: float = Field(1.0, ge=0, description="first backoff in seconds; doubles per retry")
     backoff_max: float = Field(30.0, ge=0)
@@ -161,6 +188,36 @@ class LLMSettings(BaseModel):
 
     _pool: RunPool = PrivateAttr()
 
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [v]
+        if isinstance(v, list) and any(not isinstance(x, str) or not x or len(x) > 64 for x in v):
+            raise ValueError("stop sequences must be non-empty strings of at most 64 characters")
+        return v
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not v:
+            return v
+        reserved = sorted(k for k in v if k in RESERVED_BODY_KEYS)
+        if reserved:
+            raise ValueError(f"extra_body may not set {', '.join(reserved)}: CalBench builds "
+                             f"{'that field' if len(reserved) == 1 else 'those fields'} of every request itself"
+                             + _setting_hint(reserved))
+        return v
+
+    def deadline(self) -> float:
+        """Seconds one whole HTTP request may take: ``request_deadline``, else 10 x ``timeout``."""
+        return self.request_deadline if self.request_deadline is not None else 10.0 * self.timeout
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling fields a request carries (only those set)."""
+        out = {k: getattr(self, k) for k in SAMPLING_FIELDS if getattr(self, k) is not None}
+        return out
+
     def model_post_init(self, __context: Any) -> None:
         self._pool = RunPool(self.concurrency)
 
@@ -189,6 +246,10 @@ class LLMSettings(BaseModel):
             return v
         from .endpoints import split_urls
 
+        parts = v.split(",") if isinstance(v, str) else list(v)
+        if any(not str(p).strip() for p in parts):
+            raise ValueError("an endpoint in the list is empty (two commas in a row, or a comma at an end); "
+                             "give URL1,URL2,...")
         urls = split_urls(v)
         for u in urls:
             problem = url_problem(u)
