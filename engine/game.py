@@ -188,6 +188,8 @@ class _Game:
             more = {}
             if isinstance(reply.extra, dict) and reply.extra.get("failure_kind"):
                 more["failure"] = reply.extra["failure_kind"]  # e.g. unreachable, rate_limited, server_error
+            if isinstance(reply.extra, dict) and isinstance(reply.extra.get("failure_words"), str):
+                more["reason"] = reply.extra["failure_words"][:200]  # why, in words, for the people at the table
             ev = self.log.make(kind, round=round, turn=turn, phase=phase, agent_id=seat,
                                error=reply.error, detail=redact(reply.error_detail) if reply.error_detail else None,
                                text=reply.text, **more)

@@ -201,7 +201,8 @@ EVENT_ALLOWANCES: dict[str, EventAllowance] = {
     "batch_rejected": EventAllowance(own=("conflict_description", "attempt")),
     "batch_rolled_back": EventAllowance(own=("reason",)),
     # the kind of failure is public ("seat_timeout", ...); its detail only to the seat
-    "seat_timeout": EventAllowance(own=("error", "detail"), others_see=("error",)),
+    # "reason": the endpoint trouble in plain words ("timed out after 120 s, 5 tries; ..."), no game data
+    "seat_timeout": EventAllowance(own=("error", "detail", "reason"), others_see=("error", "reason")),
     "parse_error": EventAllowance(own=("error", "detail"), others_see=("error",)),
     "context_overflow": EventAllowance(own=("error", "detail"), others_see=("error",)),
     "meeting_broken": EventAllowance(own=("meeting_id",), own_only=True),

@@ -114,6 +114,27 @@ def llm_table(llm: dict[str, Any]):
     return t
 
 
+def llm_calls_table(rows: list[dict[str, Any]]):
+    """LLM calls per setting (model, endpoint, structured, max_tokens): counts, latency, failure kinds."""
+    from rich.table import Table
+
+    t = Table(title="LLM calls by setting: per seat calls, retries, latency, failures by kind", title_justify="left")
+    for c in ("Model", "Endpoint", "Structured", "Max tok.", "Games", "Seats", "Calls/seat", "Retries",
+              "Median s", "p95 s", "Failures by kind"):
+        t.add_column(c, justify="left" if c in ("Model", "Endpoint", "Structured", "Failures by kind") else "right")
+
+    def sec(v):
+        return "–" if v is None else f"{v / 1000:.1f}"
+
+    for r in rows:
+        kinds = ", ".join(f"{k} {n}" for k, n in r["failures"].items()) or "none"
+        per_seat = r["calls"] / r["seats"] if r["seats"] else 0
+        t.add_row(str(r["model"]), str(r["endpoint"] or "(default)"), str(r["structured"]),
+                  str(r["max_tokens"] if r["max_tokens"] is not None else "–"), str(r["games"]), str(r["seats"]),
+                  f"{per_seat:.1f}", str(r["retries"]), sec(r["latency_median_ms"]), sec(r["latency_p95_ms"]), kinds)
+    return t
+
+
 def handle_report(args) -> int:
     if args.study:
         from .study import report_study
@@ -153,6 +174,11 @@ def handle_report(args) -> int:
     llm = llm_report(traces, prices)
     if llm["rows"]:
         report["llm"] = {"currency": llm["currency"], "rows": llm["rows"]}
+    from lab.llm_calls import llm_call_rows
+
+    calls = llm_call_rows(traces)  # per LLM setting: calls, retries, latency, failure kinds (issue 22.9)
+    if calls:
+        report["llm_calls"] = calls
     written: list[str] = []
     if args.plot:
         try:
@@ -196,6 +222,9 @@ def handle_report(args) -> int:
         console.print()
     if report.get("llm"):
         console.print(llm_table(report["llm"]))
+        console.print()
+    if report.get("llm_calls"):
+        console.print(llm_calls_table(report["llm_calls"]))
         console.print()
     for f in written:
         console.print(f"wrote {f}", highlight=False)

@@ -55,6 +55,20 @@ def short_kind(model: str | None, kind: str | None) -> str:
     return m  # the seats bar fits it to its cell (SeatsBar: short forms, then an ellipsis)
 
 
+def failure_note(agent: int, ev: dict[str, Any], *, blinded: bool = False) -> str:
+    """The line a person reads when another seat could not answer: why, in words, outside study
+    games ("timed out after 120 s, 5 tries; the endpoint answers slowly"); in a study game only
+    that it did not answer (the reason would tell that a model sits there)."""
+    if blinded:
+        return f"Agent {agent} did not answer."
+    reason = ev.get("reason")
+    if isinstance(reason, str) and reason.strip():
+        return f"Agent {agent} failed to answer: {reason.strip()}."
+    if ev.get("error") == "context_overflow" or ev.get("type") == "context_overflow":
+        return f"Agent {agent} failed to answer: its conversation no longer fits its model's context."
+    return f"Agent {agent} failed to answer ({ev.get('error')})."
+
+
 class GameScreen(Screen):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
     AUTO_FOCUS = "#calendar"
@@ -327,10 +341,8 @@ class GameScreen(Screen):
                 self.chat.note(Text(f"Your answer could not be used: {ev.get('detail')}", style="red"))
             elif agent is not None and t in ("seat_timeout", "context_overflow"):
                 seats.set_failed(agent, ev.get("error") or t)
-                if self.blind:  # what went wrong (an endpoint, a model's context) would name the partner
-                    self.chat.note(Text(f"Agent {agent} did not answer.", style="red"))
-                else:
-                    self.chat.note(Text(f"Agent {agent} failed to answer ({ev.get('error')}).", style="red"))
+                # blind (a study): what went wrong (an endpoint, a model's context) would name the partner
+                self.chat.note(Text(failure_note(agent, {**ev, "type": t}, blinded=self.blind), style="red"))
             return
         if t == "meeting_broken":
             self.chat.note(Text(f"Meeting M{ev.get('meeting_id')} is broken: its copies are no longer in one slot.",

@@ -504,6 +504,63 @@ def beliefs_renderable(model: ReplayModel, i: int) -> Text:
     return out
 
 
+def _ms(v: Any) -> str:
+    return f"{v:,.0f} ms" if isinstance(v, (int, float)) and not isinstance(v, bool) else "–"
+
+
+def call_lines(d: dict[str, Any]) -> list[str]:
+    """How an LLM call went, from its reply event's ``extra``: attempts (each with its outcome,
+    latency, reply budget and limits), the finish reason, the latencies and the context budget."""
+    extra = d.get("extra") if isinstance(d.get("extra"), dict) else {}
+    if not extra or "attempts" not in extra and "context" not in extra:
+        return []
+    out = []
+    n = extra.get("attempts")
+    head = f"  call: {n} attempt{'s' if n != 1 else ''}" if n is not None else "  call:"
+    if extra.get("retried"):
+        head += f" (retried after {', '.join(map(str, extra['retried']))}; waited {extra.get('waits')} s)"
+    head += f" · finish_reason {extra.get('finish_reason') or 'stop'}"
+    head += f" · latency {_ms(d.get('latency_ms'))} (whole call {_ms(extra.get('wall_ms'))}"
+    if extra.get("queue_ms"):
+        head += f", queued {_ms(extra.get('queue_ms'))}"
+    head += ")"
+    if extra.get("failure"):
+        head += f" · failed: {extra.get('failure_kind') or extra['failure']}"
+    out.append(head)
+    for a in extra.get("attempt_log") or []:
+        if not isinstance(a, dict):
+            continue
+        line = f"    attempt {a.get('attempt')}: {a.get('outcome')}"
+        if a.get("detail"):
+            line += f" — {a['detail']}"
+        line += f" · {_ms(a.get('latency_ms'))}"
+        if a.get("first_token_ms") is not None:
+            line += f" (first token {_ms(a['first_token_ms'])})"
+        line += (f" · max_tokens {a.get('max_tokens')} · silence limit {a.get('silence_s')} s, deadline "
+                 f"{a.get('deadline_s')} s" + (" · streamed" if a.get("streamed") else ""))
+        if a.get("endpoint"):
+            line += f" · {a['endpoint']}"
+        out.append(line)
+    ctx = extra.get("context") if isinstance(extra.get("context"), dict) else None
+    if ctx:
+        parts = [f"window {ctx.get('window') or 'unknown'}" + (f" ({ctx['window_source']})"
+                                                                if ctx.get("window_source") else "")]
+        if ctx.get("est_prompt_tokens") is not None:
+            parts.append(f"prompt ≈ {ctx['est_prompt_tokens']:,} tokens")
+        if ctx.get("reply_tokens") is not None:
+            parts.append(f"reply budget {ctx['reply_tokens']}")
+        elif ctx.get("max_tokens") is not None:
+            parts.append(f"reply budget {ctx['max_tokens']}")
+        if ctx.get("digested_upto"):
+            parts.append(f"rounds before {ctx['digested_upto']} digested")
+        if ctx.get("trimmed_rounds"):
+            parts.append(f"this call digested rounds {ctx['trimmed_rounds']}")
+        if ctx.get("dropped_messages"):
+            parts.append(f"{ctx['dropped_messages']} earlier messages left out")
+        out.append("  context budget: " + " · ".join(parts))
+    return out
+
+
 def seat_text(model: ReplayModel, seat: int, i: int) -> Text:
     """Everything but the calendar of the seat view."""
     out = Text()
@@ -554,6 +611,8 @@ def seat_text(model: ReplayModel, seat: int, i: int) -> Text:
             out.append((raw if isinstance(raw, str) else json.dumps(raw, indent=1, default=str)) + "\n", style="dim")
         if d.get("usage"):
             out.append(f"  usage: {d.get('usage')}  latency: {d.get('latency_ms')} ms\n", style="dim")
+        for line in call_lines(d):
+            out.append(line + "\n", style="dim")
     reg = model.registration(seat)
     if reg and reg.get("system_prompt"):
         out.append("\nSystem prompt (at registration)\n", style="bold underline")

@@ -61,7 +61,7 @@ from engine.redact import redact
 from .endpoints import AllResting as _AllResting
 from .settings import LLMSettings, RunPool
 
-__all__ = ["CallResult", "complete", "classify", "retry_after_seconds", "RETRYABLE", "StreamTimeout", "safe_json",
+__all__ = ["CallResult", "complete", "classify", "failure_words", "retry_after_seconds", "RETRYABLE", "StreamTimeout", "safe_json",
            "MIN_RETRY_TOKENS"]
 
 #: The smallest reply budget a retry after a timeout lowers ``max_tokens`` to.
@@ -515,3 +515,29 @@ def _fill_success(res: CallResult, completion: Any) -> None:
     res.raw = safe_json(completion.model_dump(mode="json", exclude_none=True))
     res.failure = res.failure_detail = None
     res.status = 200
+
+
+def failure_words(res: CallResult, settings: LLMSettings) -> str | None:
+    """Why a call failed, in words a person at the table can act on (issue 22 item 8), e.g.
+    "timed out after 120 s, 5 tries; the endpoint answers slowly".  Nothing private: the
+    kind of failure, the limits and the number of tries."""
+    if res.ok or not res.failure:
+        return None
+    n = res.attempts
+    tries = f"{n} {'try' if n == 1 else 'tries'}"
+    kind = res.failure
+    if kind == "timeout":
+        return f"timed out after {settings.timeout:g} s, {tries}; the endpoint answers slowly"
+    if kind == "connection":
+        return f"could not reach the endpoint, {tries}; is the model server running?"
+    if kind == "rate_limit":
+        return f"the endpoint kept answering 'too many requests', {tries}"
+    if kind == "server_error":
+        return f"the endpoint kept failing (HTTP {res.status or '5xx'}), {tries}"
+    if kind == "http_error":
+        return f"the endpoint refused the request (HTTP {res.status}); check the model name and the key"
+    if kind == "bad_response":
+        return "the endpoint's answer was not a chat completion"
+    if kind == "context_length":
+        return "the conversation no longer fits the model's context"
+    return None

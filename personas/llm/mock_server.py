@@ -493,6 +493,7 @@ class RequestRecord:
     bytes_sent: int = 0  # of those, written before the answer ended or the client went away
     client_gone: bool = False  # the client closed the connection before the whole answer was written
     max_tokens: int | None = None  # the reply budget the request asked for
+    sampling: dict[str, Any] | None = None  # every other field of the body (temperature, top_p, seed, stop, ...)
 
 
 @dataclass
@@ -523,6 +524,10 @@ def _common_prefix(a: list[str], b: list[str]) -> int:
         return n + k
     return n
 
+
+# Body fields that shape the request rather than the sampling (RequestRecord.sampling leaves them out).
+_STRUCTURAL = frozenset({"model", "messages", "stream", "stream_options", "response_format", "max_tokens",
+                         "max_completion_tokens"})
 
 # Faults after which the client sends the very same request again (its own retry loop).
 _RESENT = frozenset({"429", "500", "hang", "drip", "trickle"})
@@ -813,6 +818,7 @@ class MockLLMServer:
             status, headers, payload = self._answer(req, th, fault, prompt_chars, reused)
             rec.status = status
             rec.stream = bool(req.get("stream"))
+            rec.sampling = {k: v for k, v in req.items() if k not in _STRUCTURAL}
             mt = req.get("max_tokens", req.get("max_completion_tokens"))
             rec.max_tokens = mt if isinstance(mt, int) else None
             delivery = _delivery_for(req, status, payload, fault, self.slowgen, rec)

@@ -51,7 +51,7 @@ from engine.observe import (
 )
 from engine.seats import Reply
 
-from .client import CallResult, complete, fetch_models
+from .client import CallResult, complete, failure_words, fetch_models
 from .context import Estimator, digest_block, fits, message_rounds, window_from_models
 from .prompts import COMPACT_BELOW, PromptBook, fragment
 from .schema import THINKING_MAX, drop_keywords, envelope_schema, reflection_schema, refused_keywords, response_format
@@ -624,9 +624,12 @@ class LLMPersona:
         if not res.ok:
             self.counters["infra_failures"] += 1
             self._notice = fragment("infra_notice")
+            extra = self._extra(res, res.failure, context=info, structured=form)
+            words = failure_words(res, self.settings)
+            if words:  # what a person at the table reads (outside study games)
+                extra["failure_words"] = words
             return Reply(prompt=text, error="infra_error", error_detail=res.failure_detail,
-                         latency_ms=res.latency_ms, usage=res.usage,
-                         extra=self._extra(res, res.failure, context=info, structured=form))
+                         latency_ms=res.latency_ms, usage=res.usage, extra=extra)
         raw_text = res.text or ""
         raw = res.raw
         if len(raw_text) > MAX_REPLY_CHARS:  # never kept whole: not in the thread, the trace or a later request
