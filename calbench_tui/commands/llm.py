@@ -42,6 +42,9 @@ def register(subparsers) -> None:
                    help="list the limit as max_model_len in /v1/models, as vLLM does")
     p.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
                    help="simulated model time per request (default 0)")
+    p.add_argument("--slowgen", type=float, default=None, metavar="SECONDS",
+                   help="play a slow local model: every four characters of a reply take this long, streamed as "
+                        "they are made when the request streams (default: off)")
     p.add_argument("--seed", type=int, default=0, help="seed for the chaos policy (default 0)")
     p.add_argument("--retry-after", type=float, default=1.0, metavar="SECONDS",
                    help="Retry-After sent with a chaos 429 (default 1)")
@@ -81,12 +84,14 @@ def handle_mock(args) -> int:
         raise UserError("--latency must be 0 or more seconds")
     if args.retry_after < 0:
         raise UserError(f"--retry-after must be 0 or more seconds, not {args.retry_after:g}")
+    if args.slowgen is not None and not 0 < args.slowgen <= 60:
+        raise UserError(f"--slowgen must be more than 0 and at most 60 seconds, not {args.slowgen:g}")
     if args.context_limit is not None and args.context_limit < 64:
         raise UserError(f"--context-limit must be at least 64 tokens, not {args.context_limit}")
     server = MockLLMServer(policy=args.policy, latency=args.latency, seed=args.seed, port=args.port,
                            retry_after=args.retry_after, context_limit=args.context_limit,
                            context_style=args.context_style, advertise_context=args.advertise_context,
-                           sloppy_mode=getattr(args, "sloppy_mode", None))
+                           sloppy_mode=getattr(args, "sloppy_mode", None), slowgen=args.slowgen)
 
     async def serve() -> None:
         try:
