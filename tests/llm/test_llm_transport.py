@@ -187,3 +187,30 @@ async def test_usage_past_64_bits_neither_crashes_nor_reaches_the_trace(make_set
         assert reply.error is None and reply.actions
         assert reply.usage.get("prompt_tokens") is None and reply.usage.get("completion_tokens") is None
         orjson.dumps({"usage": reply.usage, "raw": reply.raw, "extra": reply.extra})  # what the store writes
+
+
+# -- the same through `calbench run` ---------------------------------------------------------------
+def test_calbench_run_plays_a_slow_streaming_model_and_drops_a_dripping_endpoint(cli, threaded_mock, tmp_path):
+    """Over real loopback HTTP from the command line: with --timeout 0.5 a model that takes
+    longer than that for every reply but streams all along plays the whole game without a
+    single failure; then one request that drips one byte a second is dropped after --timeout 3
+    (an infrastructure failure: exit 1), and the game still completes."""
+    url, server = threaded_mock(slowgen=0.02)
+    db = str(tmp_path / "slow.db")
+    rc, out, err = cli("run", "--tasks", "canonical:0", "--agents", "imap,llm:slow,imap,imap,imap", "--base-url", url,
+                       "--timeout", "0.5", "--llm-retries", "0", "--max-turns", "2", "--db", db, "--json")
+    assert rc == 0, err
+    (game,) = __import__("json").loads(out)["games"]
+    assert game["status"] == "completed" and game["infra_failures"] == 0
+    long = [r for r in server.records if r.stream and r.ended - r.started > 0.5]
+    assert long and all(not r.client_gone for r in server.records)
+
+    url2, drip = threaded_mock()
+    drip.inject("drip", seconds=1.0, seat=1)
+    rc, out, err = cli("run", "--tasks", "canonical:0", "--agents", "imap,llm:slow,imap,imap,imap", "--base-url", url2,
+                       "--timeout", "3", "--llm-retries", "0", "--max-turns", "2", "--db", db, "--json")
+    assert rc == 1 and "infrastructure failures" in err
+    (game,) = __import__("json").loads(out)["games"]
+    assert game["status"] == "completed" and game["infra_failures"] == 1
+    rec = next(r for r in drip.records if r.fault == "drip")
+    assert rec.bytes_sent < rec.bytes_total  # the client did not wait for the 300-odd bytes
