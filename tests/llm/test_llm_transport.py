@@ -214,3 +214,16 @@ def test_calbench_run_plays_a_slow_streaming_model_and_drops_a_dripping_endpoint
     assert game["status"] == "completed" and game["infra_failures"] == 1
     rec = next(r for r in drip.records if r.fault == "drip")
     assert rec.bytes_sent < rec.bytes_total  # the client did not wait for the 300-odd bytes
+
+
+async def test_a_long_prompt_read_slowly_by_a_local_server_is_not_silence(make_settings, task):
+    """A loopback endpoint is asked for llama.cpp's prompt-reading progress events
+    (return_progress): reading the prompt takes 1.5 s, three times the silence limit, but
+    a progress event every 0.1 s keeps the request alive; the first attempt succeeds."""
+    async with MockLLMServer(slowprompt=1.5) as server:
+        p, seat = await seated(make_settings(server, timeout=0.5, retries=0), task)
+        reply = await p.speak(obs_for(task, seat))
+        assert reply.error is None and reply.extra["attempts"] == 1
+        rec = server.records[-1]
+        assert rec.progress and rec.stream and rec.ended - rec.started > 1.5
+        assert reply.extra["attempt_log"][0]["first_token_ms"] > 1500
