@@ -50,7 +50,8 @@ __all__ = ["RunSettings", "GameSummary", "RunError", "run_suite", "run_cli_suite
 _LLM_KEY_DEFAULTS = {"structured": "auto", "history": "auto"}
 # LLM settings that never change what a game is (secrets, plumbing, patience).
 _LLM_KEY_EXCLUDE = {"api_key", "api_key_env", "concurrency", "timeout", "retries", "backoff_base",
-                    "backoff_max", "retry_after_max", "base_urls", "endpoint_concurrency"}
+                    "backoff_max", "retry_after_max", "base_urls", "endpoint_concurrency", "request_deadline",
+                    "stream"}
 
 
 @dataclass(frozen=True)

@@ -171,3 +171,15 @@ async def test_allowed_extra_body_keys_still_reach_the_endpoint_and_sampling_is_
         assert reply.error is None
         assert server.records[-1].sampling == {"min_p": 0.05, "top_p": 0.9, "seed": 7, "stop": ["END"],
                                                "repeat_penalty": 1.1, "frequency_penalty": 0.2}
+
+
+def test_transport_settings_do_not_change_a_runs_key_but_sampling_does():
+    """``calbench run --resume`` finds the games of a run by its settings key: how patient the
+    transport is (streaming, the deadline, timeouts) does not change what a game is; sampling does."""
+    from lab.runner import RunSettings, settings_key
+
+    def key(**kw):
+        return settings_key(AGENTS, RunSettings(llm=LLMSettings(base_url="http://127.0.0.1:9/v1", **kw)))
+
+    assert key() == key(stream=False, request_deadline=5, timeout=3)
+    assert key() != key(top_p=0.5) and key() != key(seed=3) and key() != key(stop=["END"])
