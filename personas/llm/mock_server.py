@@ -1200,6 +1200,9 @@ def _slowgen_delivery(payload: dict[str, Any], rec: RequestRecord, per_token: fl
 
 def _sse_chunks(payload: dict[str, Any], include_usage: bool) -> list[bytes]:
     """The server-sent events of a completion: role, content in 4-character pieces, finish, usage."""
+    if not payload.get("choices"):  # the no_choices fault, streamed: chunks that carry no choice
+        return [b"data: " + json.dumps({**payload, "object": "chat.completion.chunk"}).encode() + b"\n\n",
+                b"data: [DONE]\n\n"]
     choice = payload["choices"][0]
     content = choice["message"].get("content") or ""
     base = {"id": payload.get("id"), "object": "chat.completion.chunk", "created": payload.get("created", 0),
