@@ -65,6 +65,9 @@ from .settings import LLMSettings, RunPool
 __all__ = ["CallResult", "complete", "classify", "failure_words", "retry_after_seconds", "RETRYABLE", "StreamTimeout", "safe_json",
            "MIN_RETRY_TOKENS"]
 
+#: Characters of one streamed reply read at most (far above what a seat reads: engine.actions.MAX_REPLY_CHARS);
+#: past it the stream is closed and the reply counts as cut off (``finish_reason: length``).
+MAX_STREAM_CHARS = 1_000_000
 #: The smallest reply budget a retry after a timeout lowers ``max_tokens`` to.
 MIN_RETRY_TOKENS = 64
 #: The longest server-requested wait honoured at all (``Retry-After: inf`` is capped here,
@@ -447,6 +450,7 @@ async def _stream(client: Any, params: dict[str, Any], res: CallResult, loop, t0
         chunks = 0
         last = t0
         seen_useful = False
+        size = 0
         it = stream.__aiter__()
         while True:
             left, kind, lim, what = limit(last, "token" if seen_useful else "first token")
@@ -467,6 +471,7 @@ async def _stream(client: Any, params: dict[str, Any], res: CallResult, loop, t0
                 if delta is not None:
                     if getattr(delta, "content", None):
                         text.append(delta.content)
+                        size += len(delta.content)
                         useful = True
                     extra = getattr(delta, "model_extra", None) or {}
                     r = extra.get("reasoning_content") or extra.get("reasoning")
@@ -476,6 +481,9 @@ async def _stream(client: Any, params: dict[str, Any], res: CallResult, loop, t0
                 if getattr(ch, "finish_reason", None):
                     finish = ch.finish_reason
                     useful = True
+            if size > MAX_STREAM_CHARS:  # a reply no seat reads whole: stop reading, keep the head
+                finish = "length"
+                break
             if useful:
                 seen_useful = True
                 last = loop.time()

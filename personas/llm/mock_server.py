@@ -68,7 +68,7 @@ schema keywords the server answers with a 400 naming the keyword (as servers who
 lacks one do), to test that ``structured=auto`` drops them.
 
 Streaming: a request with ``"stream": true`` is answered as server-sent events (a role
-chunk, the content a few characters per chunk, the finish reason, the usage when
+chunk, the content in at most 64 chunks (four characters each under ``slowgen``), the finish reason, the usage when
 ``stream_options.include_usage`` asks, then ``[DONE]``), as OpenAI, vLLM and llama.cpp do.
 ``slowgen=SECONDS`` (``--slowgen``) makes it a slow local model: every "token" (four
 characters of the reply) takes that long, streamed as it is made — so a streamed reply
@@ -1198,8 +1198,9 @@ def _slowgen_delivery(payload: dict[str, Any], rec: RequestRecord, per_token: fl
     return _Delivery(payload, rec, wait=tokens * per_token)
 
 
-def _sse_chunks(payload: dict[str, Any], include_usage: bool) -> list[bytes]:
-    """The server-sent events of a completion: role, content in 4-character pieces, finish, usage."""
+def _sse_chunks(payload: dict[str, Any], include_usage: bool, piece: int = 4) -> list[bytes]:
+    """The server-sent events of a completion: role, content in ``piece``-character chunks (4: a
+    "token" of slowgen; a fast answer comes in at most 64 chunks), finish, usage."""
     if not payload.get("choices"):  # the no_choices fault, streamed: chunks that carry no choice
         return [b"data: " + json.dumps({**payload, "object": "chat.completion.chunk"}).encode() + b"\n\n",
                 b"data: [DONE]\n\n"]
@@ -1213,8 +1214,8 @@ def _sse_chunks(payload: dict[str, Any], include_usage: bool) -> list[bytes]:
 
     out = [event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                         "finish_reason": None}]})]
-    for i in range(0, len(content), 4):
-        out.append(event({**base, "choices": [{"index": 0, "delta": {"content": content[i:i + 4]},
+    for i in range(0, len(content), piece):
+        out.append(event({**base, "choices": [{"index": 0, "delta": {"content": content[i:i + piece]},
                                                "finish_reason": None}]}))
     out.append(event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}]}))
     if include_usage and payload.get("usage"):
@@ -1237,7 +1238,9 @@ async def _deliver(writer: asyncio.StreamWriter, status: int, headers: dict[str,
                                                                         "finish_reason": None}]}).encode() + b"\n\n"
                           for _ in range(int(600 / max(d.trickle, 0.01)))]
         else:
-            body_parts = _sse_chunks(d.payload, d.include_usage)
+            content = ((d.payload.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
+            piece = 4 if d.token_delay else max(4, math.ceil(len(content) / 64))
+            body_parts = _sse_chunks(d.payload, d.include_usage, piece)
     else:
         data = json.dumps(d.payload).encode()
         head = [f"HTTP/1.1 {status} {reasons.get(status, 'Status')}", "Content-Type: application/json",
