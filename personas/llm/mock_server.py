@@ -727,7 +727,13 @@ class MockLLMServer:
                 self._auth = headers.get("authorization")
                 status, extra_headers, payload = await self._dispatch(method, target.split("?")[0], body)
                 if isinstance(payload, _Delivery):
-                    if not await _deliver(writer, status, extra_headers, payload):
+                    try:
+                        more = await _deliver(writer, status, extra_headers, payload)
+                    finally:
+                        if payload.in_flight:
+                            payload.in_flight = False
+                            self._in_flight -= 1
+                    if not more:
                         break  # a streamed or dripped answer ends its connection
                     continue
                 await self._write(writer, status, payload, extra_headers, close=close)
@@ -805,6 +811,7 @@ class MockLLMServer:
         self.records.append(rec)
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        delivery = None
         try:
             fault = self._take_fault(th.seat, rec.phase, body_key)
             if fault is not None and fault.kind in _RESENT:
@@ -828,9 +835,12 @@ class MockLLMServer:
             if delivery is not None and delivery.wait:  # slowgen without streaming: the whole generation first
                 await asyncio.sleep(delivery.wait)
                 delivery = None if not (delivery.stream or delivery.drip) else delivery
+            if delivery is not None:
+                delivery.in_flight = True  # still in flight until it is written (_handle releases it)
             return status, headers, (delivery if delivery is not None else payload)
         finally:
-            self._in_flight -= 1
+            if delivery is None or not delivery.in_flight:
+                self._in_flight -= 1
             rec.ended = time.perf_counter()
 
     def _answer(self, req: dict[str, Any], th: _Thread, fault: _Injected | None, prompt_chars: int,
@@ -1160,6 +1170,7 @@ class _Delivery:
     include_usage: bool = False
     prompt_s: float = 0.0  # slowprompt, streamed: time spent reading the prompt before the first token
     progress: bool = False  # ... reported as llama.cpp's prompt_progress events (return_progress)
+    in_flight: bool = False  # counted in the server's requests in flight until written
 
 
 def _delivery_for(req: dict[str, Any], status: int, payload: Any, fault: "_Injected | None",

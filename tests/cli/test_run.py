@@ -378,6 +378,7 @@ def test_llm_seats_with_settings_and_no_key_in_the_database(tmp_path, capsys, mo
 
 def test_llm_games_run_concurrently(tmp_path, capsys, monkeypatch, mock_url):
     url, server = mock_url
+    server.latency = 0.05  # a model's time per request: long beside a game's own work, so both games' calls overlap
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     doc = run_json(capsys, "--tasks", "canonical:0-1", "--agents", "llm:m,imap,imap,imap,imap", "--base-url", url,
                    "--concurrency", "2", "--max-turns", "4", "--db", str(tmp_path / "r.db"))
