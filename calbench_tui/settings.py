@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
+from engine.inputs import printable
+
 CHANNEL_ALIASES = {
     "dm": "dm",
     "dms": "dm",
@@ -125,10 +127,12 @@ def load_keymap(path: Path | str | None, known_ids: Iterable[str]) -> dict[str, 
         if path is not None:
             raise SettingsError(f"keys file {p} does not exist")
         return {}
+    from engine.inputs import loads_toml, read_text
+
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"cannot read {p}: {exc}") from None
+        doc = loads_toml(read_text(p, "keys file", error=SettingsError), f"keys file {p}", error=SettingsError)
+    except OSError as exc:
+        raise SettingsError(f"cannot read {p}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{p} is not valid TOML: {exc}") from None
     extra = sorted(set(doc) - {"keys"})
@@ -144,6 +148,9 @@ def load_keymap(path: Path | str | None, known_ids: Iterable[str]) -> dict[str, 
             raise SettingsError(f"{p}: unknown binding id {k!r}; known ids: {', '.join(sorted(known))}")
         if not isinstance(v, str) or not v.strip():
             raise SettingsError(f"{p}: binding {k!r} must be a non-empty string like \"ctrl+e\"")
+        if len(v) > 200 or printable(v) != v:
+            raise SettingsError(f"{p}: binding {k!r} must be keys like \"ctrl+e,f2\" (at most 200 printable "
+                                "characters)")
         out[k] = v.strip()
     return out
 

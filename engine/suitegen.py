@@ -248,6 +248,8 @@ def _yaml_lines(node: Any, path: tuple = (), out: dict | None = None) -> dict[tu
     kind = type(node).__name__
     if kind == "MappingNode":
         for k, v in node.value:
+            if type(k).__name__ != "ScalarNode":  # a list or mapping as a key: no path to name
+                continue
             key = k.value
             out.setdefault((*path, key), k.start_mark.line + 1)
             _yaml_lines(v, (*path, key), out)
@@ -298,10 +300,22 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _int(w: _Where, path: tuple, v: Any, lo: int, hint: str = "") -> int:
+def _int(w: _Where, path: tuple, v: Any, lo: int, hint: str = "", hi: int | None = None) -> int:
     if not _is_int(v) or v < lo:
-        raise w.error(path, f"{v!r} must be a whole number, at least {lo}{hint}.")
+        shown = repr(v) if len(repr(v)) <= 24 else f"{repr(v)[:20]}…"
+        raise w.error(path, f"{shown} must be a whole number, at least {lo}{hint}.")
+    if hi is not None and v > hi:
+        shown = f"{v:,}" if len(str(v)) <= 24 else f"a {len(str(v))}-digit number"
+        raise w.error(path, f"{shown} is more than the limit of {hi:,}{hint}.")
     return v
+
+
+def _count_cells(w: _Where, path: tuple, axes: Sequence[Sequence[Any]], so_far: int) -> None:
+    """Refuse a grid whose settings multiply out to more than :data:`MAX_CELLS` cells,
+    before a single cell is built (six axes of 1,000 values would be 10^18 cells)."""
+    total = so_far + math.prod(max(1, len(a)) for a in axes)  # lengths only: nothing is built
+    if total > MAX_CELLS:
+        raise w.error(path, f"the settings make more than {MAX_CELLS:,} cells (the limit); list fewer values.")
 
 
 def _axis(w: _Where, path: tuple, v: Any, check: Callable[[tuple, Any], Any]) -> list:
@@ -377,6 +391,13 @@ _GRID_DEFAULTS = {"agents": 5, "participants": 3, "slots": 16, "meetings": 5, "d
                   "cost": "uniform"}
 DEFAULT_CANDIDATES = 300
 DEFAULT_PER_BUCKET = 4
+#: Bounds on what a config may ask for (issue 24 item 8): candidates scored per cell, cells
+#: in the grid, candidates over the whole suite, and the first seed (seeds are stored as
+#: 64-bit integers and read by other tools as JSON numbers).
+MAX_CANDIDATES = 10_000
+MAX_CELLS = 1_000
+MAX_TOTAL_CANDIDATES = 1_000_000
+MAX_SEED = 2 ** 53
 
 
 @dataclass
@@ -397,9 +418,9 @@ class _RawCell:
 def _parse_toml(doc: dict, w: _Where, default_name: str) -> SuiteConfig:
     _unknown(w, (), doc, _TOML_TOP)
     name = _name(w, ("name",), doc.get("name", default_name))
-    seed = _int(w, ("seed",), doc.get("seed", 0), 0)
-    candidates = _int(w, ("candidates",), doc.get("candidates", DEFAULT_CANDIDATES), 1)
-    per_bucket = _int(w, ("per_bucket",), doc.get("per_bucket", DEFAULT_PER_BUCKET), 1)
+    seed = _int(w, ("seed",), doc.get("seed", 0), 0, hi=MAX_SEED)
+    candidates = _int(w, ("candidates",), doc.get("candidates", DEFAULT_CANDIDATES), 1, hi=MAX_CANDIDATES)
+    per_bucket = _int(w, ("per_bucket",), doc.get("per_bucket", DEFAULT_PER_BUCKET), 1, hi=MAX_CANDIDATES)
     scorer = _scorer(w, ("scorer",), doc.get("scorer", SCORERS[0]))
     grid = doc.get("grid")
     if not isinstance(grid, list) or not grid or not all(isinstance(g, dict) for g in grid):
@@ -429,6 +450,7 @@ def _parse_toml(doc: dict, w: _Where, default_name: str) -> SuiteConfig:
             if len(varied) < 2:
                 raise w.error((*base, "cost_values"), f"{list(varied)} has one value; a varied cell needs two or more.")
         costs = [(1,) if m == "uniform" else varied for m in modes]
+        _count_cells(w, base, (agents, parts, slots, meetings, costs, blocked, densities), len(raws))
         fields = {"num_agents": (*base, "agents"), "participants_per_meeting": (*base, "participants"),
                   "num_slots": (*base, "slots"), "num_meetings": (*base, "meetings"),
                   "density": (*base, "density"), "blocked": (*base, "blocked"),
@@ -486,9 +508,11 @@ def _parse_yaml(doc: Any, w: _Where, default_name: str) -> SuiteConfig:
         raise w.error((), "a taskgen config is a mapping with setting_name, seed_base, ... and configs.")
     _unknown(w, (), doc, _YAML_TOP)
     name = _name(w, ("setting_name",), doc.get("setting_name", default_name))
-    seed = _int(w, ("seed_base",), doc.get("seed_base", 0), 0)
-    candidates = _int(w, ("candidates_per_config",), doc.get("candidates_per_config", DEFAULT_TASKGEN_CANDIDATES), 1)
-    per_bucket = _int(w, ("selected_per_bucket",), doc.get("selected_per_bucket", DEFAULT_PER_BUCKET), 1)
+    seed = _int(w, ("seed_base",), doc.get("seed_base", 0), 0, hi=MAX_SEED)
+    candidates = _int(w, ("candidates_per_config",), doc.get("candidates_per_config", DEFAULT_TASKGEN_CANDIDATES), 1,
+                      hi=MAX_CANDIDATES)
+    per_bucket = _int(w, ("selected_per_bucket",), doc.get("selected_per_bucket", DEFAULT_PER_BUCKET), 1,
+                      hi=MAX_CANDIDATES)
     scorer = _scorer(w, ("difficulty_scorer",), doc.get("difficulty_scorer", SCORERS[0]))
     description = _text(w, ("description",), doc["description"]) if "description" in doc else ""
     output = _out_path(w, ("output",), doc["output"], ".jsonl") if "output" in doc else None
@@ -528,6 +552,7 @@ def _parse_yaml(doc: Any, w: _Where, default_name: str) -> SuiteConfig:
                           f"{mcl!r}: CalBench meetings cost 1 to move (SPEC §2); use 1 or remove the key.")
         costs = [_pref_values(w, base, lv, entry) for lv in levels]
         blocked = _axis(w, (*base, "blocked"), entry.get("blocked", 0), lambda p, v: _int(w, p, v, 0))
+        _count_cells(w, base, (agents, parts, slots, meetings, costs, blocked, densities), len(raws))
         fields = {"num_agents": (*base, "total_agents"), "participants_per_meeting": (*base, pkey),
                   "num_slots": (*base, "num_slots"), "num_meetings": (*base, "num_meetings"),
                   "density": (*base, dkey), "blocked": (*base, "blocked"),
@@ -579,6 +604,10 @@ def _finish(w: _Where, name: str, seed: int, candidates: int, per_bucket: int, s
     if candidates < len(BUCKETS) * per_bucket:
         raise w.error(cand_path, f"{candidates} candidates per cell cannot fill 3 buckets of {per_bucket}; "
                                  f"use at least {len(BUCKETS) * per_bucket} (or fewer per bucket).")
+    if len(raws) * candidates > MAX_TOTAL_CANDIDATES:
+        raise w.error(cand_path, f"{len(raws):,} cells × {candidates:,} candidates = {len(raws) * candidates:,} "
+                                 f"candidates to score; the limit is {MAX_TOTAL_CANDIDATES:,} (fewer cells or "
+                                 "candidates).")
     codes = _codes(raws)
     seen: dict[str, tuple] = {}
     cells = []
@@ -618,8 +647,10 @@ def parse_config(text: str, fmt: str, *, source: str = "", default_name: str = "
     if fmt == "toml":
         import tomllib
 
+        from engine.inputs import loads_toml
+
         try:
-            doc = tomllib.loads(text)
+            doc = loads_toml(text, source or "the config", error=SuiteConfigError)
         except tomllib.TOMLDecodeError as exc:
             raise SuiteConfigError(f"{source + ': ' if source else ''}not valid TOML: {exc}") from None
         w.lines = _toml_lines(text)
@@ -629,9 +660,10 @@ def parse_config(text: str, fmt: str, *, source: str = "", default_name: str = "
             import yaml
         except ImportError:  # pragma: no cover - a declared dependency
             raise SuiteConfigError("reading a taskgen YAML config needs PyYAML: pip install pyyaml") from None
+        from engine.inputs import loads_yaml
+
         try:
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
-            doc = yaml.safe_load(text)
+            node, doc = loads_yaml(text, source or "the config", error=SuiteConfigError)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -648,10 +680,12 @@ def load_config(path: str | Path) -> SuiteConfig:
     fmt = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}.get(p.suffix.lower())
     if fmt is None:
         raise SuiteConfigError(f"{p}: a suite config ends in .toml (ours) or .yaml/.yml (the authors' taskgen)")
+    from engine.inputs import read_text
+
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteConfigError(f"cannot read {p}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+        text = read_text(p, "suite config", error=SuiteConfigError)
+    except OSError as exc:
+        raise SuiteConfigError(f"cannot read {p}: {exc.strerror or exc}") from None
     stem = re.sub(r"[^A-Za-z0-9_.\-]", "-", p.stem).strip("-.") or "suite"
     config = parse_config(text, fmt, source=str(p), default_name=stem[:64])
     # The taskgen's output paths are relative to the config file's folder.

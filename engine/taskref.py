@@ -69,14 +69,16 @@ def _loads_line(line: str) -> Any:
 
 def load_task_file(path: str | Path) -> list[Task]:
     """Every task in a ``.jsonl`` file (one row per non-blank line) or a ``.json`` file."""
+    from engine.inputs import MAX_DATA_BYTES, check_nesting, loads_json, read_text
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(f"cannot read task file {p}: {exc}") from None
+        text = read_text(p, "task file", limit=MAX_DATA_BYTES, error=TaskError)
+    except OSError as exc:
+        raise TaskError(f"cannot read task file {p}: {exc.strerror or exc}") from None
     if p.suffix == ".json":
         try:
-            doc = json.loads(text)
+            doc = loads_json(text, str(p), error=TaskError)
         except json.JSONDecodeError as exc:
             raise TaskError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
         except (RecursionError, ValueError) as exc:
@@ -92,6 +94,7 @@ def load_task_file(path: str | Path) -> list[Task]:
             raise TaskError(f"{p} line {lineno}: not valid JSON ({exc.msg})") from None
         except (RecursionError, ValueError) as exc:
             raise TaskError(f"{p} line {lineno}: not a task row ({_why(exc)})") from None
+        check_nesting(row, f"{p} line {lineno}", error=TaskError)
         tasks.append(_row_task(row, f"{p} line {lineno}"))
     return tasks
 

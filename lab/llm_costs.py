@@ -24,9 +24,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from engine.inputs import check_id, printable
 from engine.usage import failure_counts, token_usage
 
 __all__ = ["PricesError", "load_prices", "game_costs", "llm_report"]
+
+
+#: Largest price per million tokens accepted (the dearest models cost a few hundred).
+MAX_PRICE = 1_000_000
 
 
 class PricesError(ValueError):
@@ -35,9 +40,11 @@ class PricesError(ValueError):
 
 def load_prices(path: str | Path) -> dict[str, Any]:
     """``{"currency": str, "models": {model: {"prompt", "cached", "completion"}}}`` from a TOML file."""
+    from engine.inputs import loads_toml, read_text
+
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = loads_toml(read_text(path, "prices file", error=PricesError), f"prices file {path}", error=PricesError)
     except FileNotFoundError:
         raise PricesError(f"prices file {path} not found") from None
     except OSError as exc:
@@ -53,6 +60,7 @@ def load_prices(path: str | Path) -> dict[str, Any]:
         raise PricesError(f"prices file {path} prices no model; add [models.\"NAME\"] with prompt and completion")
     out: dict[str, dict[str, float]] = {}
     for name, table in models.items():
+        check_id(name, f"prices file {path}: a model name", error=PricesError)
         if not isinstance(table, dict):
             raise PricesError(f"prices file {path}: models.{name} must be a table")
         extra = set(table) - {"prompt", "cached", "completion"}
@@ -66,12 +74,17 @@ def load_prices(path: str | Path) -> dict[str, Any]:
                 if k == "cached":
                     continue
                 raise PricesError(f"prices file {path}: models.{name} needs {k} = <price per 1M tokens>")
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise PricesError(f"prices file {path}: models.{name}.{k} must be a number ≥ 0, not {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_PRICE:
+                raise PricesError(f"prices file {path}: models.{name}.{k} must be a number from 0 to "
+                                  f"{MAX_PRICE:,} (per 1M tokens), not {v!r}")
             prices[k] = float(v)
         prices.setdefault("cached", prices["prompt"])
         out[str(name)] = prices
-    return {"currency": str(raw.get("currency") or "USD"), "models": out}
+    currency = raw.get("currency") or "USD"
+    if not isinstance(currency, str) or not 0 < len(currency) <= 16 or printable(currency) != currency:
+        raise PricesError(f"prices file {path}: currency must be a short name like \"USD\" (at most 16 "
+                          "printable characters)")
+    return {"currency": currency, "models": out}
 
 
 def _seat_models(trace: Mapping[str, Any]) -> dict[int, str]:

@@ -42,6 +42,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import aiosqlite
 
+from engine.inputs import MAX_NESTING, nesting_depth
 from engine.model import COST_MODES
 from engine.redact import redact
 from engine.trace import cost_mode as trace_cost_mode
@@ -282,7 +283,7 @@ def _insert_seats_sql(n: int) -> str:
     return _INSERT_SEAT + f", {_SEAT_VALUES}" * (n - 1)
 
 
-MAX_DEPTH = 200  # a trace nests a dozen levels; far deeper is not one (orjson stops at 255)
+MAX_DEPTH = MAX_NESTING  # 64: a trace nests a dozen levels; far deeper is not one (docs/hardening.md)
 _INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 63 - 1  # what SQLite and the JSON writer hold
 
 
@@ -334,6 +335,8 @@ def _check_trace(trace: Any, *, trusted: bool = False) -> None:
     if not isinstance(trace, dict):
         raise StoreError(f"not a trace: expected a JSON object, got {type(trace).__name__}")
     _check_values({k: v for k, v in trace.items() if k != "events"} if trusted else trace)
+    if not trusted and nesting_depth(trace, MAX_DEPTH) > MAX_DEPTH:  # orjson alone lets 254 levels through
+        raise StoreError(f"not a trace: nested more than {MAX_DEPTH} levels deep (the limit)")
     for key in ("started_at", "ended_at"):
         if trace.get(key) is not None and not isinstance(trace[key], str):
             raise StoreError(f"not a trace: '{key}' must be a date-time string, got {type(trace[key]).__name__}")

@@ -102,15 +102,14 @@ def refuse_peeking(trace: dict[str, Any], args, what: str) -> None:
 
 def read_trace_file(path: str) -> dict[str, Any]:
     """A trace from a JSON file, or a UserError naming the file and what is wrong."""
+    from engine.inputs import MAX_DATA_BYTES, loads_json, read_text
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_text(path, "trace file", limit=MAX_DATA_BYTES, error=UserError)
     except OSError as exc:
         raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file (a JSON trace is UTF-8 text)") from None
     try:
-        trace = json.loads(text)
+        trace = loads_json(text, path, error=UserError)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except RecursionError:
@@ -341,7 +340,13 @@ async def import_verified(store, trace: dict[str, Any], where: str, keep_unverif
 
 
 def is_sqlite_file(path: str) -> bool:
+    """Whether ``path`` is a regular file that starts like an SQLite database (a FIFO or a
+    device is not opened here: opening a FIFO blocks until someone writes to it)."""
+    import stat
+
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as fh:
             return fh.read(16) == b"SQLite format 3\x00"
     except OSError:

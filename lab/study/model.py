@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from engine.inputs import MAX_ID_CHARS
+
 __all__ = ["Study", "Condition", "StudyFileError", "load_study", "parse_study"]
 
 SCRIPTED = ("imap", "sdmap", "dsm-welfare", "dsm-private", "dsm-private-requeue", "passive")
@@ -50,6 +52,10 @@ class StudyFileError(ValueError):
     """A study file that cannot be used; the message is one line (file, line, what to do)."""
 
 
+#: ids (study, condition, questionnaire and item names) are capped like every id (issue 24 item 11)
+_MAX_ID = MAX_ID_CHARS
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -69,7 +75,9 @@ class Text(_Model):
     def read(self, base: Path) -> str:
         if self.text is not None:
             return self.text
-        return (base / str(self.file)).read_text(encoding="utf-8")
+        from engine.inputs import read_text
+
+        return read_text(base / str(self.file), "the file", error=StudyFileError)
 
 
 class LLMEndpoint(_Model):
@@ -79,7 +87,7 @@ class LLMEndpoint(_Model):
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float | None = Field(None, ge=0, le=2)
     timeout: float = Field(60.0, gt=0)
-    retries: int = Field(2, ge=0)
+    retries: int = Field(2, ge=0, le=100)
     max_calls_per_round: int | None = Field(None, ge=1, description="CHEAP_TALK calls per round of each LLM seat; "
                                                                     "past it the seat passes without a request")
 
@@ -94,7 +102,7 @@ class LLMEndpoint(_Model):
 class Condition(_Model):
     """One treatment: who sits at the table besides the participant, and the rules of talk."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=_MAX_ID)
     description: str = ""
     partners: list[str] | str = Field("imap", description="one persona for every other seat, or one per seat")
     seat: int = Field(0, ge=0, description="the participant's seat when assignment does not rotate seats")
@@ -189,7 +197,7 @@ class QuizQuestion(_Model):
 
 
 class Item(_Model):
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=_MAX_ID)
     text: str
     type: Literal["likert", "choice", "text"]
     points: int = Field(7, ge=2, le=11, description="likert: number of points")
@@ -233,7 +241,7 @@ class Item(_Model):
 
 
 class Questionnaire(_Model):
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=_MAX_ID)
     when: Literal["before", "after_game", "after_study"]
     title: str = ""
     items: list[Item] = Field(min_length=1)
@@ -301,7 +309,7 @@ class Pool(_Model):
 
 
 class StudyMeta(_Model):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=_MAX_ID)
     title: str = ""
     seed: int = 0
     code_prefix: str = Field("CB", pattern=r"^[A-Z0-9]{0,8}$")
@@ -454,8 +462,10 @@ def _where(loc: tuple) -> str:
 
 def parse_study(text: str, *, source: str = "study.toml", base: Path | None = None) -> Study:
     """Validate study TOML text; raises :class:`StudyFileError` with the line and the fix."""
+    from engine.inputs import loads_toml
+
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text, source, error=StudyFileError)
     except tomllib.TOMLDecodeError as exc:
         raise StudyFileError(f"{source}: not valid TOML: {exc} (check quotes, brackets and '=' signs)") from None
     try:
@@ -575,9 +585,11 @@ def _check_belief_rounds(study: Study, text: str, source: str, pool: list[Any], 
 
 def load_study(path: str | Path) -> Study:
     """Read and validate a study file (see :func:`parse_study`)."""
+    from engine.inputs import read_text
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p, "study file", error=StudyFileError)
     except FileNotFoundError:
         raise StudyFileError(f"{p}: no such study file; write an example with 'calbench study init {p}'") from None
     except OSError as exc:

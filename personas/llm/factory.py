@@ -114,10 +114,13 @@ def load_personas(path: str | Path, base: LLMSettings | None = None) -> tuple[LL
     ``[defaults]`` alone is a complete file: it applies to every LLM seat (``llm:MODEL``
     seats keep their model; a bare ``llm`` seat takes ``model`` from the defaults).
     """
+    from engine.inputs import loads_toml, read_text
+
     path = Path(path)
     base = base or LLMSettings()
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = loads_toml(read_text(path, "personas file", error=PersonasFileError), f"personas file {path}",
+                         error=PersonasFileError)
     except FileNotFoundError:
         raise PersonasFileError(f"personas file {path} not found") from None
     except OSError as exc:

@@ -125,7 +125,7 @@ def test_odd_values_are_one_line_each_and_the_rest_still_loads(tmp_path):
     assert "1 imported, 0 already saved, 4 failed" in proc.stderr
     assert sum(1 for line in proc.stderr.splitlines() if line.startswith("calbench: error:")) == 4
     assert "too large to store" in proc.stderr and "list as its timestamp" in proc.stderr
-    assert "nested far too deep" in proc.stderr
+    assert "more than 64 levels deep (the limit)" in proc.stderr  # engine.inputs.MAX_NESTING
     games = json.loads(calbench("games", "--db", db, "--json").stdout)["games"]
     assert [g["game_id"] for g in games] == [base["game_id"]]
 
