@@ -128,8 +128,9 @@ def _check_participant_lists(lists: Any, num_agents: int, num_meetings: int) -> 
         raise TaskError(f"participant_lists has {len(lists)} entries but num_meetings={num_meetings}.")
     out = []
     for k, parts in enumerate(lists):
-        if isinstance(parts, (str, bytes)) or not isinstance(parts, (list, tuple)) or not parts:
-            raise TaskError(f"participant_lists[{k}] must be a non-empty list of agent ids.")
+        if isinstance(parts, (str, bytes)) or not isinstance(parts, (list, tuple)) or len(parts) < 2:
+            raise TaskError(f"participant_lists[{k}] must list two or more agent ids (a meeting is between "
+                            "two or more agents).")
         if any(not _is_int(a) or not 0 <= a < num_agents for a in parts):
             raise TaskError(f"participant_lists[{k}]={list(parts)!r} must hold agent ids in 0..{num_agents - 1}.")
         if len(set(parts)) != len(parts):
@@ -195,8 +196,9 @@ def _validate(
         counts = [sum(1 for parts in lists if a in parts) for a in range(num_agents)]
         p = len(lists[0]) if len({len(x) for x in lists}) == 1 else max(len(x) for x in lists)
     else:
-        if not _is_int(participants_per_meeting) or participants_per_meeting < 1:
-            raise TaskError(f"participants_per_meeting={participants_per_meeting!r} must be a whole number, at least 1.")
+        if not _is_int(participants_per_meeting) or participants_per_meeting < 2:
+            raise TaskError(f"participants_per_meeting={participants_per_meeting!r} must be a whole number, at least 2 "
+                            "(a meeting is between two or more agents).")
         if participants_per_meeting > num_agents:
             raise TaskError(
                 f"participants_per_meeting={participants_per_meeting} exceeds num_agents={num_agents}."

@@ -79,6 +79,36 @@ def check_cost(value: int, where: str) -> int:
     return value
 
 
+#: Largest number of agents, slots or meetings a task row may have (the generator's
+#: ``engine.generate.MAX_SIZE``; the paper's tasks have 2-10 agents and 16 slots).
+MAX_TASK_SIZE = 500
+_ID_MAX = 2 ** 63 - 1  # ids are stored as 64-bit integers
+
+
+def whole(value: Any, what: str, *, lo: int | None = 0, hi: int | None = None) -> int:
+    """``value`` as an int if it is a whole number (an integral float such as ``10.0``
+    counts; ``1.5``, ``NaN``, ``Infinity``, ``true`` and strings do not), within
+    ``lo``..``hi``; else a TaskError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TaskError(f"{what} must be a whole number, not {_short(value)}")
+    if isinstance(value, float):
+        if not (value == value and abs(value) != float("inf")) or not value.is_integer():
+            raise TaskError(f"{what} must be a whole number, not {_short(value)}")
+        value = int(value)
+    if lo is not None and value < lo:
+        raise TaskError(f"{what} must be at least {lo}, not {_short(value)}")
+    if hi is not None and value > hi:
+        raise TaskError(f"{what} must be at most {hi:,}, not {_short(value)}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    if isinstance(value, int) and len(text) > 12:
+        return f"a {len(text.lstrip('-'))}-digit number"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def item_from_json(raw: Any, where: str = "calendar") -> Item:
     if raw is None:
         return None
@@ -86,9 +116,11 @@ def item_from_json(raw: Any, where: str = "calendar") -> Item:
         raise TaskError(f"{where}: expected null or an object, got {type(raw).__name__}")
     try:
         if "meeting_id" in raw:
-            return MeetingCopy(int(raw["meeting_id"]), check_cost(int(raw.get("cost", 1)), where))
+            return MeetingCopy(whole(raw["meeting_id"], f"{where}: meeting_id", hi=_ID_MAX),
+                               check_cost(whole(raw.get("cost", 1), f"{where}: cost", lo=None), where))
         if "errand_id" in raw:
-            return Errand(int(raw["errand_id"]), check_cost(int(raw.get("cost", 1)), where),
+            return Errand(whole(raw["errand_id"], f"{where}: errand_id", hi=_ID_MAX),
+                          check_cost(whole(raw.get("cost", 1), f"{where}: cost", lo=None), where),
                           bool(raw.get("blocked", False)))
     except TaskError:
         raise
@@ -166,6 +198,30 @@ class Labels:
         )
 
 
+#: Longest task id (``engine.inputs.MAX_ID_CHARS``).
+MAX_TASK_ID = 200
+
+
+def _check_recorded(row: dict[str, Any]) -> None:
+    """The figures a row records about itself (the authors' ``optimal``, ``greedy`` and
+    ``witness_solution`` costs, the seed) are whole numbers: a NaN or infinite optimum
+    would be compared with and shown as if it were one (issue 24 item 14)."""
+    for key in ("optimal", "greedy", "witness_solution"):
+        rec = row.get(key)
+        if rec is None:
+            continue
+        if not isinstance(rec, dict):
+            raise TaskError(f"'{key}' must be an object with a 'cost', got {type(rec).__name__}")
+        if rec.get("cost") is not None:
+            whole(rec["cost"], f"{key}.cost", hi=_ID_MAX)
+    if row.get("seed") is not None:
+        whole(row["seed"], "seed", lo=None, hi=_ID_MAX)
+    for key in ("difficulty_score", "cost_per_total_agent"):
+        v = row.get(key)
+        if isinstance(v, float) and not (v == v and abs(v) != float("inf")):
+            raise TaskError(f"{key} is {v!r}; a recorded figure must be a finite number")
+
+
 def _balanced_speaker_order(participants: tuple[int, ...]) -> tuple[int, ...]:
     # The authors' rows carry no speaker order; their harness speaks in participant order.
     return tuple(sorted(participants))
@@ -210,6 +266,11 @@ class Task:
             raise TaskError("'calendars' must be a non-empty list of lists")
         num_agents = len(raw_cals)
         num_slots = len(raw_cals[0])
+        for what, n in (("agents (calendars)", num_agents), ("slots", num_slots), ("meetings", len(row["meetings"])
+                                                                                  if isinstance(row["meetings"], list)
+                                                                                  else 0)):
+            if n > MAX_TASK_SIZE:
+                raise TaskError(f"the task row has {n:,} {what}; the limit is {MAX_TASK_SIZE}")
         if any(len(c) != num_slots for c in raw_cals):
             raise TaskError("every calendar must have the same number of slots")
         if params.get("num_slots") not in (None, num_slots):
@@ -223,18 +284,28 @@ class Task:
             raise TaskError("'meetings' must be a list")
         for k, m in enumerate(row["meetings"]):
             try:
-                parts = tuple(int(p) for p in m["participants"])
-                order = tuple(int(p) for p in m.get("speaker_order") or _balanced_speaker_order(parts))
-                meetings.append(Meeting(int(m["id"]), parts, order, check_cost(int(m.get("cost", 1)), f"meeting {k}"),
-                                        int(m.get("duration", 1))))
+                if not isinstance(m["participants"], list):
+                    raise TypeError("'participants' must be a list")
+                parts = tuple(whole(p, f"meeting {k}: a participant") for p in m["participants"])
+                order = tuple(whole(p, f"meeting {k}: speaker_order") for p in
+                              m.get("speaker_order") or _balanced_speaker_order(parts))
+                meetings.append(Meeting(whole(m["id"], f"meeting {k}: id", hi=_ID_MAX), parts, order,
+                                        check_cost(whole(m.get("cost", 1), f"meeting {k}: cost", lo=None),
+                                                   f"meeting {k}"),
+                                        whole(m.get("duration", 1), f"meeting {k}: duration", lo=1, hi=1)))
             except TaskError:
                 raise
             except (KeyError, TypeError, ValueError, OverflowError) as exc:
                 raise TaskError(f"meeting {k}: needs integer 'id' and 'participants' ({exc})") from None
+            mid = meetings[-1].id
             if any(not 0 <= p < num_agents for p in parts):
-                raise TaskError(f"meeting {m['id']}: participant out of range 0..{num_agents - 1}")
+                raise TaskError(f"meeting {mid}: participant out of range 0..{num_agents - 1}")
+            if not parts:
+                raise TaskError(f"meeting {mid}: has no participants")
+            if len(set(parts)) != len(parts):
+                raise TaskError(f"meeting {mid}: lists a participant twice ({list(parts)})")
             if sorted(order) != sorted(parts):
-                raise TaskError(f"meeting {m['id']}: speaker_order must list exactly its participants")
+                raise TaskError(f"meeting {mid}: speaker_order must list exactly its participants")
         if len({m.id for m in meetings}) != len(meetings):
             raise TaskError("meeting ids must be unique")
         cb = row.get("calbench") or {}
@@ -243,12 +314,17 @@ class Task:
             seen = {it.cost for cal in calendars for it in cal if isinstance(it, Errand)}
             cost_values = sorted(seen) or [1]
         try:
-            cost_values = [check_cost(int(c), "params.cost_values") for c in cost_values]
+            cost_values = [check_cost(whole(c, "params.cost_values", lo=None), "params.cost_values")
+                           for c in cost_values]
         except (TypeError, ValueError) as exc:
             if isinstance(exc, TaskError):
                 raise
             raise TaskError(f"params.cost_values must be a list of integers ({exc})") from None
+        _check_recorded(row)
         task_id = str(row.get("task_id", f"seed-{row.get('seed', '?')}"))
+        if len(task_id) > MAX_TASK_ID or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in task_id):
+            raise TaskError(f"task_id has {len(task_id):,} characters or control characters; an id has at most "
+                            f"{MAX_TASK_ID} printable characters")
         return cls(
             row=row,
             task_id=task_id,

@@ -431,7 +431,7 @@ def _parse_toml(doc: dict, w: _Where, default_name: str) -> SuiteConfig:
         _unknown(w, base, entry, _TOML_GRID)
         g = {**_GRID_DEFAULTS, **entry}
         agents = _axis(w, (*base, "agents"), g["agents"], lambda p, v: _int(w, p, v, 1))
-        parts = _axis(w, (*base, "participants"), g["participants"], lambda p, v: _int(w, p, v, 1))
+        parts = _axis(w, (*base, "participants"), g["participants"], lambda p, v: _int(w, p, v, 2))
         slots = _axis(w, (*base, "slots"), g["slots"], lambda p, v: _int(w, p, v, 1))
         meetings = _axis(w, (*base, "meetings"), g["meetings"], lambda p, v: _int(w, p, v, 1))
         densities = _axis(w, (*base, "density"), g["density"], lambda p, v: _density(w, p, v))
@@ -539,7 +539,7 @@ def _parse_yaml(doc: Any, w: _Where, default_name: str) -> SuiteConfig:
             raise w.error((*base, "densities"), "missing: a list of errand densities, e.g. [0.6, 0.8, 1.0].")
         agents = _axis(w, (*base, "total_agents"), entry["total_agents"], lambda p, v: _int(w, p, v, 1))
         pkey = "subset_size" if "subset_size" in entry else "subset_sizes"
-        parts = _axis(w, (*base, pkey), entry[pkey], lambda p, v: _int(w, p, v, 1))
+        parts = _axis(w, (*base, pkey), entry[pkey], lambda p, v: _int(w, p, v, 2))
         slots = _axis(w, (*base, "num_slots"), entry["num_slots"], lambda p, v: _int(w, p, v, 1))
         meetings = _axis(w, (*base, "num_meetings"), entry["num_meetings"], lambda p, v: _int(w, p, v, 1))
         dkey = "densities" if "densities" in entry else "density"

@@ -53,9 +53,14 @@ def hydrate_labels(task: Task) -> Task:
 
 def _row_task(row: Any, where: str) -> Task:
     try:
-        return hydrate_labels(Task.from_row(row))
+        task = Task.from_row(row)
     except TaskError as exc:
         raise TaskError(f"{where}: {exc}") from None
+    for m in task.meetings:  # a row in a file is played: a meeting is between two or more seats
+        if len(m.participants) < 2:
+            raise TaskError(f"{where}: meeting {m.id} has {len(m.participants)} participant; a meeting in a task "
+                            "file needs two or more")
+    return hydrate_labels(task)
 
 
 def _loads_line(line: str) -> Any:

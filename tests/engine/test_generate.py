@@ -256,7 +256,7 @@ def test_uniform_and_varied_share_structure():
     data=st.data(),
 )
 def test_property_witness_feasible_and_oracle_agrees(seed, n, s, m, data):
-    p = data.draw(st.integers(1, n))
+    p = data.draw(st.integers(2, n))  # a meeting is between two or more agents (issue 24 item 14)
     w_max = math.ceil(m * p / n)
     if w_max > s:
         return
@@ -289,7 +289,8 @@ def test_property_witness_feasible_and_oracle_agrees(seed, n, s, m, data):
         ({"blocked": -1}, r"blocked=-1"),
         ({"blocked": [1, 2]}, r"blocked has 2 entries"),
         ({"participants_per_meeting": 6}, r"participants_per_meeting=6 exceeds num_agents=5"),
-        ({"participants_per_meeting": 0}, r"at least 1"),
+        ({"participants_per_meeting": 0}, r"at least 2"),
+        ({"participants_per_meeting": 1}, r"at least 2"),
         ({"num_slots": 0}, r"num_slots=0"),
         ({"num_meetings": 40, "num_slots": 16, "participants_per_meeting": 5, "blocked": 0}, r"takes part in 40 meetings"),
         ({"cost_mode": "weird"}, r"cost_mode='weird'"),
@@ -300,7 +301,8 @@ def test_property_witness_feasible_and_oracle_agrees(seed, n, s, m, data):
         ({"participant_lists": [[0, 1]]}, r"participant_lists has 1 entries but num_meetings=5"),
         ({"participant_lists": [[0, 9]] * 5}, r"agent ids in 0..4"),
         ({"participant_lists": [[0, 0]] * 5}, r"names an agent twice"),
-        ({"participant_lists": [[]] * 5}, r"non-empty"),
+        ({"participant_lists": [[]] * 5}, r"two or more agent ids"),
+        ({"participant_lists": [[1]] * 5}, r"two or more agent ids"),
         ({"force_witness_errand": "yes"}, r"true or false"),
     ],
 )
