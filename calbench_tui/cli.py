@@ -10,7 +10,10 @@ dependencies (ortools, openai, textual, aiosqlite) inside their handlers, so
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
+import sqlite3
 import sys
 
 from .commands import ArgumentParser, UserError
@@ -75,6 +78,43 @@ def _run(handler, args) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except (OSError, sqlite3.Error) as exc:
+        line = _environment_error(exc)
+        if line is None:
+            raise
+        _quiet_stdout()
+        print(f"calbench: error: {line}{_resume_hint(args)}", file=sys.stderr)
+        return 1
+
+
+#: errors of the machine, not of CalBench: a full disk, a quota, a file-size limit, a
+#: read-only file system (issue 24 item 13: one line, not a traceback)
+_FULL = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+         errno.EFBIG: "a file grew past the size this system allows", errno.EROFS: "the file system is read-only"}
+
+
+def _environment_error(exc: BaseException) -> str | None:
+    """One line for a full disk (or its kin) met anywhere, else None (a real bug keeps its
+    traceback)."""
+    if isinstance(exc, OSError) and exc.errno in _FULL:
+        where = f" writing {exc.filename}" if exc.filename else ""
+        return f"{_FULL[exc.errno]} ({exc.strerror}{where}); free some space and try again"
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc)
+        if "disk is full" in text or "disk I/O error" in text or "readonly database" in text:
+            return f"the save database could not be written ({text}); free some space and try again"
+    return None
+
+
+def _quiet_stdout() -> None:
+    """Send what is still buffered for standard output nowhere: a full disk behind stdout
+    would otherwise add Python's 'Exception ignored' lines at exit."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:

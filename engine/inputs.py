@@ -31,7 +31,7 @@ from typing import Any
 
 __all__ = [
     "MAX_CONFIG_BYTES", "MAX_DATA_BYTES", "MAX_NESTING", "MAX_YAML_NODES", "MAX_ID_CHARS", "InputError",
-    "read_text", "loads_toml", "loads_yaml", "loads_json", "check_nesting", "nesting_depth", "check_id",
+    "read_text", "read_bytes", "non_finite_at", "loads_toml", "loads_yaml", "loads_json", "check_nesting", "nesting_depth", "check_id",
     "printable", "elide",
 ]
 
@@ -149,6 +149,23 @@ def nesting_depth(obj: Any, stop_at: int = MAX_NESTING) -> int:
                 return d
         stack.extend((x, d) for x in v if isinstance(x, (dict, list, tuple)))
     return deepest
+
+
+def non_finite_at(obj: Any) -> str | None:
+    """Where the first NaN or infinite number in ``obj`` is (``metrics.coordination``), or
+    None.  JSON has no such numbers; Python's reader accepts ``NaN`` and ``Infinity``."""
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, float):
+            if v != v or v in (float("inf"), float("-inf")):
+                return where or "the top"
+        elif isinstance(v, dict):
+            stack.extend((x, f"{where}.{k}" if where else str(k)) for k, x in v.items()
+                         if isinstance(x, (dict, list, float)))
+        elif isinstance(v, list):
+            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v) if isinstance(x, (dict, list, float)))
+    return None
 
 
 def check_nesting(obj: Any, where: str, *, limit: int = MAX_NESTING, error: type[Exception] = InputError) -> Any:

@@ -42,7 +42,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import aiosqlite
 
-from engine.inputs import MAX_NESTING, nesting_depth
+from engine.inputs import MAX_NESTING, nesting_depth, non_finite_at
 from engine.model import COST_MODES
 from engine.redact import redact
 from engine.trace import cost_mode as trace_cost_mode
@@ -62,6 +62,7 @@ _SEAT_COLUMNS = ("meetings_assigned", "meetings_scheduled", "success", "cost", "
 
 _GAME_LIST_COLUMNS = ("game_id", "task_id", "agents", "status", "started_at", "ended_at", "coordination",
                       "excess_cost", "cost_mode", "source", "verification")
+_GAME_LIST_TEXT = ("game_id", "task_id", "agents", "started_at", "ended_at", "cost_mode", "source", "verification")
 
 
 class StoreError(Exception):
@@ -125,8 +126,32 @@ def _text(v: Any) -> Any:
     return redact(v) if isinstance(v, str) else v
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else orjson.loads(text)
+class DamagedRow(StoreError):
+    """A stored value that cannot be read back (edited by hand, a damaged file): one line
+    naming the game and the column, never a traceback (issue 24 item 13)."""
+
+
+def _damaged(game_id: Any, what: str, why: str) -> DamagedRow:
+    from engine.inputs import printable
+
+    return DamagedRow(f"the save database is damaged: game {printable(game_id, 40)}'s {what} {why}; "
+                      "export the other games, or restore the database from a copy")
+
+
+def _loads(text: str | None, game_id: Any = None, what: str | None = None, kind: type | None = None) -> Any:
+    """A stored JSON text.  With ``what`` (a column) the value must decode, and be a ``kind``
+    (or None) when given; otherwise :class:`DamagedRow`."""
+    if text is None:
+        return None
+    if what is None:
+        return orjson.loads(text)
+    try:
+        value = orjson.loads(text)
+    except (orjson.JSONDecodeError, TypeError):
+        raise _damaged(game_id, what, "is not valid JSON") from None
+    if kind is not None and value is not None and not isinstance(value, kind):
+        raise _damaged(game_id, what, f"is a JSON {type(value).__name__}, not an {kind.__name__}")
+    return value
 
 
 def _seq_key(q: Any) -> tuple:
@@ -220,13 +245,25 @@ def encode_events(events: list[dict[str, Any]], task_row: Any = None, *, task: A
     return codec, len(rows), last, zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(payload)
 
 
-def decode_events(codec: str, blob: bytes, task_row: Any = None) -> list[dict[str, Any]]:
-    """The events :func:`encode_events` stored, in full, in seq order."""
-    import zstandard
-
+def decode_events(codec: str, blob: bytes, task_row: Any = None, *, game_id: Any = "?") -> list[dict[str, Any]]:
+    """The events :func:`encode_events` stored, in full, in seq order.  A blob that does not
+    decode is a :class:`DamagedRow`."""
     if codec not in ("lean-zstd", "json-zstd"):
         raise StoreError(f"unknown event codec {codec!r}; upgrade calbench to read this database")
-    rows = orjson.loads(zstandard.ZstdDecompressor().decompress(blob))
+    try:
+        return _decode_events(codec, blob, task_row)
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - zstd, JSON or shape: the stored bytes are not what we wrote
+        raise _damaged(game_id, "events", f"cannot be read ({type(exc).__name__})") from None
+
+
+def _decode_events(codec: str, blob: bytes, task_row: Any) -> list[dict[str, Any]]:
+    import zstandard
+
+    if not isinstance(blob, bytes):
+        raise TypeError("the events are not stored as bytes")
+    rows = orjson.loads(zstandard.ZstdDecompressor().decompress(blob, max_output_size=_MAX_EVENTS_BYTES))
     if codec == "lean-zstd":
         task = _task_of(task_row)
         if task is None:
@@ -283,6 +320,8 @@ def _insert_seats_sql(n: int) -> str:
     return _INSERT_SEAT + f", {_SEAT_VALUES}" * (n - 1)
 
 
+#: Largest decompressed event blob read back (a long LLM game's lean events are a few MB).
+_MAX_EVENTS_BYTES = 1 << 30
 MAX_DEPTH = MAX_NESTING  # 64: a trace nests a dozen levels; far deeper is not one (docs/hardening.md)
 _INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 63 - 1  # what SQLite and the JSON writer hold
 
@@ -337,6 +376,10 @@ def _check_trace(trace: Any, *, trusted: bool = False) -> None:
     _check_values({k: v for k, v in trace.items() if k != "events"} if trusted else trace)
     if not trusted and nesting_depth(trace, MAX_DEPTH) > MAX_DEPTH:  # orjson alone lets 254 levels through
         raise StoreError(f"not a trace: nested more than {MAX_DEPTH} levels deep (the limit)")
+    if not trusted:  # orjson writes NaN and Infinity as null: a metric would change on the way in
+        bad = non_finite_at(trace)
+        if bad is not None:
+            raise StoreError(f"not a trace: {bad} is NaN or infinite; a trace holds finite numbers only")
     for key in ("started_at", "ended_at"):
         if trace.get(key) is not None and not isinstance(trace[key], str):
             raise StoreError(f"not a trace: '{key}' must be a date-time string, got {type(trace[key]).__name__}")
@@ -1011,12 +1054,18 @@ class Store:
             blob = await cur.fetchone()
         if blob is not None:
             codec, data, task_row = blob
-            events = decode_events(codec, data, _loads(task_row))
+            events = decode_events(codec, data, _loads(task_row, game_id, "task row", dict), game_id=game_id)
             return [e for e in events if e["seq"] >= from_seq] if from_seq else events
         async with self._db.execute("SELECT seq, type, timestamp, data FROM events WHERE game_id = ? AND seq >= ? "
                                     "ORDER BY seq", (game_id, from_seq)) as cur:
-            return [{"seq": s, "type": t, "timestamp": ts, "data": json.loads(d)} for s, t, ts, d in
-                    await cur.fetchall()]
+            rows = await cur.fetchall()
+        out = []
+        for s, t, ts, d in rows:
+            data = _loads(d, game_id, f"event {s}", dict)
+            if not isinstance(t, str) or not (ts is None or isinstance(ts, str)):
+                raise _damaged(game_id, f"event {s}", "has a type or timestamp that is not text")
+            out.append({"seq": s, "type": t, "timestamp": ts, "data": data})
+        return out
 
     async def load_trace(self, game_id: str) -> dict[str, Any]:
         """The trace of one saved game (SPEC §12 shape); a unique id prefix is enough."""
@@ -1027,22 +1076,26 @@ class Store:
                 (gid,)) as cur:
             (config, final_state, metrics, started_at, ended_at, status, version, task_row, extra, agents,
              settings_key, source, cost_mode, verification) = await cur.fetchone()
+        for what, v in (("start time", started_at), ("end time", ended_at), ("agents", agents),
+                        ("version", version), ("settings key", settings_key)):
+            if v is not None and not isinstance(v, str):
+                raise _damaged(gid, what, f"is a {type(v).__name__}, not text")
         trace: dict[str, Any] = {
             "game_id": gid,
-            "config": _loads(config) or {},
+            "config": _loads(config, gid, "config", dict) or {},
             "events": await self.load_events(gid),
-            "final_state": _loads(final_state),
-            "metrics": _loads(metrics),
+            "final_state": _loads(final_state, gid, "final state", dict),
+            "metrics": _loads(metrics, gid, "metrics", dict),
             "started_at": started_at,
             "ended_at": ended_at,
             "stopped": status != "completed",
         }
         if version is not None:
             trace["calbench_version"] = version
-        for k, v in (_loads(extra) or {}).items():
+        for k, v in (_loads(extra, gid, "extra fields", dict) or {}).items():
             trace.setdefault(k, v)
         if task_row is not None:
-            trace["task"] = _loads(task_row)
+            trace["task"] = _loads(task_row, gid, "task row", dict)
         trace["saved"] = {"agents": agents, "settings_key": settings_key, "status": status, "source": source,
                           "cost_mode": cost_mode}
         if verification is not None:
@@ -1214,7 +1267,15 @@ class Store:
         where, args = self._filters(status=status, task_id=task_id, settings_key=settings_key, source=source)
         async with self._db.execute(f"SELECT {', '.join(_GAME_LIST_COLUMNS)} FROM games {where} "
                                     "ORDER BY started_at, game_id", args) as cur:
-            return [dict(zip(_GAME_LIST_COLUMNS, r)) for r in await cur.fetchall()]
+            rows = [dict(zip(_GAME_LIST_COLUMNS, r)) for r in await cur.fetchall()]
+        for g in rows:  # a listing is read by people: a damaged cell is named, not a traceback
+            for k in _GAME_LIST_TEXT:
+                if g[k] is not None and not isinstance(g[k], str):
+                    raise _damaged(g["game_id"], k.replace("_", " "), f"is a {type(g[k]).__name__}, not text")
+            for k in ("coordination", "excess_cost"):
+                if g[k] is not None and (isinstance(g[k], bool) or not isinstance(g[k], (int, float))):
+                    raise _damaged(g["game_id"], k.replace("_", " "), f"is a {type(g[k]).__name__}, not a number")
+        return rows
 
     @staticmethod
     def _filters(prefix: str = "", **kw: Any) -> tuple[str, list[Any]]:
@@ -1272,7 +1333,10 @@ class Store:
         async with self._db.execute(sql, args) as cur:
             for r in await cur.fetchall():
                 d = dict(zip(gcols + scols, r[:-1]))
-                d["seat"] = _loads(r[-1])
+                d["seat"] = _loads(r[-1], d["game_id"], f"seat {d['agent_id']} record", dict)
+                for k in ("agents", "task_id", "persona", "model"):
+                    if d[k] is not None and not isinstance(d[k], str):
+                        raise _damaged(d["game_id"], k, f"is a {type(d[k]).__name__}, not text")
                 out.append(d)
         return out
 
