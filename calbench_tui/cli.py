@@ -69,9 +69,10 @@ def _run(handler, args) -> int:
         rc = handler(args)
         return int(rc or 0)
     except UserError as exc:
+        from engine.inputs import printable
         from engine.redact import redact
 
-        print(f"calbench: error: {redact(str(exc))}", file=sys.stderr)
+        print(f"calbench: error: {printable(redact(str(exc)))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("calbench: interrupted" + _resume_hint(args), file=sys.stderr)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from calbench_tui.safe_text import cell
 from lab.report.plots import MIN_FIT_POINTS, fairness_bars, message_points, ols, plane_points
 
 
@@ -32,9 +33,10 @@ _GROUP_TITLE = {"persona": "Persona", "model": "Model", "cost_mode": "Setting"}
 
 def _table(title: str, columns: Sequence[tuple[str, str]]):
     from rich import box
-    from rich.table import Table
 
-    t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
+    from calbench_tui.safe_text import safe_table
+
+    t = safe_table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
               pad_edge=False)
     for k, (name, justify) in enumerate(columns):
         # The name column never wraps (a persona split over two lines reads as two); a narrow
@@ -48,7 +50,7 @@ def _with_settings(table, rows, cells, width: int) -> None:
     for r in rows:
         if r["cost_mode"] != mode:
             mode = r["cost_mode"]
-            table.add_row(f"[bold]{mode.capitalize()}[/]", *[""] * (width - 1))
+            table.add_row(cell(str(mode).capitalize(), style="bold"), *[""] * (width - 1))
         table.add_row(*cells(r))
 
 

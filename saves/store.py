@@ -42,7 +42,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import aiosqlite
 
-from engine.inputs import MAX_NESTING, nesting_depth, non_finite_at
+from engine.inputs import MAX_NESTING, check_id, nesting_depth, non_finite_at
 from engine.model import COST_MODES
 from engine.redact import redact
 from engine.trace import cost_mode as trace_cost_mode
@@ -391,6 +391,11 @@ def _check_trace(trace: Any, *, trusted: bool = False) -> None:
     gid = trace.get("game_id")
     if not isinstance(gid, str) or not gid.strip():
         raise StoreError("not a trace: 'game_id' is missing or not a string")
+    if not trusted:  # ids are capped where they come in (issue 24 item 11)
+        check_id(gid, "not a trace: its 'game_id'", error=StoreError)
+        tid = (trace.get("config") or {}).get("task_id") if isinstance(trace.get("config"), dict) else None
+        if tid is not None:
+            check_id(str(tid), "not a trace: its config's 'task_id'", error=StoreError)
     events = trace.get("events")
     if not isinstance(events, list):
         raise StoreError("not a trace: 'events' is missing or not a list")
@@ -1061,7 +1066,12 @@ class Store:
             rows = await cur.fetchall()
         out = []
         for s, t, ts, d in rows:
-            data = _loads(d, game_id, f"event {s}", dict)
+            try:  # json, not orjson: an integer past 64 bits stays one, and is refused where it is stored
+                data = json.loads(d)
+            except (ValueError, TypeError, RecursionError):
+                raise _damaged(game_id, f"event {s}", "is not valid JSON") from None
+            if not isinstance(data, dict):
+                raise _damaged(game_id, f"event {s}", "is not a JSON object")
             if not isinstance(t, str) or not (ts is None or isinstance(ts, str)):
                 raise _damaged(game_id, f"event {s}", "has a type or timestamp that is not text")
             out.append({"seq": s, "type": t, "timestamp": ts, "data": data})

@@ -88,9 +88,9 @@ def load(path: str, ids: list[str] | None,
 
 def llm_table(llm: dict[str, Any]):
     """LLM seats: tokens (and money) per game, failures by whose fault, the three VPS readings."""
-    from rich.table import Table
+    from calbench_tui.safe_text import markup, safe_table
 
-    t = Table(title="LLM seats: tokens per game, failures, privacy readings", title_justify="left")
+    t = safe_table(title="LLM seats: tokens per game, failures, privacy readings", title_justify="left")
     money = any(r.get("money_per_game") is not None for r in llm["rows"])
     cols = ["Agents", "N", "Prompt tok.", "Cached", "Compl. tok."] + ([f"{llm.get('currency') or ''}/game"]
                                                                      if money else [])
@@ -110,7 +110,8 @@ def llm_table(llm: dict[str, Any]):
                   f(r["vps"], "{:.2f}"), f(r["reflection_vps"], "{:.2f}"), f(r["judge_vps"], "{:.2f}")]
         t.add_row(*cells)
     if money and any(r.get("unpriced") for r in llm["rows"]):
-        t.caption = "* some models have no price: " + ", ".join(sorted({m for r in llm["rows"] for m in r["unpriced"]}))
+        t.caption = "* some models have no price: " + ", ".join(sorted({markup(m, 80) for r in llm["rows"]
+                                                                        for m in r["unpriced"]}))
     return t
 
 
@@ -215,8 +216,10 @@ def handle_report(args) -> int:
     console = Console()
     if not console.is_terminal:  # piped or redirected: do not squeeze the tables into 80 columns
         console = Console(width=max(console.width, 150))
-    scope = f" (tasks {args.tasks})" if args.tasks else ""
-    console.print(f"[bold]CalBench report[/] — {path}{scope}", highlight=False)
+    from calbench_tui.safe_text import markup
+
+    scope = f" (tasks {markup(args.tasks)})" if args.tasks else ""
+    console.print(f"[bold]CalBench report[/] — {markup(path)}{scope}", highlight=False)
     for part in report_view.report_renderables(report):
         console.print(part)
         console.print()
@@ -227,5 +230,5 @@ def handle_report(args) -> int:
         console.print(llm_calls_table(report["llm_calls"]))
         console.print()
     for f in written:
-        console.print(f"wrote {f}", highlight=False)
+        console.print(f"wrote {markup(f)}", highlight=False)
     return 0

@@ -16,6 +16,8 @@ from typing import Any
 
 from personas.spec import compact_label as compact_agents
 
+from calbench_tui.safe_text import SHOW_ID_CHARS, markup, plain
+
 from . import UserError, add_db_option, db_path, existing_db, with_store
 
 
@@ -160,9 +162,10 @@ def handle_games(args) -> int:
         return 0
     from rich import box
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=f"Saved games ({len(games)})", title_justify="left", box=box.SIMPLE_HEAD,
+    from calbench_tui.safe_text import safe_table
+
+    table = safe_table(title=f"Saved games ({len(games)})", title_justify="left", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False, collapse_padding=True)
     fixed = {"no_wrap": True}
     for col, kw in (("game", fixed), ("task", {"overflow": "fold", "min_width": 14}),
@@ -172,7 +175,7 @@ def handle_games(args) -> int:
     for g in games:
         agents = compact_agents(g["agents"]) + (" (authors)" if g["source"] == "authors" else "")
         status = g["status"] + (" (unverified)" if g.get("verification") == "unverified" else "")
-        table.add_row(g["game_id"][:8], g["task_id"] or "—", agents, status,
+        table.add_row(plain(g["game_id"])[:8], plain(g["task_id"] or "—", SHOW_ID_CHARS), plain(agents, 80), status,
                       (g["started_at"] or "—")[5:16].replace("T", " "), _fmt(g["coordination"], pct=True),
                       _fmt(g["excess_cost"]))
     Console().print(table)
@@ -207,7 +210,8 @@ def handle_export(args) -> int:
             fh.write(text + "\n")
     except OSError as exc:
         raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"wrote game {trace['game_id']} ({len(trace['events'])} events) to {args.output}", file=sys.stderr)
+    print(f"wrote game {plain(trace['game_id'], SHOW_ID_CHARS)} ({len(trace['events'])} events) to "
+          f"{plain(args.output)}", file=sys.stderr)
     return 0
 
 
@@ -239,7 +243,7 @@ def _export_all(args) -> int:
                 print(("\n" if sys.stderr.isatty() else "") + skip_line(trace, "the export"), file=sys.stderr)
                 skipped += 1
                 continue
-            path = os.path.join(out, f"calbench-{g['game_id']}.json")
+            path = os.path.join(out, f"calbench-{file_stem(g['game_id'])}.json")
             try:
                 with open(path, "w", encoding="utf-8") as fh:
                     fh.write(json.dumps(trace, indent=2, ensure_ascii=False) + "\n")
@@ -254,6 +258,19 @@ def _export_all(args) -> int:
     left = f" ({skipped} in play left out)" if skipped else ""
     print((f"wrote {n} game(s) to {args.output}" if n else "no saved games to export") + left, file=sys.stderr)
     return 0
+
+
+def file_stem(game_id: str) -> str:
+    """A file name for a game id: the id itself when it is a plain one (ours are uuids);
+    otherwise its letters, digits, '-', '_' and '.', cut to 80, and a hash of the whole id,
+    so an id holding '/', '..' or control characters never names a path outside the folder."""
+    import hashlib
+    import re
+
+    if re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}", game_id):
+        return game_id
+    kept = re.sub(r"[^A-Za-z0-9_.-]+", "-", game_id).strip("-.")[:80]
+    return f"{kept}-{hashlib.sha256(game_id.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}".lstrip("-")
 
 
 # -- import ----------------------------------------------------------------------------------
@@ -283,6 +300,7 @@ def handle_import(args) -> int:
     counts = {"imported": 0, "unverified": 0, "duplicate": 0, "failed": 0, "in play": 0}
     for path, outcome, detail in results:
         counts[outcome] += 1
+        path, detail = plain(path), plain(detail, None if outcome == "failed" else SHOW_ID_CHARS)
         if outcome == "imported":
             print(f"imported {path} (game {detail})")
         elif outcome == "unverified":
@@ -440,7 +458,7 @@ def handle_trace(args) -> int:
     console = Console()
     who = "the paper authors' harness" if res.source == "authors" else "CalBench"
     upto = f", up to event {args.at}" if args.at is not None else ""
-    console.print(f"Game [bold]{res.game_id}[/] (a trace from {who}{upto})")
+    console.print(f"Game [bold]{markup(res.game_id, SHOW_ID_CHARS)}[/] (a trace from {markup(who)}{upto})")
     table = Table(show_edge=False)
     for col in ("round", "meeting", "outcome", "state hash", "matches the record"):
         table.add_column(col)
@@ -470,5 +488,5 @@ def handle_trace(args) -> int:
         return 0
     console.print(f"\n[red]Not verified[/]: {len(res.problems)} problem(s):")
     for p in res.problems:
-        console.print(f"  - {p}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"  - {plain(p)}", highlight=False, markup=False, soft_wrap=True)
     return 1

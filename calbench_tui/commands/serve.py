@@ -339,10 +339,13 @@ def _participant_ids(raw: str | None) -> list[str]:
             raise UserError(f"--participants {n}: serve 1 to 1000 participants at a time")
         return [f"P{i:03d}" for i in range(1, n + 1)]
     ids = [p.strip() for p in text.split(",")]
-    bad = [p for p in ids if not p or not p.replace("-", "").replace("_", "").isalnum() or p.startswith("sim-")]
+    from engine.inputs import MAX_ID_CHARS, printable
+
+    bad = [p for p in ids if not p or not p.replace("-", "").replace("_", "").isalnum() or p.startswith("sim-")
+           or len(p) > MAX_ID_CHARS]
     if bad:
-        raise UserError(f"--participants: {bad[0]!r} is not an id; use letters, digits, '-' or '_' "
-                        "(ids starting 'sim-' are for simulated participants)")
+        raise UserError(f"--participants: {printable(bad[0], 48)!r} is not an id; use letters, digits, '-' or '_', "
+                        f"at most {MAX_ID_CHARS} (ids starting 'sim-' are for simulated participants)")
     if len(set(ids)) != len(ids):
         raise UserError("--participants names an id twice")
     return ids

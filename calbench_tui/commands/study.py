@@ -232,9 +232,12 @@ def handle_run(args) -> int:
 
     study = _load(args.path)
     pid = args.participant.strip()
-    if not pid or not pid.replace("-", "").replace("_", "").isalnum() or pid.startswith("sim-"):
-        raise UserError(f"--participant {args.participant!r}: use letters, digits, '-' or '_' "
-                        "(ids starting 'sim-' are for simulated participants)")
+    from engine.inputs import MAX_ID_CHARS, printable
+
+    if not pid or not pid.replace("-", "").replace("_", "").isalnum() or pid.startswith("sim-") or \
+            len(pid) > MAX_ID_CHARS:
+        raise UserError(f"--participant {printable(args.participant, 48)!r}: use letters, digits, '-' or '_', "
+                        f"at most {MAX_ID_CHARS} (ids starting 'sim-' are for simulated participants)")
     _check_participant_id(study, pid, args)
     pool_id = (args.pool_id or "").strip() or None
     if pool_id is not None and (len(pool_id) > 128 or not pool_id.isprintable()):
