@@ -67,6 +67,7 @@ def _resume_hint(args) -> str:
 def _run(handler, args) -> int:
     try:
         rc = handler(args)
+        sys.stdout.flush()  # inside the try: a full disk behind stdout is one line too
         return int(rc or 0)
     except UserError as exc:
         from engine.inputs import printable

@@ -177,7 +177,7 @@ def resolve_tasks(ref: str) -> list[Task]:
 
         return [generate_scenario(seed)]
     whole = Path(ref)
-    if whole.is_file():
+    if whole.is_file() or (whole.suffix in (".jsonl", ".json") and whole.exists()):  # a FIFO: refused by name
         if whole.suffix not in (".jsonl", ".json"):
             raise _bad(ref, "a task file must end in .jsonl or .json")
         return load_task_file(whole)
