@@ -135,6 +135,12 @@ class RunPool:
             await c.close()
 
 
+#: Upper bounds of the settings' numbers (seconds, tokens, counts).
+_UPPER = {"max_tokens": 1_000_000, "timeout": 86_400.0, "retries": 100, "backoff_base": 3_600.0,
+          "backoff_max": 86_400.0, "retry_after_max": 86_400.0, "concurrency": 10_000,
+          "endpoint_concurrency": 10_000, "context_window": 100_000_000}
+
+
 class LLMSettings(BaseModel):
     """How an LLM seat reaches its model.  All fields are safe to record in a trace."""
 
@@ -220,6 +226,23 @@ class LLMSettings(BaseModel):
 
     def model_post_init(self, __context: Any) -> None:
         self._pool = RunPool(self.concurrency)
+
+    @field_validator(*_UPPER)
+    @classmethod
+    def _bounded(cls, v: Any, info: Any) -> Any:
+        """Every number a personas file or an option may ask for has an upper bound (issue 24
+        item 8): a max_tokens past 64 bits failed every game, a timeout of 1e308 never ends."""
+        hi = _UPPER[info.field_name]
+        if v is not None and not v <= hi:  # also NaN and infinity
+            raise ValueError(f"must be at most {hi:,} (the limit), not {v!r}"[:120])
+        return v
+
+    @field_validator("model", "variant")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 200 or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in v)):
+            raise ValueError("must be a name of at most 200 printable characters")
+        return v
 
     @field_validator("api_key_env")
     @classmethod
