@@ -104,12 +104,17 @@ def refuse_peeking(trace: dict[str, Any], args, what: str) -> None:
 
 def read_trace_file(path: str) -> dict[str, Any]:
     """A trace from a JSON file, or a UserError naming the file and what is wrong."""
-    from engine.inputs import MAX_DATA_BYTES, loads_json, read_text
+    from engine.inputs import MAX_DATA_BYTES, loads_json, read_bytes
 
     try:
-        text = read_text(path, "trace file", limit=MAX_DATA_BYTES, error=UserError)
+        data = read_bytes(path, "trace file", limit=MAX_DATA_BYTES, error=UserError)
     except OSError as exc:
         raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not a text file (a JSON trace is UTF-8 text; byte {exc.start} is "
+                        f"{data[exc.start:exc.start + 1]!r})") from None
     try:
         trace = loads_json(text, path, error=UserError)
     except json.JSONDecodeError as exc:
