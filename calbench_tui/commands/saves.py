@@ -305,7 +305,9 @@ def handle_import(args) -> int:
     counts = {"imported": 0, "unverified": 0, "duplicate": 0, "failed": 0, "in play": 0}
     for path, outcome, detail in results:
         counts[outcome] += 1
-        path, detail = plain(path), plain(detail, None if outcome == "failed" else SHOW_ID_CHARS)
+        # a game id is elided; a sentence (a failure, a game left out) is only made printable
+        path, detail = plain(path), plain(detail, SHOW_ID_CHARS if outcome in ("imported", "unverified",
+                                                                               "duplicate") else None)
         if outcome == "imported":
             print(f"imported {path} (game {detail})")
         elif outcome == "unverified":
