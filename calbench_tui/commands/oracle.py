@@ -99,9 +99,10 @@ def handle(args) -> int:
         sys.stdout.write("\n")
         return 0
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=f"Oracle vs file: {agree} agree, {disagree} disagree, {len(rows) - agree - disagree} unknown")
+    from ..safe_text import safe_table
+
+    table = safe_table(title=f"Oracle vs file: {agree} agree, {disagree} disagree, {len(rows) - agree - disagree} unknown")
     for col in ("task", "ours", "file", "agent costs", "feasible fraction", "difficulty", "seconds", "note"):
         table.add_column(col)
     for r in rows:

@@ -23,6 +23,7 @@ from typing import Any
 
 from personas.spec import AgentsSpec, PersonaSpecError
 
+from ..safe_text import cell, markup, plain
 from . import UserError, add_db_option, db_path, game_options
 
 def register(subparsers) -> None:
@@ -235,7 +236,7 @@ def handle(args) -> int:
         games = runner.run_cli_suite(tasks, spec, db=path, settings=settings,
                                      concurrency=1 if scripted else k,
                                      resume=args.resume, progress_bar=progress_bar,
-                                     notice=lambda line: print(line, file=sys.stderr), executor=executor)
+                                     notice=lambda line: print(plain(line), file=sys.stderr), executor=executor)
     except runner.RunError as exc:
         raise UserError(str(exc)) from None
     except ExecutorError as exc:
@@ -300,10 +301,10 @@ def print_table(summary: list[dict[str, Any]], games) -> None:
     for row in summary:
         if row["cost_mode"] != mode:
             mode = row["cost_mode"]
-            table.add_row(f"[bold]{mode.capitalize()} Cost[/bold]", *blank, end_section=False)
+            table.add_row(f"[bold]{markup(mode.capitalize())} Cost[/bold]", *blank, end_section=False)
         n = str(row["games"]) + (f" (+{row['failed']} failed)" if row.get("failed") else "")
         table.add_row(
-            f"  {row['persona']}", n,
+            cell(f"  {row['persona']}"), n,
             _fmt(row["coordination"], 100, "{:.1f}"), _fmt(row["excess"], 1, "{:.2f}"),
             _fmt(row["messages_per_meeting"], 1, "{:.2f}"), _fmt(row["fairness"], 1, "{:.3f}"),
             _fmt(row["vps"], 1, "{:.2f}"),

@@ -21,6 +21,7 @@ import signal
 import sys
 import uuid
 
+from ..safe_text import plain
 from . import UserError, add_db_option, db_path, game_options
 
 
@@ -261,7 +262,7 @@ def handle(args: argparse.Namespace) -> int:
         except StoreError as exc:
             raise UserError(str(exc)) from None
         def on_takeover(seat: int, words: str) -> None:
-            print(f"Note: {words}; the first one was told, and the takeover is recorded in the game.",
+            print(f"Note: {plain(words)}; the first one was told, and the takeover is recorded in the game.",
                   file=sys.stderr, flush=True)
 
         table = Table(task, names, config, game_id=resume[0] if resume else str(uuid.uuid4()), store=store,
@@ -304,13 +305,13 @@ def handle(args: argparse.Namespace) -> int:
             if outcome is None:
                 print("The table was cancelled: not every seat was taken in time (recorded).", file=sys.stderr)
             else:
-                print(f"Game {table.game_id} {outcome.status}"
-                      + (f": {outcome.error}" if outcome.error else "") + ". It is saved.", file=sys.stderr)
+                print(f"Game {plain(table.game_id)} {outcome.status}"
+                      + (f": {plain(outcome.error)}" if outcome.error else "") + ". It is saved.", file=sys.stderr)
                 await _linger(server, args.linger)
             return 0 if outcome is not None and outcome.status == "completed" else 1
         except asyncio.CancelledError:
             if table.status == "stopped":
-                print(f"Stopped. Game {table.game_id} is saved as stopped.", file=sys.stderr)
+                print(f"Stopped. Game {plain(table.game_id)} is saved as stopped.", file=sys.stderr)
             elif table.status == "over":  # while lingering: the game's end was reported above
                 print("Stopped.", file=sys.stderr)
             else:
@@ -399,9 +400,9 @@ def _handle_study(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"web": base, "study": study_path, "participants": rows}), flush=True)
         else:
-            print(f"Serving study {args.study} on {base} (database {db})")
+            print(f"Serving study {plain(args.study)} on {base} (database {plain(db)})")
             for r in rows:
-                print(f"  {r['participant']}: {r['link']}")
+                print(f"  {plain(r['participant'])}: {r['link']}")
             print("Give each participant their own link. 'calbench study status' shows where everyone is; "
                   "ctrl+c stops the server (each session resumes at its step when its link is opened again).",
                   flush=True)
@@ -478,7 +479,7 @@ def _announce(args, server, table) -> None:
                           "game_id": table.game_id, "seats": seats}), flush=True)
         return
     web = _web_base(args, server)
-    print(f"Serving game {table.game_id} on {server.url}" + ("" if args.no_web else f" and {web}"))
+    print(f"Serving game {plain(table.game_id)} on {server.url}" + ("" if args.no_web else f" and {web}"))
     for s in seats:
         line = f"  seat {s['seat']}: calbench-play --join {server.url} --code={s['code']}"
         if not args.no_web:

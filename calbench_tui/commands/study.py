@@ -333,6 +333,7 @@ def _check_llm(study) -> None:
 def handle_status(args) -> int:
     import time
 
+    from engine.inputs import printable
     from lab.study.status import format_status, study_status
 
     study = _load(args.path)
@@ -344,7 +345,7 @@ def handle_status(args) -> int:
         else:
             if args.watch:
                 print("\033[2J\033[H", end="")
-            print(format_status(st))
+            print(printable(format_status(st), newlines=True))
         if not args.watch:
             return 0
         try:

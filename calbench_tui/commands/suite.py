@@ -271,19 +271,20 @@ def handle_show(args) -> int:
 
 def _print_show(path: Path, report: dict) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     from engine.suitegen import text_histogram
 
+    from ..safe_text import cell as text_cell, markup, safe_table
+
     con = Console()
     cells = report["cells"]
-    con.print(f"[bold]{path}[/]: {report['tasks']} tasks in {len(cells)} cells; "
+    con.print(f"[bold]{markup(path)}[/]: {report['tasks']} tasks in {len(cells)} cells; "
               f"difficulty scorer: {', '.join(report['difficulty_scorer'])}", soft_wrap=True)
     extra = sorted({b for counts in cells.values() for b in counts} - {"easy", "medium", "hard"})
-    t = Table(title="Tasks by cell and bucket")
+    t = safe_table(title="Tasks by cell and bucket")
     t.add_column("cell")
     for b in ("easy", "medium", "hard", *extra):
-        t.add_column(b, justify="right")
+        t.add_column(text_cell(b), justify="right")
     t.add_column("total", justify="right")
     for cell, counts in cells.items():
         t.add_row(cell, *[str(counts.get(b, 0)) for b in ("easy", "medium", "hard", *extra)],
@@ -310,13 +311,13 @@ def _print_show(path: Path, report: dict) -> None:
          + (f", {oracle.get('unknown', 0)} without an optimal cost" if oracle.get("unknown") else "")
          + (f", {oracle.get('disagree', 0)} disagree" if oracle.get("disagree") else "")),
         (checks["unique_ids"], "task ids are unique" if checks["unique_ids"]
-         else f"task ids used twice: {', '.join(report['duplicate_ids'][:10])}"),
+         else f"task ids used twice: {markup(', '.join(report['duplicate_ids'][:10]))}"),
         (checks["balanced_buckets"], "every cell has equal easy / medium / hard buckets" if checks["balanced_buckets"]
-         else f"cells with unequal buckets: {', '.join(report['unbalanced_cells'][:10])}"),
+         else f"cells with unequal buckets: {markup(', '.join(report['unbalanced_cells'][:10]))}"),
     ]
     for good, text in lines:
         con.print(("[green]✓[/] " if good else "[red]✗[/] ") + text, highlight=False, soft_wrap=True)
     for d in report["disagreements"][:10]:
-        con.print(f"    {d['task_id']}: {d['reason']}", highlight=False, soft_wrap=True)
+        con.print(f"    {markup(d['task_id'])}: {markup(d['reason'])}", highlight=False, soft_wrap=True)
     if len(report["disagreements"]) > 10:
         con.print(f"    ... and {len(report['disagreements']) - 10} more (see --json)")
