@@ -200,32 +200,10 @@ def repair_truncated(text: str) -> Any:
     if start is None:
         return None
     body = text[start:]
-    stack: list[str] = []
-    out: list[str] = []
-    in_str = esc = False
-    for ch in body:
-        out.append(ch)
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-        elif ch in "}]":
-            if not stack:
-                break
-            stack.pop()
-            if not stack:
-                break
+    end, stack, in_str, esc = _scan(body, stop_when_closed=True)
     if not stack:  # it closed by itself: nothing to repair here
         return None
-    s = "".join(out)
+    s = body[:end]
     if in_str:
         if esc:
             s = s[:-1]
@@ -250,11 +228,14 @@ def repair_truncated(text: str) -> Any:
     return None
 
 
-def _open_stack(text: str) -> list[str]:
-    """The closers still owed at the end of ``text`` (outside strings)."""
+def _scan(text: str, *, stop_when_closed: bool = False) -> tuple[int, list[str], bool, bool]:
+    """Walk ``text`` as JSON: ``(characters read, closers still owed, inside a string?,
+    just after a backslash in it?)``.  Brackets inside strings do not count; a closer with
+    nothing open is passed over.  ``stop_when_closed``: stop just after the closer that
+    leaves nothing open (or at a closer with nothing open)."""
     stack: list[str] = []
     in_str = esc = False
-    for ch in text:
+    for i, ch in enumerate(text):
         if in_str:
             if esc:
                 esc = False
@@ -267,9 +248,17 @@ def _open_stack(text: str) -> list[str]:
             in_str = True
         elif ch in "{[":
             stack.append("}" if ch == "{" else "]")
-        elif ch in "}]" and stack:
-            stack.pop()
-    return stack
+        elif ch in "}]":
+            if stack:
+                stack.pop()
+            if stop_when_closed and not stack:
+                return i + 1, stack, in_str, esc
+    return len(text), stack, in_str, esc
+
+
+def _open_stack(text: str) -> list[str]:
+    """The closers still owed at the end of ``text`` (outside strings)."""
+    return _scan(text)[1]
 
 
 def decode_envelope(text: Any, *, truncated: bool = False) -> tuple[Any, bool]:

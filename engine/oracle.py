@@ -406,16 +406,9 @@ def _greedy_hint(inst: _Instance) -> list[_Option | None]:
     return out
 
 
-def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = True,
-                 hint: Sequence[_Option | None] | None = None) -> list[_Option] | None:
-    """The reference solver (CP-SAT).  With ``fairness``/``lexicographic`` False only the
-    total cost is optimised.  ``hint`` (default: a greedy schedule) seeds the search; it
-    changes the time to the optimum, never the schedule returned."""
-    units = inst.units
-    if any(not u.options for u in units):
-        return None
-    if not units:
-        return []
+def _cover_model(units: Sequence[_Unit]):
+    """A CP-SAT model with one Boolean per option of each unit: exactly one option per
+    unit, at most one option per cell.  ``(model, the Booleans unit by unit)``."""
     from ortools.sat.python import cp_model
 
     model = cp_model.CpModel()
@@ -433,6 +426,22 @@ def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = T
     for vs in cell_vars.values():
         if len(vs) > 1:
             model.add_at_most_one(vs)
+    return model, xs
+
+
+def _solve_cpsat(inst: _Instance, lexicographic: bool = True, fairness: bool = True,
+                 hint: Sequence[_Option | None] | None = None) -> list[_Option] | None:
+    """The reference solver (CP-SAT).  With ``fairness``/``lexicographic`` False only the
+    total cost is optimised.  ``hint`` (default: a greedy schedule) seeds the search; it
+    changes the time to the optimum, never the schedule returned."""
+    units = inst.units
+    if any(not u.options for u in units):
+        return None
+    if not units:
+        return []
+    from ortools.sat.python import cp_model
+
+    model, xs = _cover_model(units)
     for u, row, h in zip(units, xs, hint if hint is not None else _greedy_hint(inst)):
         if h is not None:
             for o, v in zip(u.options, row):
@@ -897,23 +906,13 @@ def split_realised(task: Task, split: Sequence[int], *, total: int | None = None
         return all(c == 0 for c in split)
     from ortools.sat.python import cp_model
 
-    model = cp_model.CpModel()
-    cell_vars: dict[tuple[int, int], list] = {}
+    model, xs = _cover_model(inst.units)
     terms: list[tuple[list, list]] = [([], []) for _ in range(inst.num_agents)]
-    for u in inst.units:
-        row = []
-        for o in u.options:
-            v = model.new_bool_var("")
-            row.append(v)
-            for c in o.cells:
-                cell_vars.setdefault(c, []).append(v)
+    for u, row in zip(inst.units, xs):
+        for o, v in zip(u.options, row):
             for a, c, _lv in o.agent_cost:
                 terms[a][0].append(v)
                 terms[a][1].append(c)
-        model.add_exactly_one(row)
-    for vs in cell_vars.values():
-        if len(vs) > 1:
-            model.add_at_most_one(vs)
     for a, (vs, cs) in enumerate(terms):
         if vs:
             expr = cp_model.LinearExpr.weighted_sum(vs, cs)

@@ -191,13 +191,7 @@ def _options(args: argparse.Namespace):
     from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
     from personas.spec import AgentsSpec, PersonaSpecError, SeatSpec
 
-    _check_address(args)
-    if not 0.1 <= args.send_timeout <= 3600:
-        raise UserError(f"--send-timeout must be 0.1..3600 seconds, not {args.send_timeout:g}")
-    for name in ("hold", "lobby_wait", "linger"):
-        v = getattr(args, name)
-        if not 0 <= v <= 86400:
-            raise UserError(f"--{name.replace('_', '-')} must be 0..86400 seconds, not {v:g}")
+    _checks(args)
     channels = game_options(args)
     try:
         tasks = resolve_tasks(args.task)

@@ -17,6 +17,8 @@ import pytest
 from saves.lease import current_owner
 from saves.store import Store
 
+from .helpers import wait_until
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
@@ -36,15 +38,6 @@ def _completed(db: str) -> int:
         return 0
 
 
-def _wait_for(pred, timeout=120.0, step=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return False
-
-
 @pytest.fixture
 def suite(tmp_path):
     tasks = str(tmp_path / "big.jsonl")
@@ -59,12 +52,12 @@ def test_kill_then_resume_plays_every_task_once(suite, sig):
     tasks, db = suite
     first = subprocess.Popen(run_cmd(tasks, db), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        assert _wait_for(lambda: _completed(db) >= 16), first.stderr.read() if first.poll() is not None else ""
+        assert wait_until(lambda: _completed(db) >= 16, 120.0, 0.02), first.stderr.read() if first.poll() is not None else ""
         workers = children_of(first.pid)
         assert len(workers) >= 1  # a scripted suite of 240 tasks runs in worker processes
         first.send_signal(getattr(signal, f"SIG{sig}"))
         first.wait(timeout=30)
-        assert _wait_for(lambda: not any(alive(w) for w in workers), timeout=2.0), "a worker outlived its parent"
+        assert wait_until(lambda: not any(alive(w) for w in workers), 2.0, 0.02), "a worker outlived its parent"
     finally:
         if first.poll() is None:
             first.kill()
@@ -100,7 +93,7 @@ def test_a_second_run_without_resume_is_refused_in_one_line(suite):
     first = subprocess.Popen(run_cmd(tasks, db, "--concurrency", "1"), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:
-        assert _wait_for(lambda: _completed(db) >= 1)
+        assert wait_until(lambda: _completed(db) >= 1, 120.0, 0.02)
         second = subprocess.run(run_cmd(tasks, db), capture_output=True, text=True, timeout=120)
         assert second.returncode == 2
         lines = second.stderr.strip().splitlines()
@@ -173,7 +166,7 @@ def test_die_with_parent_in_a_grandchild(tmp_path):
     proc.kill()
     proc.wait()
     try:
-        assert _wait_for(lambda: not alive(child), timeout=2.0)
+        assert wait_until(lambda: not alive(child), 2.0, 0.02)
     finally:
         if alive(child):
             os.kill(child, signal.SIGKILL)

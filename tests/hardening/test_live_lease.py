@@ -24,6 +24,8 @@ from lab.session import Session, run_session
 from personas.registry import make_personas
 from saves.store import Store
 
+from .helpers import wait_until
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 GID = "11111111-2222-3333-4444-555555555555"
@@ -61,15 +63,6 @@ def _events(db: str, gid: str) -> list[tuple]:
         con.close()
 
 
-def _wait_for(pred, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.fixture
 def live_game(tmp_path):
     db = str(tmp_path / "live.db")
@@ -77,8 +70,8 @@ def live_game(tmp_path):
                             stderr=subprocess.PIPE, text=True)
     try:
         # the game has started and waits for the person at seat 0 (its first talk turn)
-        assert _wait_for(lambda: any(t == "turn_start" or t == "round_start" for _, t, _ in _events(db, GID))
-                         or proc.poll() is not None), "holder never started"
+        assert wait_until(lambda: any(t == "turn_start" or t == "round_start" for _, t, _ in _events(db, GID))
+                          or proc.poll() is not None, 60.0), "holder never started"
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.3)  # let the bots' first moves land too
         yield db, proc

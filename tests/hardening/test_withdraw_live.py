@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from .helpers import wait_until
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "study"))
 
 from studykit import SCRIPTED_ONLY, example_text  # noqa: E402
@@ -58,15 +60,6 @@ def _q(db, sql, *args):
         con.close()
 
 
-def _wait_for(pred, timeout=90.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.fixture
 def live(tmp_path):
     study = tmp_path / "study.toml"
@@ -80,7 +73,7 @@ def live(tmp_path):
                       "WHERE s.participant = 'P1'")
         return bool(rows) and rows[0][0] == "running" or proc.poll() is not None
     try:
-        assert _wait_for(in_game), "the session never reached its game"
+        assert wait_until(in_game, 90.0), "the session never reached its game"
         assert proc.poll() is None, proc.stderr.read()
         yield str(study), db, proc
     finally:

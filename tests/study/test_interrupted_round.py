@@ -25,10 +25,10 @@ from saves.store import Store
 
 
 class CancelAt(EventSink):
-    """Cancels the running task when the first event matching ``when`` is emitted."""
+    """Cancels ``task`` (given here or set later) when the first event matching ``when`` is emitted."""
 
-    def __init__(self, when) -> None:
-        self.when, self.task, self.fired = when, None, False
+    def __init__(self, when, task=None) -> None:
+        self.when, self.task, self.fired = when, task, False
 
     async def emit(self, event):
         if not self.fired and self.when(event):
@@ -152,16 +152,6 @@ def test_the_engine_alone_sets_the_cut_round_aside():
     assert verify_trace(again.trace).verified
 
 
-class CrashAt(EventSink):
-    def __init__(self, task, when) -> None:
-        self.task, self.when, self.fired = task, when, False
-
-    async def emit(self, event):
-        if not self.fired and self.when(event):
-            self.fired = True
-            self.task.cancel()
-
-
 class CrashingDriver(SimulatedDriver):
     """Quits (like ctrl+q) after the second message of round 1 of the first real game."""
 
@@ -171,7 +161,7 @@ class CrashingDriver(SimulatedDriver):
 
     def listeners(self, ctx):
         if ctx.game.index == 1 and not ctx.resumed:
-            return [CrashAt(self.task, _second_message_of_round(0))]
+            return [CancelAt(_second_message_of_round(0), self.task)]
         return []
 
 
