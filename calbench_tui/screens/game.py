@@ -155,6 +155,8 @@ class GameScreen(Screen):
     def deliver(self, fn, *args) -> None:
         """Run ``fn(*args)`` now, or once the screen is mounted (the game may start first)."""
         if self._ready:
+            if not self.is_attached or not self.query(SeatsBar):
+                return  # the screen is being taken down (ctrl+q): the store keeps the event, nothing to paint
             fn(*args)
         else:
             self._backlog.append((fn, args))

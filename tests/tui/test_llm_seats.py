@@ -56,10 +56,15 @@ async def test_a_failing_llm_seat_is_shown_as_failed():
         app = make_app(settings=Settings(seat=2, seed=7, agents="llm:mock-model", deterministic=True,
                                          max_turns_per_round=2), llm=llm)
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.game_screen is not None
-                           and app.game_screen.query_one(SeatsBar).failed[4] is not None,
-                           what="agent 4 marked failed")
+            def agent_4_shown_failed() -> bool:  # the seat bar may not be composed yet: wait for it
+                bars = app.game_screen.query(SeatsBar) if app.game_screen is not None else []
+                return bool(bars) and bars.first().failed[4] is not None and "failed" in screen_text(app)
+
+            await wait_for(pilot, agent_4_shown_failed, what="agent 4 shown failed")
             text = screen_text(app)
             assert "4:" in text and "failed" in text
-            await pilot.press("ctrl+q")
+            # ctrl+q's action, run directly: pilot.press would also wait for every pending message of
+            # the screen to be handled, and the game keeps sending them while it plays on
+            await app.run_action("quit_game")
+            await wait_for(pilot, lambda: app.status == "stopped", what="the game stopped")
         assert app.status == "stopped"
