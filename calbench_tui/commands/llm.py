@@ -207,7 +207,8 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                         "4,096 tokens)")
     g.add_argument("--llm-calls-per-round", type=int, default=None, metavar="N",
                    help="at most N CHEAP_TALK calls per round for each LLM seat; past it the seat passes without "
-                        "a request (default: no cap; the turn budget still applies)")
+                        "a request (default: 4 when the model's context window is 8,192 tokens or less — small local models "
+                        "rarely end their turn — else no cap; the turn budget still applies)")
     g.add_argument("--reflection", action="store_true",
                    help="after each round ask every LLM seat for its belief changes (reflection-calibrated VPS)")
 

@@ -54,6 +54,12 @@ from engine.seats import Reply
 from .client import CallResult, complete, failure_words, fetch_models
 from .context import Estimator, digest_block, fits, message_rounds, window_from_models
 from .prompts import COMPACT_BELOW, PromptBook, fragment
+
+# An LLM seat on a model with a context window this small or smaller (SmolLM2, Gemma 3 270M,
+# most GGUF builds run at 8k) talks on every turn it is given: unless max_calls_per_round
+# says otherwise it gets SMALL_MODEL_CALLS CHEAP_TALK calls per round (issue 22).
+SMALL_WINDOW = 8192
+SMALL_MODEL_CALLS = 4
 from .schema import THINKING_MAX, drop_keywords, envelope_schema, reflection_schema, refused_keywords, response_format
 from .settings import LLMConfigError, LLMSettings
 
@@ -199,9 +205,19 @@ class LLMPersona:
     # -- ending the talk ------------------------------------------------------------------
     def _capped(self, obs) -> bool:
         """Whether this CHEAP_TALK turn is past the seat's ``max_calls_per_round``."""
-        cap = self.settings.max_calls_per_round
+        cap = self.calls_cap
         return (cap is not None and isinstance(obs, TurnObservation)
                 and self._round_calls.get(obs.round, 0) >= cap)
+
+    @property
+    def calls_cap(self) -> int | None:
+        """CHEAP_TALK calls per round: ``max_calls_per_round`` when set; unset, a model whose
+        context window is at most :data:`SMALL_WINDOW` tokens (a small local model, which
+        rarely ends its turn by itself) gets :data:`SMALL_MODEL_CALLS`, any other none."""
+        cap = self.settings.max_calls_per_round
+        if cap is None and self._window is not None and self._window <= SMALL_WINDOW:
+            return SMALL_MODEL_CALLS
+        return cap
 
     def _note_agreements(self, round_: int, sender: int, content: str) -> None:
         for m in _AGREE_RE.finditer(content or ""):
@@ -603,7 +619,7 @@ class LLMPersona:
         if self._capped(obs):  # past max_calls_per_round: a pass, without a request
             self.counters["capped_turns"] += 1
             return Reply(actions=(), latency_ms=0.0,
-                         extra={**self._extra(None), "capped": self.settings.max_calls_per_round})
+                         extra={**self._extra(None), "capped": self.calls_cap})
         text = self.prompt(obs)
         self._shown(obs)
         self.counters["calls"] += 1

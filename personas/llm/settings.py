@@ -189,7 +189,9 @@ class LLMSettings(BaseModel):
                             "fewer tokens, for small context windows), auto (compact when the window is under 4,096 "
                             "tokens)")
     max_calls_per_round: int | None = Field(None, ge=1, description="CHEAP_TALK calls per round for an LLM seat; "
-                                                                    "past it the seat passes without a request")
+                                                                    "past it the seat passes without a request; "
+                                                                    "unset: 4 when the model's context window is "
+                                                                    "8,192 tokens or less, else no cap")
     extra_body: dict[str, Any] | None = Field(None, description="extra JSON fields for the endpoint")
 
     _pool: RunPool = PrivateAttr()

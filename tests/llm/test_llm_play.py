@@ -128,6 +128,26 @@ async def test_a_cap_on_calls_per_round(make_settings):
     print(f"\ncopycat canonical:0, seat 1: CHEAP_TALK requests {uncapped[0]} uncapped, {capped[0]} with a cap of 3")
 
 
+async def test_a_small_model_is_capped_by_default(make_settings):
+    """Unset, the cap follows the model's window as the endpoint advertises it: a copycat
+    behind an 8k window (a small local model) gets 4 CHEAP_TALK calls per round, behind a
+    32k window it talks on every turn; ``max_calls_per_round`` set wins either way."""
+    task = canonical(0)
+    out = {}
+    for window, cap in ((8192, None), (32768, None), (8192, 6)):
+        async with MockLLMServer(policy="sloppy", sloppy_mode="copycat", context_limit=window,
+                                 advertise_context=True) as mock:
+            res, p = await one_llm(task, make_settings(mock, max_calls_per_round=cap))
+        per_round = Counter(e["data"]["round"] for e in events(res, "turn_end")
+                            if e["data"]["agent_id"] == 1 and not (e["data"].get("extra") or {}).get("capped"))
+        capped = [e["data"]["extra"]["capped"] for e in events(res, "turn_end")
+                  if e["data"]["agent_id"] == 1 and (e["data"].get("extra") or {}).get("capped")]
+        out[window, cap] = (max(per_round.values()), set(capped))
+    assert out[8192, None] == (4, {4})
+    assert out[32768, None][0] > 4 and out[32768, None][1] == set()
+    assert out[8192, 6] == (6, {6})
+
+
 # -- item 5: runaway strings; a cut reply is repaired whole or unreadable -----------------
 def test_a_cut_reply_is_never_read_as_one_inner_action():
     cut = ('{"thinking": "long thoughts", "actions": [{"type": "dm", "to": 2, "content": "slot 4?"}, '
