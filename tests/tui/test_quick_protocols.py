@@ -70,14 +70,14 @@ async def test_quick_actions_speak_sdmap_and_the_bots_act_on_them():
             if not obs.is_participant:
                 return
             if min(m.participants) == 2:
-                if not gs.my_proposal:
+                if not gs.model.my_proposal:
                     await press_to_slot(pilot, gs.calendar, target)
                     await pilot.press("p")
-                elif gs.proposal_kind == "reply" and m.id not in accepted:
-                    accepted[m.id] = gs.proposal[1][0]
+                elif gs.model.proposal_kind == "reply" and m.id not in accepted:
+                    accepted[m.id] = gs.model.proposal[1][0]
                     await pilot.press("a")  # confirm
-            elif gs.proposal and gs.proposal_kind == "propose":
-                slot = gs.proposal[1][0]
+            elif gs.model.proposal and gs.model.proposal_kind == "propose":
+                slot = gs.model.proposal[1][0]
                 if m.id not in declined:
                     declined[m.id] = slot
                     await pilot.press("d")  # IMPOSSIBLE: the bot must propose another slot
@@ -128,16 +128,16 @@ async def test_quick_actions_speak_dsm_and_the_bots_act_on_them():
             if min(m.participants) == 2:
                 if obs.turn == 0:
                     await pilot.press("r")  # DSM proposals: the responders score every slot
-                elif gs.reported and m.id not in chosen:
+                elif gs.model.reported and m.id not in chosen:
                     # Propose the *highest* slot everyone scored above zero (not the cheapest).
                     mine = [s for s, it in enumerate(gs.calendar.calendar) if it is None]
-                    ok = [s for s in mine if all(gs.reported[a].get(s) is not None
+                    ok = [s for s in mine if all(gs.model.reported[a].get(s) is not None
                                                  for a in m.participants if a != 2)]
                     chosen[m.id] = max(ok)
                     await press_to_slot(pilot, gs.calendar, chosen[m.id])
                     await pilot.press("p")  # DSM decision
-            elif gs.proposal and gs.proposal_kind == "proposals" and m.id not in chosen:
-                free = [s for s in gs.proposal[1] if gs.calendar.calendar[s] is None]
+            elif gs.model.proposal and gs.model.proposal_kind == "proposals" and m.id not in chosen:
+                free = [s for s in gs.model.proposal[1] if gs.calendar.calendar[s] is None]
                 if free:
                     chosen[m.id] = free[-1]
                     await press_to_slot(pilot, gs.calendar, chosen[m.id])
@@ -175,13 +175,13 @@ async def test_propose_on_a_blocked_errand_warns_and_sends_nothing():
         await press_to_slot(pilot, gs.calendar, blocked)
         await pilot.press("p")
         await pilot.pause()
-        assert gs.outbox == [] and gs.my_proposal == []
+        assert gs.model.outbox == [] and gs.model.my_proposal == []
         notes = [n.message for n in app._notifications]
         assert any(f"slot {blocked}" in n and "can't hold" in n for n in notes), notes
         # A free slot is proposed as usual.
         await press_to_slot(pilot, gs.calendar, free)
         await pilot.press("p")
-        assert [m.payload["slot"] for m in gs.outbox] == [free, free]
+        assert [m.payload["slot"] for m in gs.model.outbox] == [free, free]
 
 
 async def test_an_uncoordinated_meeting_without_a_copy_is_worded():
