@@ -642,6 +642,9 @@ class CalBenchApp(App):
         self.push_screen(SetupScreen(self.settings, num_agents=n, llm_available=self.settings.llm_available,
                                      again=True), callback=self._setup_done)
 
+    def on_saved_games_screen_resume(self, message) -> None:
+        self.run_worker(self.resume_saved(message.game_id), group="resume", exclusive=True, exit_on_error=False)
+
     async def resume_saved(self, game_id: str) -> bool:
         """Continue a stopped game picked in the saved-games list (as ``--resume`` does)."""
         if self.status == "running":
