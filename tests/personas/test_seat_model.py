@@ -325,3 +325,104 @@ def test_item_round_trip_of_the_hand_calendar():
     _calendar(m, [(5, False), None])
     assert m.calendar == [item_from_json({"errand_id": 0, "cost": 5}), None]
     assert isinstance(m.calendar[0], Errand)
+
+
+# -- a whole game played through the model alone --------------------------------------------------
+class ModelSeat:
+    """A seat played through the SeatModel alone — what a person's keys do, without Textual:
+    ``act(model, obs)`` makes the quick actions of one CHEAP_TALK turn; DECISION places the
+    meeting at the model's agreed slot (else the first free slot)."""
+
+    kind = "human"
+    model = "human"
+
+    def __init__(self, seat_model: SeatModel, act) -> None:
+        self.seat_model, self.act = seat_model, act
+
+    async def register(self, briefing):
+        self.seat_model.register(briefing)
+
+    async def speak(self, obs):
+        req = HumanRequest("speak", obs, obs.view.seat, asyncio.get_running_loop().create_future())
+        self.seat_model.speak(req)
+        self.act(self.seat_model, obs)
+        self.seat_model.end_turn()
+        return req.future.result()
+
+    async def volunteer(self, obs):
+        from engine.seats import Reply
+
+        return Reply(actions=(), text="no moves")
+
+    async def decide(self, obs):
+        from engine.seats import Reply
+        from personas.base import clear_and_schedule
+
+        cal = obs.view.calendar
+        agreed = self.seat_model.agreed_slot()
+        for slot in ([agreed] if agreed is not None else []) + [s for s, it in enumerate(cal) if it is None]:
+            actions = clear_and_schedule(cal, obs.meeting.id, slot)
+            if actions:
+                return Reply(actions=tuple(actions))
+        return Reply(actions=())
+
+
+def _slot_of(ev_data: dict, meeting_id: int, seat: int) -> int | None:
+    cal = (ev_data.get("calendars") or [])[seat]
+    return next((s for s, it in enumerate(cal) if isinstance(it, dict) and it.get("meeting_id") == meeting_id), None)
+
+
+def _human_sent(trace, kind: str) -> list[dict]:
+    return [e["data"] for e in trace["events"] if e["type"] == "dm_sent" and e["data"]["from_agent"] == 2
+            and (e["data"].get("payload") or {}).get("kind") == kind]
+
+
+def test_the_models_quick_actions_speak_dsm_and_the_bots_act_on_them():
+    """Seat 2 against DSM-Welfare seats, played through the model (was a whole-game Pilot test:
+    the keys are tests/tui/test_quick_protocols.py's SD-MAP game)."""
+    from personas.registry import make_personas
+
+    task = generate_scenario(7)
+    m1 = task.meetings[0]
+    assert min(m1.participants) == 2
+    chosen: dict[int, int] = {}
+
+    def act(m: SeatModel, obs) -> None:
+        mt = obs.meeting
+        if not obs.is_participant:
+            return
+        if min(mt.participants) == 2:
+            if obs.turn == 0:
+                m.quick("ask_costs", cursor=0)  # DSM proposals: the responders score every slot
+            elif m.reported and mt.id not in chosen:
+                # the *highest* slot everyone scored above zero (not the cheapest)
+                mine = [s for s, it in enumerate(m.calendar) if it is None]
+                ok = [s for s in mine if all(m.reported[a].get(s) is not None for a in mt.participants if a != 2)]
+                chosen[mt.id] = max(ok)
+                m.quick("propose", cursor=chosen[mt.id], selected=[chosen[mt.id]])  # DSM decision
+        elif m.proposal and m.proposal_kind == "proposals" and mt.id not in chosen:
+            free = [s for s in m.proposal[1] if m.calendar[s] is None]
+            if free:
+                chosen[mt.id] = free[-1]
+                m.quick("accept", cursor=chosen[mt.id])  # DSM scores: only this slot, at full satisfaction
+
+    model = SeatModel(2, ("dm",), task.num_agents, num_rounds=len(task.meetings))
+    seats = list(make_personas("dsm-welfare", task.num_agents))
+    seats[2] = ModelSeat(model, act)
+    res = asyncio.run(run_game(task, seats, GameConfig(deterministic=True), Feed(model, 2)))
+    trace = res.trace
+    assert model.game_over and model.calendar == list(res.state.calendars[2])
+    assert {_human_sent(trace, "proposals")[0]["payload"]["protocol"]} == {"dsm"}
+    decisions = _human_sent(trace, "decision")
+    assert decisions and decisions[0]["payload"] == {"protocol": "dsm", "kind": "decision",
+                                                     "meeting_id": m1.id, "slot": chosen[m1.id]}
+    bot_scores = [e for e in trace["events"] if e["type"] == "dm_sent" and e["data"]["to_agent"] == 2
+                  and (e["data"].get("payload") or {}).get("kind") == "scores"]
+    assert {e["data"]["from_agent"] for e in bot_scores} == {3, 4}  # the bots scored the human's offer
+    resolutions = {e["data"]["meeting_id"]: e["data"] for e in trace["events"] if e["type"] == "resolution"}
+    assert {_slot_of(resolutions[m1.id], m1.id, a) for a in m1.participants} == {chosen[m1.id]}
+    answered = [mid for mid in chosen if mid != m1.id]  # where a bot opened, the typed scores steered it
+    assert answered and _human_sent(trace, "scores")
+    for mid in answered:
+        parts = next(m.participants for m in task.meetings if m.id == mid)
+        assert {_slot_of(resolutions[mid], mid, a) for a in parts} == {chosen[mid]}
