@@ -313,79 +313,94 @@ class SeatModel:
               open_channel: str | None = None, confirmed: bool = False) -> QuickResult:
         """The messages a quick action makes (``personas/quick.py``), queued; or why not.
 
+        ``kind``: ``ask_costs``, ``share_costs``, ``propose``, ``accept`` or ``decline``.
         ``cursor`` is the calendar slot under the cursor, ``selected`` the slots a proposal is
         about (the marked slots, else the cursor's), ``marks`` the marked slots,
         ``open_channel`` the channel of the thread on screen, ``confirmed`` a second press of a
         key that asked for one.
         """
-        mid, parts = self.meeting_id, self.participants
-        if mid is None:
+        if self.meeting_id is None:
             return QuickResult(warning="No meeting is being negotiated right now.")
-        others = [p for p in parts if p != self.seat] or [a for a in range(self.num_agents) if a != self.seat]
-        cal = self.calendar
-        costs = insertion_costs(cal) if cal else []
-        initiator = self.initiator
-        marks = sorted(marks)
-
-        def typed(builder, ch: str, to: list[int], *args, **kw) -> list[Message]:
-            """One message per DM recipient in its own protocol; a groupchat line typed only
-            when everyone it is meant for speaks the same protocol."""
-            if ch == "dm":
-                return [m for t in to for m in builder(self.seat, mid, *args, channel=ch, to=[t],
-                                                       protocol=self.protocols.get(t), **kw)]
-            protos = {self.protocols.get(p) for p in others}
-            proto = protos.pop() if len(protos) == 1 else None
-            return builder(self.seat, mid, *args, channel=ch, to=to, protocol=proto, **kw)
-
-        msgs: list[Message] = []
+        costs = insertion_costs(self.calendar) if self.calendar else []
         if kind == "ask_costs":
-            feasible = [s for s, c in enumerate(costs) if c is not None]
-            ch, to = self.route(others, open_channel)
-            msgs = typed(quick.ask_costs, ch, to, feasible, initiator=initiator)
+            ch, to = self.route(self._others_or_all(), open_channel)
+            out = QuickResult(self._typed(quick.ask_costs, ch, to, [s for s, c in enumerate(costs) if c is not None],
+                                          initiator=self.initiator))
         elif kind == "share_costs":
-            if marks:
-                slots = marks
-            elif self.cost_request:
-                slots = self.cost_request[1] or list(range(len(cal)))
-            else:
-                slots = list(range(len(cal)))
-            asker = [self.cost_request[0]] if self.cost_request else others
-            ch, to = self.route(asker, open_channel)
-            if not marks and not self.cost_request and not confirmed:
-                whom = "everyone in the chat" if ch != "dm" else ("Agent " if len(to) == 1 else "Agents ") + \
-                    ", ".join(map(str, to))
-                return QuickResult(warning=f"Nobody asked: this would send your cost for all {len(slots)} slots to "
-                                           f"{whom}. Press c again to send it, or mark slots with space first.",
-                                   confirm=True)
-            msgs = typed(quick.share_costs, ch, to, {s: costs[s] for s in slots if 0 <= s < len(costs)})
+            out = self._share_costs(costs, sorted(marks), open_channel, confirmed)
         elif kind == "propose":
-            slots = list(selected)
-            blocked = [s for s in slots if 0 <= s < len(costs) and costs[s] is None]
-            if blocked:
-                return QuickResult(warning=f"You can't hold {protocol.slots_phrase(blocked)}: it is taken on your "
-                                           "calendar by something that cannot move. Pick a free slot or an errand "
-                                           "you can move.")
-            ch, to = self.route(others, open_channel)
-            msgs = typed(quick.propose, ch, to, slots, initiator=initiator)
-            self.my_proposal = slots
-            self.talk = slots
+            out = self._propose(costs, list(selected), open_channel)
         elif kind in ("accept", "decline"):
-            if self.proposal:
-                frm, slots = self.proposal
-                slot = slots[0] if len(slots) == 1 else (cursor if cursor in slots else slots[0])
-                to_default = [frm]
-            else:
-                slot = cursor
-                to_default = others
-            answering = self.proposal_kind if self.proposal else None
-            if initiator and kind == "accept":
-                to_default = others  # my confirm / decision goes to every participant
-            ch, to = self.route(to_default, open_channel)
-            if kind == "accept":
-                msgs = typed(quick.accept, ch, to, slot, answering=answering, initiator=initiator,
-                             my_cost=costs[slot] if slot is not None and 0 <= slot < len(costs) else None)
-                self.talk = [slot]
-            else:
-                msgs = typed(quick.decline, ch, to, slot, answering=answering, initiator=initiator)
-        self.queue(msgs)
+            out = self._answer(kind, costs, cursor, open_channel)
+        else:
+            raise ValueError(f"no quick action {kind!r}")
+        self.queue(out.messages)
+        return out
+
+    def _others_or_all(self) -> list[int]:
+        """The meeting's other participants, or (no participants known) every other seat."""
+        return self.others_in_meeting() or [a for a in range(self.num_agents) if a != self.seat]
+
+    def _typed(self, builder, ch: str, to: list[int], *args, **kw) -> list[Message]:
+        """One message per DM recipient in its own protocol; a groupchat line typed only when
+        everyone it is meant for speaks the same protocol."""
+        mid = self.meeting_id
+        if ch == "dm":
+            return [m for t in to for m in builder(self.seat, mid, *args, channel=ch, to=[t],
+                                                   protocol=self.protocols.get(t), **kw)]
+        protos = {self.protocols.get(p) for p in self._others_or_all()}
+        proto = protos.pop() if len(protos) == 1 else None
+        return builder(self.seat, mid, *args, channel=ch, to=to, protocol=proto, **kw)
+
+    def _share_costs(self, costs: list[int | None], marks: list[int], open_channel: str | None,
+                     confirmed: bool) -> QuickResult:
+        n = len(self.calendar)
+        if marks:
+            slots = marks
+        elif self.cost_request:
+            slots = self.cost_request[1] or list(range(n))
+        else:
+            slots = list(range(n))
+        asker = [self.cost_request[0]] if self.cost_request else self._others_or_all()
+        ch, to = self.route(asker, open_channel)
+        if not marks and not self.cost_request and not confirmed:
+            whom = "everyone in the chat" if ch != "dm" else ("Agent " if len(to) == 1 else "Agents ") + \
+                ", ".join(map(str, to))
+            return QuickResult(warning=f"Nobody asked: this would send your cost for all {len(slots)} slots to "
+                                       f"{whom}. Press c again to send it, or mark slots with space first.",
+                               confirm=True)
+        return QuickResult(self._typed(quick.share_costs, ch, to, {s: costs[s] for s in slots if 0 <= s < len(costs)}))
+
+    def _propose(self, costs: list[int | None], slots: list[int], open_channel: str | None) -> QuickResult:
+        blocked = [s for s in slots if 0 <= s < len(costs) and costs[s] is None]
+        if blocked:
+            return QuickResult(warning=f"You can't hold {protocol.slots_phrase(blocked)}: it is taken on your "
+                                       "calendar by something that cannot move. Pick a free slot or an errand "
+                                       "you can move.")
+        ch, to = self.route(self._others_or_all(), open_channel)
+        msgs = self._typed(quick.propose, ch, to, slots, initiator=self.initiator)
+        self.my_proposal = slots
+        self.talk = slots
+        return QuickResult(msgs)
+
+    def _answer(self, kind: str, costs: list[int | None], cursor: int | None,
+                open_channel: str | None) -> QuickResult:
+        """Accept or decline the slot proposed to me (or the cursor's slot when none was)."""
+        if self.proposal:
+            frm, slots = self.proposal
+            slot = slots[0] if len(slots) == 1 else (cursor if cursor in slots else slots[0])
+            to_default = [frm]
+        else:
+            slot = cursor
+            to_default = self._others_or_all()
+        answering = self.proposal_kind if self.proposal else None
+        initiator = self.initiator
+        if initiator and kind == "accept":
+            to_default = self._others_or_all()  # my confirm / decision goes to every participant
+        ch, to = self.route(to_default, open_channel)
+        if kind == "decline":
+            return QuickResult(self._typed(quick.decline, ch, to, slot, answering=answering, initiator=initiator))
+        msgs = self._typed(quick.accept, ch, to, slot, answering=answering, initiator=initiator,
+                           my_cost=costs[slot] if slot is not None and 0 <= slot < len(costs) else None)
+        self.talk = [slot]
         return QuickResult(msgs)
