@@ -74,11 +74,7 @@ class TerminalDriver:
     def draft(self):
         """The batch on screen when a decision runs out of time: submitted if it is valid."""
         ds = self.app.decision_screen
-        if ds is None:
-            return None
-        from engine.rules import BatchOutcome
-
-        return tuple(ds.plan.actions()) if isinstance(ds.plan.check(), BatchOutcome) else None
+        return None if ds is None else ds.draft()
 
     def listeners(self, ctx):
         return [AppSink(self.app, ctx.game.seat)]

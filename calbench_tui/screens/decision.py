@@ -267,6 +267,10 @@ class DecisionScreen(Screen):
             return
         self._answer(Reply(actions=tuple(self.plan.actions()), text=" · ".join(self.plan.describe())))
 
+    def draft(self) -> tuple | None:
+        """The batch on screen if the engine would accept it (a study submits it when time runs out)."""
+        return tuple(self.plan.actions()) if isinstance(self.plan.check(), BatchOutcome) else None
+
     def action_nothing(self) -> None:
         if self.decision:
             self.notify("In DECISION you must place the meeting: pick a slot (enter) and submit (s). "

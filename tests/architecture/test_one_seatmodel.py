@@ -4,8 +4,9 @@
   assign are the listed ones (the model, display flags, key-press bookkeeping);
 - screens never call a method the CalBench apps define (``self.app.play_again()`` and the
   like): they post messages, the app handles them;
-- the apps never read a game screen's insides (its talk, proposal, outbox...): only the
-  calls that hand it events and requests, and Textual's own screen API;
+- the apps never read a screen's insides (the game screen's talk, proposal, outbox...; the
+  batch builder's plan): only the calls that hand the game screen events and requests, the
+  builder's ``draft()``, and Textual's own screen API;
 - the cheapest common slot is computed once (``personas/base.py:cheapest_common_slot``),
   called by IMAP and by the seat model, and no other function re-implements it.
 """
@@ -28,8 +29,11 @@ SCREEN_ATTRIBUTES = {
                        "_had_moves"},
 }
 
-#: What an app may touch of a game screen beyond Textual's Screen API.
-SCREEN_ENTRY_POINTS = {"deliver", "on_register", "on_speak", "on_batch_request", "on_game_event", "note"}
+#: What an app may touch of its screens beyond Textual's Screen API.
+SCREEN_ENTRY_POINTS = {
+    "game_screen": {"deliver", "on_register", "on_speak", "on_batch_request", "on_game_event", "note"},
+    "decision_screen": {"draft"},
+}
 
 
 def _tree(path: Path) -> ast.Module:
@@ -98,25 +102,26 @@ def test_screens_post_messages_instead_of_calling_the_app():
     assert calls == []
 
 
-def test_the_apps_do_not_read_a_game_screens_insides():
+def test_the_apps_do_not_read_a_screens_insides():
     from textual.screen import Screen
 
-    allowed = SCREEN_ENTRY_POINTS | set(dir(Screen))
     bad = []
     for path in APPS:
         tree = _tree(path)
         for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-            aliases = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign)
-                       and isinstance(n.value, ast.Attribute) and n.value.attr == "game_screen"
-                       for t in n.targets if isinstance(t, ast.Name)}
-            for n in ast.walk(fn):
-                if not isinstance(n, ast.Attribute):
-                    continue
-                v = n.value
-                on_screen = (isinstance(v, ast.Attribute) and v.attr == "game_screen") or \
-                    (isinstance(v, ast.Name) and v.id in aliases)
-                if on_screen and n.attr not in allowed:
-                    bad.append(f"{path.name}:{n.lineno} .{n.attr}")
+            for which, entry in SCREEN_ENTRY_POINTS.items():
+                allowed = entry | set(dir(Screen))
+                aliases = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign)
+                           and isinstance(n.value, ast.Attribute) and n.value.attr == which
+                           for t in n.targets if isinstance(t, ast.Name)}
+                for n in ast.walk(fn):
+                    if not isinstance(n, ast.Attribute):
+                        continue
+                    v = n.value
+                    on_screen = (isinstance(v, ast.Attribute) and v.attr == which) or \
+                        (isinstance(v, ast.Name) and v.id in aliases)
+                    if on_screen and n.attr not in allowed:
+                        bad.append(f"{path.name}:{n.lineno} {which}.{n.attr}")
     assert bad == []
 
 

@@ -47,3 +47,31 @@ async def test_the_game_screen_renders_the_apps_seat_model(store):
         assert f"slot {slot} (total {total})" in feed() and gs.calendar.cursor == slot
         assert set(app.seat_model.reported) == set(app.seat_model.others_in_meeting())
         await pilot.press("ctrl+q")
+
+
+def test_the_decision_screens_draft_is_the_valid_batch_on_screen():
+    """What a study submits when the decision runs out (StudyApp.draft asks the screen)."""
+    import asyncio
+
+    from calbench_tui.screens.decision import DecisionScreen
+    from engine.game import GameConfig, run_game
+    from engine.generate import generate_scenario
+    from personas.human import HumanRequest
+    from personas.scripted.imap import IMAPPersona
+
+    task = generate_scenario(7)
+    got = {}
+
+    class Catch(IMAPPersona):
+        async def decide(self, obs):
+            got.setdefault("obs", obs)
+            return await super().decide(obs)
+
+    seats = [IMAPPersona() for _ in range(task.num_agents)]
+    seats[2] = Catch()
+    asyncio.run(run_game(task, seats, GameConfig(deterministic=True)))
+    obs = got["obs"]
+    free = next(s for s, it in enumerate(obs.view.calendar) if it is None)
+    placed = DecisionScreen(HumanRequest("decide", obs, 2), suggested=free)
+    assert placed.draft() == tuple(placed.plan.actions()) and placed.draft()
+    assert DecisionScreen(HumanRequest("decide", obs, 2)).draft() is None  # no slot picked: not a valid batch
