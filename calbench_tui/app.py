@@ -43,6 +43,7 @@ from engine.game import GameConfig, resume_point
 from engine.model import Task
 from lab.session import Session, run_session
 from personas.human import HumanPersona, HumanRequest
+from personas.seat_model import SeatModel
 from personas.spec import AgentsSpec
 from saves.lease import LeaseHeld
 
@@ -146,6 +147,7 @@ class CalBenchApp(App):
         self.result = None
         self.error: str | None = None
         self.game_screen: GameScreen | None = None
+        self.seat_model: SeatModel | None = None  # the human seat's state; the game screen renders it
         self.decision_screen: DecisionScreen | None = None
         self.end_screen: EndScreen | None = None
         self.games_played = 0
@@ -288,8 +290,9 @@ class CalBenchApp(App):
         self.game_task = task
         self.human = seats[self.settings.seat]
         self.human.attach(self._on_human_request)
-        self.game_screen = GameScreen(seat=self.settings.seat, channels=tuple(self.settings.channels),
-                                      num_agents=task.num_agents, num_rounds=len(task.meetings))
+        self.seat_model = SeatModel(self.settings.seat, tuple(self.settings.channels), task.num_agents,
+                                    num_rounds=len(task.meetings))
+        self.game_screen = GameScreen(self.seat_model)
         self.push_screen(self.game_screen)
         if self.intro_each_game:
             self.push_screen(HelpScreen(intro=True))
@@ -385,8 +388,9 @@ class CalBenchApp(App):
         while len(self.screen_stack) > 1:
             self.pop_screen()
         self.decision_screen = None
-        self.game_screen = GameScreen(seat=frame["seat"], channels=self.settings.channels,
-                                      num_agents=table.get("num_agents", 5), num_rounds=table.get("num_rounds", 0))
+        self.seat_model = SeatModel(frame["seat"], self.settings.channels, table.get("num_agents", 5),
+                                    num_rounds=table.get("num_rounds", 0))  # rebuilt from the replayed events
+        self.game_screen = GameScreen(self.seat_model)
         self.push_screen(self.game_screen)
         if frame.get("status") == "lobby":
             self.lobby_screen = LobbyScreen(frame["seat"])
@@ -427,7 +431,7 @@ class CalBenchApp(App):
         self.error = message  # said again on the command line after the app closes
         self.notify(message, severity="warning", timeout=60)
         if self.game_screen is not None:
-            self.game_screen.chat.note(message)
+            self.game_screen.note(message)
 
     def remote_refused(self, message: str) -> None:
         """The table refused the code (ask again on the code screen), or took the seat away,
@@ -585,28 +589,20 @@ class CalBenchApp(App):
         self._close_batch_builder()
         self.notify(f"The game stopped: {message.error}", severity="error", timeout=30)
         if self.game_screen is not None:
-            self.game_screen.chat.note(f"The game stopped because of an error: {message.error}")
+            self.game_screen.note(f"The game stopped because of an error: {message.error}")
 
     # -- the batch builder ------------------------------------------------------------------
-    def agreed_slot(self) -> int | None:
-        gs = self.game_screen
-        if gs is None:
-            return None
-        if gs.talk and len(gs.talk) == 1:
-            return gs.talk[0]
-        if gs.my_proposal and len(gs.my_proposal) == 1:
-            return gs.my_proposal[0]
-        if gs.proposal and len(gs.proposal[1]) == 1:
-            return gs.proposal[1][0]
-        return None
-
     def open_batch_builder(self, request: HumanRequest) -> None:
-        if request.done:
+        if request is None or request.done:
             return
         self._close_batch_builder()
-        talk = list(self.game_screen.talk) if self.game_screen else []
-        self.decision_screen = DecisionScreen(request, suggested=self.agreed_slot(), talk=talk)
+        m = self.seat_model
+        self.decision_screen = DecisionScreen(request, suggested=m.agreed_slot() if m else None,
+                                              talk=list(m.talk) if m else [])
         self.push_screen(self.decision_screen)
+
+    def on_game_screen_open_batch(self, message: GameScreen.OpenBatch) -> None:
+        self.open_batch_builder(message.request)
 
     def _close_batch_builder(self) -> None:
         ds = self.decision_screen
@@ -616,16 +612,19 @@ class CalBenchApp(App):
                 self.pop_screen()
             # (under another screen, e.g. help, it stays; once answered its keys do nothing)
 
-    def batch_answered(self, screen: DecisionScreen) -> None:
+    def on_decision_screen_answered(self, message: DecisionScreen.Answered) -> None:
+        """The batch went to the engine: the builder goes (the game screen's keys follow the
+        model, whose request is now answered)."""
+        screen = message.screen
         if self.screen is screen:
             self.pop_screen()
         if self.decision_screen is screen:
             self.decision_screen = None
-        if self.game_screen is not None:
-            self.game_screen.batch_request = None
-            self.game_screen.sync_bindings()
 
     # -- again ----------------------------------------------------------------------------
+    def on_end_screen_play_again(self, _message: EndScreen.PlayAgain) -> None:
+        self.play_again()
+
     def play_again(self) -> None:
         """The setup screen again, prefilled with this game's choices (the next seed), so the
         player sees what the next game will be before it starts."""
@@ -642,6 +641,9 @@ class CalBenchApp(App):
         n = self.game_task.num_agents if self.game_task is not None else 5
         self.push_screen(SetupScreen(self.settings, num_agents=n, llm_available=self.settings.llm_available,
                                      again=True), callback=self._setup_done)
+
+    def on_saved_games_screen_resume(self, message) -> None:
+        self.run_worker(self.resume_saved(message.game_id), group="resume", exclusive=True, exit_on_error=False)
 
     async def resume_saved(self, game_id: str) -> bool:
         """Continue a stopped game picked in the saved-games list (as ``--resume`` does)."""

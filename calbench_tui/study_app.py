@@ -24,6 +24,7 @@ from textual import work
 
 from lab.study.model import Study
 from personas.human import HumanPersona
+from personas.seat_model import SeatModel
 
 from .app import CalBenchApp
 from .messages import AppSink
@@ -73,11 +74,7 @@ class TerminalDriver:
     def draft(self):
         """The batch on screen when a decision runs out of time: submitted if it is valid."""
         ds = self.app.decision_screen
-        if ds is None:
-            return None
-        from engine.rules import BatchOutcome
-
-        return tuple(ds.plan.actions()) if isinstance(ds.plan.check(), BatchOutcome) else None
+        return None if ds is None else ds.draft()
 
     def listeners(self, ctx):
         return [AppSink(self.app, ctx.game.seat)]
@@ -98,14 +95,15 @@ class TerminalDriver:
         app.status = "running"
         # blinded unless the condition says otherwise: partners are "Agent N" on every screen
         app.blind_partners = not ctx.condition.reveal_partners
-        gs = GameScreen(seat=g.seat, channels=ctx.condition.channel_names(), num_agents=task.num_agents,
-                        num_rounds=len(task.meetings), blind=app.blind_partners, participant_words=True)
+        app.seat_model = SeatModel(g.seat, ctx.condition.channel_names(), task.num_agents,
+                                   num_rounds=len(task.meetings))
+        gs = GameScreen(app.seat_model, blind=app.blind_partners, participant_words=True)
         app.game_screen = gs
         await app.push_screen(gs)
         app.countdown_seat = ctx.seat_persona
         await gs.mount(Countdown(lambda: app.countdown_seat, title=self._game_title(ctx)), before=0)
         if g.practice:
-            gs.chat.note(Text("This is a practice game: it does not count.", style="bold"))
+            gs.note(Text("This is a practice game: it does not count.", style="bold"))
 
     async def game_over(self, ctx, outcome) -> None:
         app = self.app
@@ -135,12 +133,13 @@ class TerminalDriver:
         from .wording import TIMEOUT_WORDS
 
         gs = self.app.game_screen
+        app_model = self.app.seat_model
         words = TIMEOUT_WORDS.get((phase, outcome or ""))
         if gs is None or not words:
             return
-        if phase == "decision":
-            gs.timed_out_round = gs.round
-        gs.deliver(lambda: gs.chat.note(Text(words, style="bold"), also_active=True))
+        if phase == "decision" and app_model is not None:
+            app_model.decision_timed_out()
+        gs.note(Text(words, style="bold"))
 
     async def goodbye(self, outcome: str | None) -> None:
         """The participant declined consent or was screened out by the quiz: the end, politely."""

@@ -7,7 +7,7 @@ seat's own calendar (``SeatView.calendar``), so nothing here can see another sea
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 
 from engine.actions import Reschedule, Schedule
 from engine.model import Calendar, Errand, MeetingCopy
@@ -55,6 +55,33 @@ def insertion_costs(calendar: Calendar, reserved: Iterable[int] = ()) -> list[in
         else:
             out.append(None)
     return out
+
+
+def cheapest_common_slot(mine: Mapping[int, int | None], peers: Iterable[int],
+                         cost_of: Callable[[int, int], int | None]) -> tuple[int, int] | None:
+    """(total cost, slot) of least total over my feasible slots, ties → lowest slot; None when no
+    slot is possible for everyone.
+
+    ``mine`` maps a slot to my own cost there (None: impossible for me); ``cost_of(peer, slot)``
+    is a peer's cost there (None: impossible for that peer).  The one best-slot rule: the IMAP
+    initiator's decision (``personas/scripted/imap.py``) and the human's hint from the costs
+    others sent (``personas/seat_model.py``) both call it.
+    """
+    peers = list(peers)
+    best: tuple[int, int] | None = None
+    for s in sorted(mine):
+        total = mine[s]
+        if total is None:
+            continue
+        for p in peers:
+            c = cost_of(p, s)
+            if c is None:
+                total = None
+                break
+            total += c
+        if total is not None and (best is None or total < best[0]):
+            best = (total, s)
+    return best
 
 
 def cheapest_slots(calendar: Calendar, reserved: Iterable[int] = (), exclude: Iterable[int] = ()) -> list[int]:

@@ -24,6 +24,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
 
@@ -64,6 +65,14 @@ def batch_warnings(plan: BatchPlan, *, talk: list[int], seat: int,
 
 
 class DecisionScreen(Screen):
+    """Renders one DECISION / VOLUNTARY request; the answer goes back as the request's reply and
+    an :class:`Answered` message up to the app (which takes the screen down)."""
+
+    class Answered(Message):
+        def __init__(self, screen: "DecisionScreen") -> None:
+            super().__init__()
+            self.screen = screen
+
     CSS_PATH = Path(__file__).with_suffix(".tcss")
     AUTO_FOCUS = "BatchBuilder"
 
@@ -258,6 +267,10 @@ class DecisionScreen(Screen):
             return
         self._answer(Reply(actions=tuple(self.plan.actions()), text=" · ".join(self.plan.describe())))
 
+    def draft(self) -> tuple | None:
+        """The batch on screen if the engine would accept it (a study submits it when time runs out)."""
+        return tuple(self.plan.actions()) if isinstance(self.plan.check(), BatchOutcome) else None
+
     def action_nothing(self) -> None:
         if self.decision:
             self.notify("In DECISION you must place the meeting: pick a slot (enter) and submit (s). "
@@ -271,4 +284,4 @@ class DecisionScreen(Screen):
 
     def _answer(self, reply: Reply) -> None:
         self.request.answer(reply)
-        self.app.batch_answered(self)
+        self.post_message(self.Answered(self))

@@ -23,6 +23,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
 
@@ -309,8 +310,11 @@ class EndScreen(Screen):
 
         self.app.push_screen(LegendScreen())
 
+    class PlayAgain(Message):
+        """The player asks for another game (``n``)."""
+
     def action_play_again(self) -> None:
-        self.app.play_again()
+        self.post_message(self.PlayAgain())
 
     def action_saved_games(self) -> None:
         from .games import SavedGamesScreen

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -35,6 +36,13 @@ def _num(v: Any) -> str:
 
 
 class SavedGamesScreen(Screen):
+    class Resume(Message):
+        """The player asks to continue a stopped game (``c``): the app resumes ``game_id``."""
+
+        def __init__(self, game_id: str) -> None:
+            super().__init__()
+            self.game_id = game_id
+
     CSS_PATH = Path(__file__).with_suffix(".tcss")
 
     BINDINGS = [
@@ -137,14 +145,10 @@ class SavedGamesScreen(Screen):
         if g.get("status") == "completed":
             self.notify(f"Game {gid[:8]} is completed: enter replays it.", severity="warning")
             return
-        if not hasattr(self.app, "resume_saved"):
+        if not hasattr(self.app, "resume_saved"):  # (the replay app cannot play)
             self.notify(f"Continue it with: calbench-play --resume {gid[:8]}", timeout=10)
             return
-        self._resume(gid)
-
-    @work(exclusive=True, group="games-open")
-    async def _resume(self, game_id: str) -> None:
-        await self.app.resume_saved(game_id)
+        self.post_message(self.Resume(gid))
 
     def action_legend(self) -> None:
         from .legend import LegendScreen

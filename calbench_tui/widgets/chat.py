@@ -30,9 +30,9 @@ from textual.message import Message
 from textual.widgets import ContentSwitcher, Input, RichLog, Static
 
 from engine.protocol import payload_kind
+from personas.seat_model import thread_of  # the model owns the thread keys
 
 MAX_LINES = 5000
-CHANNEL_THREAD = {"participant_groupchat": "participant", "all_groupchat": "all"}
 #: The one name of each channel, everywhere a participant reads it.
 CHANNEL_NAME = {"dm": "DM", "participant_groupchat": "participant chat", "all_groupchat": "all-agent chat"}
 
@@ -44,15 +44,6 @@ class Thread:
     channel: str | None  # engine channel to send on, None for the feed (the screen picks the audience)
     to: int | None = None
     unread: int = 0
-
-
-def thread_of(event: dict, seat: int) -> str:
-    """Which thread a (projected) message event belongs to, for seat ``seat``."""
-    ch = event.get("channel")
-    if ch == "dm":
-        peer = event.get("to_agent") if event.get("from_agent") == seat else event.get("from_agent")
-        return f"dm:{peer}"
-    return CHANNEL_THREAD.get(ch, "feed")
 
 
 def message_text(event: dict, seat: int, *, blind: bool = False) -> Text:

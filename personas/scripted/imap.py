@@ -35,6 +35,7 @@ from typing import Any
 
 from engine.actions import Message
 from engine.observe import Delivered, SeatView, TurnObservation
+from personas.base import cheapest_common_slot
 
 from .protocol import ProtocolPersona, Reading, as_int, fmt_slots
 
@@ -193,19 +194,7 @@ class IMAPPersona(ProtocolPersona):
 
     def best_slot(self) -> tuple[int, int] | None:
         """(total cost, slot) of least total over my feasible slots, ties → lowest slot."""
-        st = self.rs.extra
-        best: tuple[int, int] | None = None
-        for s in sorted(st["my"]):
-            total = st["my"][s]
-            for r in self.responders:
-                c = self._responder_cost(r, s)
-                if c is None:
-                    total = None
-                    break
-                total += c
-            if total is not None and (best is None or total < best[0]):
-                best = (total, s)
-        return best
+        return cheapest_common_slot(self.rs.extra["my"], self.responders, self._responder_cost)
 
     def _announce(self) -> list[Message]:
         st, rs = self.rs.extra, self.rs

@@ -50,16 +50,16 @@ async def speak_turn(pilot, app: CalBenchApp, log: list[str] | None = None) -> N
     if obs.is_participant and obs.view.seat == min(m.participants):
         if obs.turn == 0:
             await pilot.press("r")
-        elif gs.reported and not gs.my_proposal:
+        elif gs.model.reported and not gs.model.my_proposal:
             await pilot.press("p")  # the cursor sits on the cheapest common slot
-        elif not gs.my_proposal:
+        elif not gs.model.my_proposal:
             # Nobody answered in costs (free-text peers): propose our own first free slot.
             cal = gs.calendar.calendar
             free = [s for s, it in enumerate(cal) if it is None]
             if free:
                 await press_to_slot(pilot, gs.calendar, free[0])
                 await pilot.press("p")
-    elif obs.is_participant and gs.cost_request and any(
+    elif obs.is_participant and gs.model.cost_request and any(
             d.payload and d.payload.get("kind") == "cost_request" for d in obs.inbox):
         await pilot.press("c")
     if log is not None:

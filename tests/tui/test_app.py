@@ -96,7 +96,7 @@ async def test_no_color_is_honoured_and_cues_do_not_rely_on_colour(monkeypatch):
     async with app.run_test(size=SIZE) as pilot:
         await _first_turn(pilot, app)
         await pilot.press("r", "e")
-        await wait_for(pilot, lambda: app.game_screen.pending is not None and app.game_screen.reported,
+        await wait_for(pilot, lambda: app.game_screen.pending is not None and app.game_screen.model.reported,
                        what="the costs")
         await pilot.press("p")  # propose the cheapest common slot: it is now the one talked about
         text = screen_text(app)

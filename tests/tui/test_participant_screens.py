@@ -35,7 +35,7 @@ async def test_messages_that_arrive_in_a_hidden_thread_wrap_at_the_pane_width():
         await pilot.press("r", "right_square_bracket")  # ask costs, then look at the DM0 thread
         assert app.game_screen.chat.active == "dm:0"
         await pilot.press("e")
-        await wait_for(pilot, lambda: _my_turn(app) and app.game_screen.reported, what="the answers")
+        await wait_for(pilot, lambda: _my_turn(app) and app.game_screen.model.reported, what="the answers")
         chat = app.game_screen.chat
         assert chat.threads["dm:3"].unread and chat.threads["dm:4"].unread  # answers arrived elsewhere
         assert "▸DM0" in screen_text(app)  # the open thread is marked by a sign, not by style alone
@@ -108,16 +108,16 @@ async def test_a_message_typed_during_decision_is_sent_on_the_next_turn(tmp_path
         await pilot.press("t")  # back to the talk view
         await pilot.press("i", *"see you all", "enter", "escape")
         # one DM to each other participant of M1
-        assert [(m.content, m.to) for m in app.game_screen.outbox] == [("see you all", 3), ("see you all", 4)]
+        assert [(m.content, m.to) for m in app.game_screen.model.outbox] == [("see you all", 3), ("see you all", 4)]
         await pilot.press("b")
         assert isinstance(app.screen, DecisionScreen) and app.screen.request is ds.request
         await pilot.press("s")
         # Round 2 (M2 with 0, 1, 2): the message is still queued at seat 2's first turn ...
         await wait_for(pilot, lambda: _my_turn(app) and app.game_screen.round == 1, what="round 2's turn")
-        assert [m.content for m in app.game_screen.outbox] == ["see you all"] * 2
+        assert [m.content for m in app.game_screen.model.outbox] == ["see you all"] * 2
         assert "still queued" in screen_text(app)
         await pilot.press("e")
-        await wait_for(pilot, lambda: not app.game_screen.outbox)
+        await wait_for(pilot, lambda: not app.game_screen.model.outbox)
         feed = "\n".join(line.text for line in app.game_screen.chat.log_for("feed").lines)
         assert "see you all" in feed.split("Round 2/5")[-1]
         assert "dropped" not in feed
@@ -216,10 +216,10 @@ async def test_keys_with_nothing_to_act_on_say_why():
             assert any(words in n.message for n in app._notifications), key
         # c with nothing marked and nobody asking: a confirmation first, nothing queued
         await pilot.press("c")
-        assert not app.game_screen.outbox
+        assert not app.game_screen.model.outbox
         assert any("Press c again" in n.message for n in app._notifications)
         await pilot.press("c")
-        assert app.game_screen.outbox
+        assert app.game_screen.model.outbox
 
 
 # -- 80×24 -----------------------------------------------------------------------------------------
@@ -299,7 +299,7 @@ async def test_meeting_title_and_the_slot_under_the_cursor_are_read_whole_at_80x
     async with app.run_test(size=SMALL) as pilot:
         await wait_for(pilot, lambda: _my_turn(app), what="the first turn")
         gs = app.game_screen
-        label = gs.meeting_view.label
+        label = gs.model.meeting.label
         card = " ".join(str(gs.query_one("#meeting").render()).split())
         assert label in card
         await pilot.press("down", "down", "down", "down", "down")
@@ -424,8 +424,8 @@ async def test_p_proposes_the_marked_slots_and_the_hint_says_so():
             await pilot.press("space")
         await press_to_slot(pilot, gs.calendar, 0)  # the cursor elsewhere: the marks win
         await pilot.press("p")
-        assert gs.my_proposal == free
-        assert all(f"slots {free[0]} and {free[1]}" in m.content for m in gs.outbox)
+        assert gs.model.my_proposal == free
+        assert all(f"slots {free[0]} and {free[1]}" in m.content for m in gs.model.outbox)
 
 
 def test_every_column_of_the_per_seat_table_and_the_saved_list_is_in_the_legend():

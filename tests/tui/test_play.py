@@ -89,10 +89,10 @@ async def test_talk_by_composer_and_decide_by_batch_keys(store):
         await pilot.press("i")
         await pilot.press(*"Free at 11?")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(gs.outbox) == 2, what="two queued DMs")  # the feed's default
+        await wait_for(pilot, lambda: len(gs.model.outbox) == 2, what="two queued DMs")  # the feed's default
         # audience: the other participants, by DM
         await pilot.press("escape", "u")  # leave the composer, take the last one back ...
-        assert len(gs.outbox) == 1
+        assert len(gs.model.outbox) == 1
         await pilot.press("e")  # ... and send the other, ending the turn
         await wait_for(pilot, lambda: app.screen is not gs or gs.pending is not None
                        or isinstance(app.screen, DecisionScreen), what="the next step")

@@ -1,4 +1,5 @@
-"""Quick actions speak each scripted protocol: games as seat 2 against SD-MAP and DSM-Welfare seats.
+"""Quick actions speak each scripted protocol: a game as seat 2 against SD-MAP seats, by keys
+(the DSM-Welfare game is played through the seat model: tests/personas/test_seat_model.py).
 
 The human plays by keys only (``p`` propose, ``a`` accept, ``d`` decline, ``r`` ask, ``c``
 costs); the saved trace must show the typed payloads of the bots' own protocol and the bots
@@ -70,14 +71,14 @@ async def test_quick_actions_speak_sdmap_and_the_bots_act_on_them():
             if not obs.is_participant:
                 return
             if min(m.participants) == 2:
-                if not gs.my_proposal:
+                if not gs.model.my_proposal:
                     await press_to_slot(pilot, gs.calendar, target)
                     await pilot.press("p")
-                elif gs.proposal_kind == "reply" and m.id not in accepted:
-                    accepted[m.id] = gs.proposal[1][0]
+                elif gs.model.proposal_kind == "reply" and m.id not in accepted:
+                    accepted[m.id] = gs.model.proposal[1][0]
                     await pilot.press("a")  # confirm
-            elif gs.proposal and gs.proposal_kind == "propose":
-                slot = gs.proposal[1][0]
+            elif gs.model.proposal and gs.model.proposal_kind == "propose":
+                slot = gs.model.proposal[1][0]
                 if m.id not in declined:
                     declined[m.id] = slot
                     await pilot.press("d")  # IMPOSSIBLE: the bot must propose another slot
@@ -114,53 +115,9 @@ async def test_quick_actions_speak_sdmap_and_the_bots_act_on_them():
     assert moved_on_by_the_human, "every declined slot was also refused by another bot: the test proves nothing"
 
 
-async def test_quick_actions_speak_dsm_and_the_bots_act_on_them():
-    task = generate_scenario(7)
-    m1 = task.meetings[0]
-    app = make_app(settings=Settings(seat=2, seed=7, agents="dsm-welfare", deterministic=True), task=task)
-    chosen: dict[int, int] = {}
-    async with app.run_test(size=SIZE) as pilot:
-        async def speak(gs):
-            obs = gs.pending.obs
-            m = obs.meeting
-            if not obs.is_participant:
-                return
-            if min(m.participants) == 2:
-                if obs.turn == 0:
-                    await pilot.press("r")  # DSM proposals: the responders score every slot
-                elif gs.reported and m.id not in chosen:
-                    # Propose the *highest* slot everyone scored above zero (not the cheapest).
-                    mine = [s for s, it in enumerate(gs.calendar.calendar) if it is None]
-                    ok = [s for s in mine if all(gs.reported[a].get(s) is not None
-                                                 for a in m.participants if a != 2)]
-                    chosen[m.id] = max(ok)
-                    await press_to_slot(pilot, gs.calendar, chosen[m.id])
-                    await pilot.press("p")  # DSM decision
-            elif gs.proposal and gs.proposal_kind == "proposals" and m.id not in chosen:
-                free = [s for s in gs.proposal[1] if gs.calendar.calendar[s] is None]
-                if free:
-                    chosen[m.id] = free[-1]
-                    await press_to_slot(pilot, gs.calendar, chosen[m.id])
-                    await pilot.press("a")  # DSM scores: only this slot, at full satisfaction
-
-        await _play(pilot, app, speak)
-        trace = app.result.trace
-    assert {_human_sent(trace, "proposals")[0]["payload"]["protocol"]} == {"dsm"}
-    decisions = _human_sent(trace, "decision")
-    assert decisions and decisions[0]["payload"] == {"protocol": "dsm", "kind": "decision",
-                                                     "meeting_id": m1.id, "slot": chosen[m1.id]}
-    # The bots scored the human's offer (typed ``scores`` back to seat 2) ...
-    bot_scores = [e for e in trace["events"] if e["type"] == "dm_sent" and e["data"]["to_agent"] == 2
-                  and (e["data"].get("payload") or {}).get("kind") == "scores"]
-    assert {e["data"]["from_agent"] for e in bot_scores} == {3, 4}
-    resolutions = {e["data"]["meeting_id"]: e["data"] for e in trace["events"] if e["type"] == "resolution"}
-    assert {_slot_of(resolutions[m1.id], m1.id, a) for a in m1.participants} == {chosen[m1.id]}
-    # ... and where a bot opened, the human's typed scores steered its decision.
-    answered = [mid for mid in chosen if mid != m1.id]
-    assert answered and _human_sent(trace, "scores")
-    for mid in answered:
-        parts = next(m.participants for m in task.meetings if m.id == mid)
-        assert {_slot_of(resolutions[mid], mid, a) for a in parts} == {chosen[mid]}
+# The DSM game (typed proposals / scores / decision from the human, the bots acting on them) is
+# played through the seat model alone: tests/personas/test_seat_model.py
+# ::test_the_models_quick_actions_speak_dsm_and_the_bots_act_on_them.
 
 
 async def test_propose_on_a_blocked_errand_warns_and_sends_nothing():
@@ -175,13 +132,13 @@ async def test_propose_on_a_blocked_errand_warns_and_sends_nothing():
         await press_to_slot(pilot, gs.calendar, blocked)
         await pilot.press("p")
         await pilot.pause()
-        assert gs.outbox == [] and gs.my_proposal == []
+        assert gs.model.outbox == [] and gs.model.my_proposal == []
         notes = [n.message for n in app._notifications]
         assert any(f"slot {blocked}" in n and "can't hold" in n for n in notes), notes
         # A free slot is proposed as usual.
         await press_to_slot(pilot, gs.calendar, free)
         await pilot.press("p")
-        assert [m.payload["slot"] for m in gs.outbox] == [free, free]
+        assert [m.payload["slot"] for m in gs.model.outbox] == [free, free]
 
 
 async def test_an_uncoordinated_meeting_without_a_copy_is_worded():

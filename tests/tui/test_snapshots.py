@@ -32,7 +32,7 @@ def test_game_screen_after_the_first_answers(snap_compare):
     async def run_before(pilot):
         await wait_for(pilot, lambda: app.game_screen is not None and app.game_screen.pending is not None)
         await speak_turn(pilot, app)  # r, e
-        await wait_for(pilot, lambda: app.game_screen.pending is not None and app.game_screen.reported)
+        await wait_for(pilot, lambda: app.game_screen.pending is not None and app.game_screen.model.reported)
         await pilot.press("p")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
