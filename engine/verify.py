@@ -195,8 +195,16 @@ def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
         fs = trace.get("final_state")
         if isinstance(fs, dict):
             _compare_tree("final_state", fs, final, problems, skip=("calendars", "round_outcomes"))
+        recorded = trace.get("scoring")
+        if problems and isinstance(recorded, dict) and recorded != scored.versions:
+            problems.append(f"(scored by {_versions(recorded)}; today's scorers are {_versions(scored.versions)}: "
+                            "'calbench rescore' scores a saved game again)")
         return problems
     return _check_authors(trace, res, metrics, events)
+
+
+def _versions(v: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in v.items())
 
 
 def _check_authors(trace: dict[str, Any], res: FoldResult, metrics: dict[str, Any],

@@ -61,6 +61,43 @@ def diff_scores(path: str, old: Any, new: Any, out: dict[str, tuple[Any, Any]]) 
         out[path] = (old, new)
 
 
+def _refusal(trace: dict[str, Any]) -> str | None:
+    """Why a stored game is not scored again (None: it is)."""
+    from saves.guard import game_in_play, skip_line
+
+    status = (trace.get("saved") or {}).get("status")
+    if game_in_play(trace):
+        return skip_line(trace, "rescore", flag=False).split(": ", 1)[1]
+    if status != "completed":
+        return f"it is {status}: only completed games are scored"
+    if not isinstance(trace.get("task"), dict) or not isinstance(trace.get("metrics"), dict):
+        return "it has no task row or no metrics (an imported trace of the paper's authors): nothing to score"
+    return None
+
+
+def _rescore_one(gid: str, trace: dict[str, Any]) -> tuple[Rescored, dict[str, Any] | None]:
+    """The game scored again: what changed, and the trace to write (None when nothing did)."""
+    from engine.verify import rescore_trace
+
+    reason = _refusal(trace)
+    scored = rescore_trace(trace) if reason is None else None
+    if isinstance(scored, str):
+        reason = scored
+    if reason is not None:
+        return Rescored(gid, "skipped", reason), None
+    old_versions = trace.get("scoring") if isinstance(trace.get("scoring"), dict) else None
+    changes: dict[str, tuple[Any, Any]] = {}
+    diff_scores("metrics", trace.get("metrics"), scored.metrics, changes)
+    fs_old = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
+    diff_scores("final_state", {k: fs_old.get(k) for k in scored.final_state if k in fs_old},
+                {k: v for k, v in scored.final_state.items() if k in fs_old}, changes)
+    if not changes and old_versions == scored.versions:
+        return Rescored(gid, "unchanged", old_versions=old_versions, new_versions=dict(scored.versions)), None
+    rec = Rescored(gid, "changed", old_versions=old_versions, new_versions=dict(scored.versions), changes=changes)
+    return rec, {**trace, "metrics": scored.metrics, "final_state": {**fs_old, **scored.final_state},
+                 "scoring": dict(scored.versions)}
+
+
 async def rescore_games(store: Any, game_ids: list[str] | None = None, *, dry_run: bool = False) -> list[Rescored]:
     """Score the named games (id prefixes; every game when None) again; write unless ``dry_run``.
 
@@ -68,49 +105,20 @@ async def rescore_games(store: Any, game_ids: list[str] | None = None, *, dry_ru
     before anything is written); an unknown id raises the store's ``GameNotFound``.  When
     all games are asked for, those that cannot be are reported ``skipped`` with the reason.
     """
-    from engine.scoring import versions
-    from engine.verify import rescore_trace
-    from saves.guard import game_in_play, skip_line
-
     named = game_ids is not None
     if named:
         ids = [await store.resolve_game_id(g) for g in game_ids]
     else:
         ids = [g["game_id"] for g in await store.list_games()]
-    today = versions()
     out: list[Rescored] = []
     todo: list[tuple[Rescored, dict[str, Any]]] = []
     for gid in dict.fromkeys(ids):
-        trace = await store.load_trace(gid)
-        status = (trace.get("saved") or {}).get("status")
-        reason = None
-        if game_in_play(trace):
-            reason = skip_line(trace, "rescore", flag=False).split(": ", 1)[1]
-        elif status != "completed":
-            reason = f"it is {status}: only completed games are scored"
-        elif not isinstance(trace.get("task"), dict) or not isinstance(trace.get("metrics"), dict):
-            reason = "it has no task row or no metrics (an imported trace of the paper's authors): nothing to score"
-        if reason is None:
-            scored = rescore_trace(trace)
-            if isinstance(scored, str):
-                reason = scored
-        if reason is not None:
-            if named:
-                raise RescoreRefused(f"game {gid[:8]} cannot be scored again: {reason}")
-            out.append(Rescored(gid, "skipped", reason))
-            continue
-        old_versions = trace.get("scoring") if isinstance(trace.get("scoring"), dict) else None
-        changes: dict[str, tuple[Any, Any]] = {}
-        diff_scores("metrics", trace.get("metrics"), scored.metrics, changes)
-        fs_old = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
-        diff_scores("final_state", {k: fs_old.get(k) for k in scored.final_state},
-                    {k: v for k, v in scored.final_state.items() if k in fs_old}, changes)
-        rec = Rescored(gid, "changed" if changes or old_versions != scored.versions else "unchanged",
-                       old_versions=old_versions, new_versions=dict(scored.versions or today), changes=changes)
+        rec, new = _rescore_one(gid, await store.load_trace(gid))
+        if named and rec.status == "skipped":
+            raise RescoreRefused(f"game {gid[:8]} cannot be scored again: {rec.reason}")
         out.append(rec)
-        if rec.status == "changed":
-            todo.append((rec, {**trace, "metrics": scored.metrics, "final_state": {**fs_old, **scored.final_state},
-                               "scoring": dict(scored.versions)}))
+        if new is not None:
+            todo.append((rec, new))
     if dry_run:
         return out
     at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

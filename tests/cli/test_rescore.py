@@ -135,3 +135,20 @@ def test_bad_ids_give_one_line(cli, db, ids, says):
 def test_a_missing_database_is_one_line(cli, tmp_path):
     rc, out, err = cli("rescore", "--db", str(tmp_path / "none.db"))
     assert rc == 2 and err.count("\n") == 1 and "no save database" in err
+
+
+def test_trace_names_the_scorer_versions_when_a_figure_differs(cli, db):
+    """A game scored by an older scorer: verify says so, and points at rescore."""
+    _tamper(db, vps=99.25, seat0_vps=41.5)
+    con = sqlite3.connect(db)
+    extra = json.loads(con.execute("SELECT extra FROM games WHERE game_id = ?", (DONE,)).fetchone()[0])
+    extra["scoring"]["vps"] = 0
+    con.execute("UPDATE games SET extra = ? WHERE game_id = ?", (json.dumps(extra), DONE))
+    con.commit()
+    con.close()
+    rc, out, err = cli("trace", DONE, "--db", db)
+    assert rc == 1
+    assert "vps 0" in out and f"today's scorers are outcome 1, vps {versions()['vps']}" in out
+    assert "calbench rescore" in out
+    rc, out, err = cli("rescore", "--db", db, "--games", DONE)
+    assert rc == 0 and "vps 0" in out and "->" in out
