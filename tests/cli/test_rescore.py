@@ -152,3 +152,38 @@ def test_trace_names_the_scorer_versions_when_a_figure_differs(cli, db):
     assert "calbench rescore" in out
     rc, out, err = cli("rescore", "--db", db, "--games", DONE)
     assert rc == 0 and "vps 0" in out and "->" in out
+
+
+def test_an_llm_game_with_reflection_and_a_judge_is_scored_again_without_asking_anyone(
+        cli, tmp_path, monkeypatch, threaded_mock):
+    """All five scorers ran and are recorded; rescore restores the reflection and judge
+    figures from the stored reflections and judge readings, with no request to any model."""
+    url, server = threaded_mock(policy="judge")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    db = str(tmp_path / "j.db")
+    rc, out, err = cli("run", "--tasks", "canonical:0", "--agents", "llm:seat-model,imap,llm:seat-model,imap,imap",
+                       "--db", db, "--base-url", url, "--reflection", "--judge", "judge-model", "--max-turns", "6",
+                       "--json")
+    assert rc == 0, err
+    (g,) = json.loads(out)["games"]
+    gid = g["game_id"]
+    con = sqlite3.connect(db)
+    extra = json.loads(con.execute("SELECT extra FROM games WHERE game_id = ?", (gid,)).fetchone()[0])
+    assert extra["scoring"] == versions()  # outcome, vps, leaks, reflection, judge
+    m = json.loads(con.execute("SELECT metrics FROM games WHERE game_id = ?", (gid,)).fetchone()[0])
+    true_refl, true_judge = m["reflection_vps"]["calibrated_total"], m["judge_vps"]["calibrated_total"]
+    m["reflection_vps"]["calibrated_total"] = true_refl + 3.5
+    m["judge_vps"]["calibrated_total"] = true_judge + 7.25
+    con.execute("UPDATE games SET metrics = ? WHERE game_id = ?", (json.dumps(m), gid))
+    con.commit()
+    con.close()
+    calls = len(server.records)
+
+    rc, out, err = cli("rescore", "--db", db, "--games", gid)
+    assert rc == 0, err
+    assert "rescored: 2 figure(s)" in out
+    assert "metrics.reflection_vps.calibrated_total" in out and "metrics.judge_vps.calibrated_total" in out
+    m = _metrics(db, gid)
+    assert m["reflection_vps"]["calibrated_total"] == true_refl
+    assert m["judge_vps"]["calibrated_total"] == true_judge
+    assert len(server.records) == calls  # scoring again asks no model
