@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "llm",
     "replay",
     "report",
+    "rescore",
     "study",
     "serve",
 ]

@@ -1,6 +1,7 @@
 """The async orchestrator: one game, round by round (SPEC §4).
 
-``run_game`` is the only place that awaits seats and emits events.  Rules live in
+``play_game`` is the only place that awaits seats and emits events (``end_game`` adds
+``game_end`` once the game is scored; ``run_game`` is the two with the scoring stage between).  Rules live in
 ``engine.rules``, transitions in ``engine.state``, observations in ``engine.observe``.
 A round is CHEAP_TALK → VOLUNTARY → DECISION → RESOLUTION.
 """
@@ -110,14 +111,33 @@ class GameResult:
         return self.trace["metrics"]
 
 
+@dataclass
+class PlayedGame:
+    """A game played through its last round, not yet scored nor closed (:func:`play_game`).
+
+    What the scoring stage reads (``task``, ``state``, ``events``, ``config``,
+    ``round_calendars``) and what :func:`end_game` needs to emit ``game_end`` on the same
+    event log and build the trace."""
+
+    task: Task
+    seats_json: list[dict[str, Any]]
+    config: GameConfig
+    extra_config: dict[str, Any]
+    log: EventLog
+    clock: Clock
+    game_id: str
+    started_at: Any
+    state: GameState
+    round_calendars: dict[int, tuple]  # the rounds resumed from an earlier run are not here
+    messages_sent: list[int]
+    aside: list[dict[str, Any]]
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return self.log.events
+
+
 MetricsFn = Callable[[Task, GameState, list[dict[str, Any]], GameConfig], tuple[dict[str, Any], dict[str, Any]]]
-
-
-def _default_metrics(task: Task, state: GameState, events: list[dict[str, Any]], config: GameConfig,
-                     round_calendars: dict[int, tuple] | None = None):
-    from .metrics import game_metrics
-
-    return game_metrics(task, state, events, config, round_calendars)
 
 
 class _Game:
@@ -653,7 +673,7 @@ def _costed(actions, outcome: BatchOutcome, meeting_cost: int = 1) -> list[dict[
     return out
 
 
-async def run_game(
+async def play_game(
     task: Task,
     seats: Sequence[Persona],
     config: GameConfig | None = None,
@@ -661,12 +681,15 @@ async def run_game(
     *,
     clock: Clock | None = None,
     game_id: str | None = None,
-    metrics_fn: MetricsFn | None = None,
     extra_config: dict[str, Any] | None = None,
     resume_events: list[dict[str, Any]] | None = None,
     interrupted_events: Sequence[dict[str, Any]] = (),
-) -> GameResult:
-    """Play one game to the end and return its trace (SPEC §12).
+) -> PlayedGame:
+    """Play one game through its last round (SPEC §4); the game loop, which scores nothing.
+
+    The caller scores the result (``engine.scoring.score_played``) and closes the game with
+    :func:`end_game`, which emits ``game_end`` with the metrics and builds the trace
+    (SPEC §12); :func:`run_game` does the three in a row.
 
     Events reach ``sink`` as they happen.  If the game is cancelled (a human quits,
     Ctrl-C), the events so far are already in the sink; the caller marks it stopped.
@@ -725,36 +748,76 @@ async def run_game(
         await g.register()
     for r in range(first_round, len(task.meetings)):
         await g.play_round(r)
-    if metrics_fn is None:  # the rounds resumed from an earlier run are not in round_calendars: folded then
-        final_state, metrics = _default_metrics(task, g.state, log.events, config, g.round_calendars)
-    else:
-        final_state, metrics = metrics_fn(task, g.state, log.events, config)
-    final_state["per_agent_messages_sent"] = list(g.messages_sent)
+    return PlayedGame(task=task, seats_json=[{"type": agent_type(s), "kind": s.kind, "model": s.model,
+                                              "variant": getattr(s, "variant", None)} for s in seats],
+                      config=config, extra_config=dict(extra_config or {}), log=log, clock=clock, game_id=game_id,
+                      started_at=started_at, state=g.state, round_calendars=g.round_calendars,
+                      messages_sent=list(g.messages_sent), aside=aside)
+
+
+async def end_game(played: PlayedGame, final_state: dict[str, Any], metrics: dict[str, Any],
+                   scoring: dict[str, int] | None = None) -> GameResult:
+    """Close a played game: emit ``game_end`` with ``metrics`` and return the trace.
+
+    ``scoring``: the ``{scorer name: version}`` that computed the metrics, recorded as the
+    trace's ``scoring`` key (kept by the store with the game's other extra fields)."""
+    task, log, clock = played.task, played.log, played.clock
+    final_state["per_agent_messages_sent"] = list(played.messages_sent)
     await log.emit("game_end", round=len(task.meetings), turn=0, phase="GAME_END", agent_id=None, **metrics)
     trace = {
-        "game_id": game_id,
+        "game_id": played.game_id,
         "config": {
             "num_agents": task.num_agents,
-            "agents": [{"type": agent_type(s), "kind": s.kind, "model": s.model, "variant": getattr(s, "variant", None)}
-                       for s in seats],
+            "agents": played.seats_json,
             "seed": task.seed,
             "num_slots": task.num_slots,
             "num_meetings": len(task.meetings),
             "task_id": task.task_id,
-            **config.to_json(),
-            **(extra_config or {}),
+            **played.config.to_json(),
+            **played.extra_config,
         },
         "events": log.events,
         "final_state": final_state,
         "metrics": metrics,
-        "started_at": started_at,
+        "started_at": played.started_at,
         "ended_at": clock(),
         "stopped": False,
         "calbench_version": CALBENCH_VERSION,
         "suite_version": (task.row.get("calbench") or {}).get("suite_version"),
         "task": task.to_row(),
     }
-    if aside:  # a resumed game: the attempts cut short, kept apart from the events that count
-        trace["interrupted_events"] = aside
-    return GameResult(game_id, trace, g.state)
+    if played.aside:  # a resumed game: the attempts cut short, kept apart from the events that count
+        trace["interrupted_events"] = played.aside
+    if scoring:
+        trace["scoring"] = dict(scoring)
+    return GameResult(played.game_id, trace, played.state)
+
+
+async def run_game(
+    task: Task,
+    seats: Sequence[Persona],
+    config: GameConfig | None = None,
+    sink: EventSink | None = None,
+    *,
+    clock: Clock | None = None,
+    game_id: str | None = None,
+    metrics_fn: MetricsFn | None = None,
+    extra_config: dict[str, Any] | None = None,
+    resume_events: list[dict[str, Any]] | None = None,
+    interrupted_events: Sequence[dict[str, Any]] = (),
+) -> GameResult:
+    """Play one game to the end and return its trace (SPEC §12): :func:`play_game`, then
+    the scoring stage (``engine.scoring.score_played``, or ``metrics_fn``), then
+    :func:`end_game`.  The one-call form for tests, benchmarks and scripts; a session
+    (``lab.session.run_session``) runs the three stages itself.  Arguments as
+    :func:`play_game`."""
+    played = await play_game(task, seats, config, sink, clock=clock, game_id=game_id, extra_config=extra_config,
+                             resume_events=resume_events, interrupted_events=interrupted_events)
+    if metrics_fn is not None:
+        final_state, metrics = metrics_fn(task, played.state, played.log.events, played.config)
+        return await end_game(played, final_state, metrics)
+    from .scoring import score_played
+
+    scores = score_played(played)
+    return await end_game(played, scores.final_state, scores.metrics, scores.versions)
 

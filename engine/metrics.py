@@ -69,12 +69,12 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def game_metrics(task: Task, state: GameState, events: list[dict[str, Any]], config,
-                 round_calendars: dict[int, tuple] | None = None) -> tuple[dict, dict]:
-    """Return ``(final_state, metrics)`` for a finished (or stopped) game.
-
-    ``round_calendars``: every round's calendars at its start, when the engine kept them
-    (the privacy measure then need not fold the events again)."""
+def outcome_metrics(task: Task, state: GameState, events: list[dict[str, Any]],
+                    communication_protocol: str) -> tuple[dict, dict]:
+    """The ``outcome`` scorer's body (``engine.scoring``): ``(final_state, metrics)`` of a
+    finished game without the privacy figures — coordination, costs against the
+    scheduled-only oracle, fairness, adjusted cost, message counts, and ``per_seat``
+    records (the scoring stage adds each seat's ``vps`` and the privacy keys)."""
     n = task.num_agents
     scheduled = scheduled_meetings(state, task)
     sched_set = set(scheduled)
@@ -123,10 +123,6 @@ def game_metrics(task: Task, state: GameState, events: list[dict[str, Any]], con
     total_msgs = sum(sent)
     sched_pm = sum(sched_of)
 
-    from .privacy import privacy_metrics
-
-    privacy = privacy_metrics(task, events, None if round_calendars is None else (round_calendars, state.calendars))
-
     per_seat = []
     for a in range(n):
         per_seat.append({
@@ -148,7 +144,6 @@ def game_metrics(task: Task, state: GameState, events: list[dict[str, Any]], con
             "messages_sent": sent[a],
             "messages_received": received[a],
             "messages_per_meeting": sent[a] / max(sched_of[a], 1),
-            "vps": privacy["per_target_vps"][a] if privacy.get("per_target_vps") else 0.0,
         })
 
     m = len(task.meetings)
@@ -178,11 +173,9 @@ def game_metrics(task: Task, state: GameState, events: list[dict[str, Any]], con
         "total_all_groupchat_messages_sent": counts["all_groupchat"],
         "total_groupchat_messages_sent": counts["participant_groupchat"] + counts["all_groupchat"],
         "total_dm_chars": chars["dm"],
-        "communication_protocol": config.communication_protocol,
+        "communication_protocol": communication_protocol,
         "cost_mode": task.cost_mode,
         "per_seat": per_seat,
-        **{k: v for k, v in privacy.items() if k != "per_target_vps"},
-        "per_target_vps": privacy.get("per_target_vps"),
     }
     final_state = {
         "calendars": [[None if it is None else it.to_json() for it in cal] for cal in state.calendars],

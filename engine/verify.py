@@ -1,4 +1,4 @@
-"""Verification of a trace: the fold (:mod:`engine.trace`) plus the metrics recomputed from it.
+"""Verification of a trace: the fold (:mod:`engine.trace`) plus the metrics scored again and diffed.
 
 What ``calbench trace`` and ``calbench import`` check (issue 15): a trace whose moves,
 hashes or calendars were changed fails the fold; one whose recorded ``metrics`` were
@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from .actions import EnvelopeError, actions_from_json
-from .metrics import game_metrics
 from .model import Task, TaskError
 from .rules import BatchOutcome, check_batch
+from .scoring import Scores, ScoreInput, counted_events, score
 from .state import apply_outcome, initial_state, meeting_slot, resolve_round
 from .trace import FoldResult, fold_trace
 
-__all__ = ["CHECKED_METRICS", "CHECKED_SEAT_METRICS", "check_metrics", "verify_trace"]
+__all__ = ["CHECKED_METRICS", "CHECKED_SEAT_METRICS", "check_metrics", "rescore_trace", "verify_trace"]
 
 
 #: Headline metrics recomputed for our traces and compared with the recorded ones.  Since
@@ -133,11 +133,35 @@ def _short(v: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def rescore_trace(trace: dict[str, Any], task: Task | None = None) -> Scores | str:
+    """Our finished trace scored again by today's scorers (``engine.scoring``): its batches
+    refolded (each re-validated), its events up to ``game_end`` scored, its ``judge``
+    records (if any) too.  A one-line reason instead when it cannot be."""
+    if task is None:
+        row = trace.get("task")
+        if not isinstance(row, dict):
+            return "the trace has no task row, so it cannot be scored again"
+        try:
+            task = Task.from_row(row)
+        except TaskError:
+            return "the task row cannot be read, so the metrics cannot be checked"
+    events = counted_events(trace.get("events") or [])
+    state = _refold_state(task, events)
+    if state is None:
+        return "the metrics cannot be recomputed: the batches do not fold"
+    cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+    judge = trace.get("judge") if isinstance(trace.get("judge"), dict) else None
+    try:
+        return score(ScoreInput(task, state, events, _Cfg(cfg.get("channels")).communication_protocol, judge=judge))
+    except Exception as exc:  # a malformed message event, say
+        return f"the metrics cannot be recomputed from the events ({type(exc).__name__}: {exc})"
+
+
 def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
     """Problems with a finished trace's recorded ``metrics``: each recomputed from the fold.
 
-    Our traces (a task row): the engine's own ``game_metrics`` over the refolded state
-    (the scheduled-only oracle is solved again), compared key by key over the whole
+    Our traces (a task row): re-score and diff — :func:`rescore_trace` (today's scorers
+    over the refolded state; the scheduled-only oracle is solved again), compared key by key over the whole
     ``metrics`` object — the VPS family, costs, counts, every seat's record — and the
     per-agent lists of ``final_state``; only :data:`INFORMATIONAL` keys are left out.
     The authors' traces: :func:`_check_authors`.  A stopped trace or one without metrics
@@ -155,14 +179,10 @@ def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
             task = Task.from_row(row)
         except TaskError:
             return ["the task row cannot be read, so the metrics cannot be checked"]
-        state = _refold_state(task, events)
-        if state is None:
-            return ["the metrics cannot be recomputed: the batches do not fold"]
-        cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
-        try:
-            final, fresh = game_metrics(task, state, events, _Cfg(cfg.get("channels")))
-        except Exception as exc:  # a malformed message event, say
-            return [f"the metrics cannot be recomputed from the events ({type(exc).__name__}: {exc})"]
+        scored = rescore_trace(trace, task)
+        if isinstance(scored, str):
+            return [scored]
+        final, fresh = scored.final_state, scored.metrics
         seats = metrics.get("per_seat")
         if seats is not None and (not isinstance(seats, list) or len(seats) != len(fresh["per_seat"])):
             problems.append(f"metrics.per_seat should list {len(fresh['per_seat'])} seats")
@@ -175,8 +195,16 @@ def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
         fs = trace.get("final_state")
         if isinstance(fs, dict):
             _compare_tree("final_state", fs, final, problems, skip=("calendars", "round_outcomes"))
+        recorded = trace.get("scoring")
+        if problems and isinstance(recorded, dict) and recorded != scored.versions:
+            problems.append(f"(scored by {_versions(recorded)}; today's scorers are {_versions(scored.versions)}: "
+                            "'calbench rescore' scores a saved game again)")
         return problems
     return _check_authors(trace, res, metrics, events)
+
+
+def _versions(v: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in v.items())
 
 
 def _check_authors(trace: dict[str, Any], res: FoldResult, metrics: dict[str, Any],

@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from engine.events import Clock, EventSink, ListSink, MultiSink, wall_clock
-from engine.game import GameConfig, GameResult, run_game
+from engine.game import GameConfig, GameResult, end_game, play_game
 from engine.model import Task
 from engine.redact import redact
+from engine.scoring import score_played
 
 __all__ = ["Session", "SessionOutcome", "run_session", "fail_session", "failure_trace", "saved_trace"]
 
@@ -166,10 +167,12 @@ async def _run_session(session: Session, *, store: Any, stream: bool, listeners:
     parts = [store_sink if store_sink is not None else memory, *listeners]
     sink = parts[0] if len(parts) == 1 else MultiSink(*parts)
     try:
-        result = await run_game(session.task, session.seats, session.config, sink, clock=session.clock,
-                                game_id=gid, extra_config=dict(session.extra_config),
-                                **({"resume_events": resume_events, "interrupted_events": interrupted}
-                                   if resume_events else {}))
+        played = await play_game(session.task, session.seats, session.config, sink, clock=session.clock,
+                                 game_id=gid, extra_config=dict(session.extra_config),
+                                 **({"resume_events": resume_events, "interrupted_events": interrupted}
+                                    if resume_events else {}))
+        scores = score_played(played)  # scoring is a stage after the game (engine/scoring.py)
+        result = await end_game(played, scores.final_state, scores.metrics, scores.versions)
     except asyncio.CancelledError:
         if store_sink is not None:
             await _close_quietly(store_sink)

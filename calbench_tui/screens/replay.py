@@ -48,7 +48,6 @@ from ..widgets.keybar import KeyBar
 MESSAGE_TYPES = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
 REPLY_TYPES = ("turn_end", "decide_end")
 PROMPT_TYPES = ("turn_start", "decide_start")
-P0 = 0.5
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)  # events per second
 DEFAULT_SPEED = 3  # 4 events/s
 MAX_MESSAGES_SHOWN = 300
@@ -113,7 +112,7 @@ class ReplayModel:
     """A trace folded once; answers "what was true after event i" for the views."""
 
     def __init__(self, trace: dict[str, Any]) -> None:
-        from engine.privacy import belief_updates
+        from engine.privacy import belief_updates, tally
         from engine.replay import fold_trace
 
         from engine.trace import task_for_trace
@@ -132,8 +131,7 @@ class ReplayModel:
         self.beliefs_by_seq: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for u in self.beliefs:
             self.beliefs_by_seq[u["seq"]].append(u)
-        self.delta_vps = {s: sum(abs(u["after"] - P0) - abs(u["before"] - P0) for u in us)
-                          for s, us in self.beliefs_by_seq.items()}
+        self.delta_vps = tally(self.beliefs, self.num_agents).by_seq
         self.meetings: dict[int, dict[str, Any]] = {}
         self.round_starts: list[int] = []
         self.round_of: list[int | None] = []
@@ -354,21 +352,11 @@ class ReplayModel:
 
     def vps_so_far(self, i: int) -> tuple[dict[tuple[int, int], float], list[float]]:
         """(this round: (observer, target) -> VPS, the game: per target) after event i."""
-        seq = self.seqs[i]
+        from engine.privacy import tally
+
         r = self.round_of[i]
-        last: dict[tuple[int, int, int, int], float] = {}
-        for u in self.beliefs:
-            if u["seq"] > seq:
-                break
-            last[(u["round"], u["target"], u["observer"], u["slot"])] = u["after"]
-        pair: dict[tuple[int, int], float] = defaultdict(float)
-        per_target = [0.0] * self.num_agents
-        for (rr, t, o, _s), b in last.items():
-            if 0 <= t < self.num_agents:
-                per_target[t] += abs(b - P0)
-            if rr == r:
-                pair[(o, t)] += abs(b - P0)
-        return dict(pair), per_target
+        t = tally(self.beliefs, self.num_agents, upto_seq=self.seqs[i])
+        return {(o, tt): v for (rr, o, tt), v in t.per_round_pair.items() if rr == r}, t.per_target
 
     def round_index_before(self, i: int) -> int:
         """The event index of the previous round start (``[``)."""
@@ -469,6 +457,8 @@ def messages_text(model: ReplayModel, i: int) -> Text:
 
 def beliefs_renderable(model: ReplayModel, i: int) -> Text:
     """The belief updates of event i, and the VPS so far (plain text: cheap to redraw per step)."""
+    from engine.privacy import credit
+
     seq = model.seqs[i]
     rows = model.beliefs_by_seq.get(seq, [])
     out = Text(no_wrap=True, overflow="ellipsis")
@@ -480,7 +470,7 @@ def beliefs_renderable(model: ReplayModel, i: int) -> Text:
         out.append(f"{'observer':>8} {'about':>5} {'slot':>4}  {'source':<16} {'e':>5} {'α':>5} {'before':>7} "
                    f"{'after':>7} {'Δ|Bel−½|':>9}\n", style="bold")
         for u in rows:
-            d = abs(u["after"] - P0) - abs(u["before"] - P0)
+            d = credit(u)
             out.append(f"{'A' + str(u['observer']):>8} {'A' + str(u['target']):>5} {u['slot']:>4}  "
                        f"{str(u['source'])[:16]:<16} {u['evidence']:>5.2f} {u['strength']:>5.2f} "
                        f"{u['before']:>7.3f} {u['after']:>7.3f} ")

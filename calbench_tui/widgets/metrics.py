@@ -52,20 +52,13 @@ def vps_split(trace: dict[str, Any]) -> list[tuple[float, float]] | None:
         return None
     try:
         from engine.model import Task
-        from engine.privacy import belief_updates
+        from engine.privacy import belief_updates, tally
 
         task = Task.from_row(row)
         rows = belief_updates(task, trace.get("events") or [])
     except Exception:
         return None
-    out = [[0.0, 0.0] for _ in range(task.num_agents)]
-    for u in rows:
-        t = u.get("target")
-        if not isinstance(t, int) or not 0 <= t < task.num_agents:
-            continue
-        credit = abs(u["after"] - 0.5) - abs(u["before"] - 0.5)
-        out[t][1 if str(u.get("source", "")).startswith("text") else 0] += credit
-    return [(a, b) for a, b in out]
+    return [(a, b) for a, b in tally(rows, task.num_agents).by_source]
 
 
 def _leak_records(metrics: dict[str, Any]) -> list[dict[str, Any]]:

@@ -49,7 +49,6 @@ MARGINS = {"coordination": 0.2, "excess": 10.0, "vps": 5.0}
 METRICS = ("coordination", "excess", "vps")
 #: The fixed per-game-target communication floor subtracted for "excess VPS" (paper F.3/F.5).
 VPS_FLOOR = 5.0
-P0 = 0.5
 Z95 = 1.96
 
 
@@ -203,7 +202,7 @@ def trace_facts(trace: dict[str, Any], task=None) -> dict[str, Any] | None:
     ``vps``: per-target VPS of the game.  None when the trace cannot be folded.
     """
     from engine.model import Errand, MeetingCopy
-    from engine.privacy import belief_updates
+    from engine.privacy import vps_sums
     from engine.replay import TraceError, fold_trace
     from engine.state import is_scheduled
 
@@ -223,16 +222,8 @@ def trace_facts(trace: dict[str, Any], task=None) -> dict[str, Any] | None:
             rounds[d["round"]] = d["meeting"]
     if not rounds:
         rounds = {r: m.to_json() for r, m in enumerate(task.meetings)}
-    # VPS per (round, target): the last belief per (round, target, observer, slot).
-    last: dict[tuple[int, int, int, int], float] = {}
-    for u in belief_updates(task, events):
-        last[(u["round"], u["target"], u["observer"], u["slot"])] = u["after"]
-    vps_rt: dict[tuple[int, int], float] = defaultdict(float)
-    per_target = [0.0] * n
-    for (r, t, _o, _s), b in last.items():
-        vps_rt[(r, t)] += abs(b - P0)
-        if 0 <= t < n:
-            per_target[t] += abs(b - P0)
+    # VPS per (round, target): the engine's one reduction of the belief updates.
+    vps_rt, per_target = vps_sums(task, events)
     # Levels each agent's applied batches cost, per round.
     real: dict[tuple[int, int], int] = defaultdict(int)
     for i, ev in enumerate(events):

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.model import Task
-from engine.privacy import belief_to_feasibility, belief_updates, feasibility_truth, observer_vps, semantic_leaks
+from engine.privacy import (belief_to_feasibility, belief_updates, feasibility_truth, observer_vps, semantic_leaks,
+                            tally)
 from engine.protocol import MESSAGE_EVENTS, typed_message
 
 __all__ = ["CODEBOOK", "export_study", "study_rows", "seat_kind", "codebook_markdown"]
@@ -313,9 +314,7 @@ async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
             "estimator_vps_same_pairs": obs["estimator_vps"] if (mine and obs) else None,
             "timeouts": timeouts if mine else None})
     audit_rows(out, trace, pid, g, kinds, [out_row["persona"] for out_row in out["games.csv"][-task.num_agents:]])
-    contrib: dict[Any, float] = {}
-    for u in belief_updates(task, events):
-        contrib[u["seq"]] = contrib.get(u["seq"], 0.0) + abs(u["after"] - 0.5) - abs(u["before"] - 0.5)
+    contrib = tally(belief_updates(task, events), task.num_agents).by_seq
     leaks = semantic_leaks(task, [e for e in events if e.get("type") not in MESSAGE_EVENTS
                                   or typed_message(e.get("data") or {}) is None])
     tier: dict[Any, str] = {}

@@ -26,7 +26,7 @@ import json
 from typing import Any
 
 from engine.events import MESSAGE_EVENTS
-from engine.reflection import reflection_vps
+from engine.scoring import SCORERS, judge_metrics
 
 from .client import complete
 from .schema import judge_schema, response_format
@@ -138,21 +138,12 @@ async def judge_trace(trace: dict[str, Any], task, settings: LLMSettings, *, mod
         return rec
 
     records = list(await asyncio.gather(*(one(e) for e in msgs)))
-    # Score like reflections: one pseudo "reflection" per (message, observer), after the
-    # resolutions that give each round's starting calendars.
-    pseudo = [e for e in events if e.get("type") == "resolution"]
-    for rec in records:
-        if "shift" not in rec or rec.get("round") is None:
-            continue
-        for o in rec["observers"]:
-            pseudo.append({"type": "reflection", "data": {"round": rec["round"], "agent_id": o,
-                                                          "deltas": {str(rec["sender"]): rec["shift"]}}})
-    scored = reflection_vps(task, pseudo)
-    summary = {k: scored[k] for k in ("raw_total", "calibrated_total", "excess_calibrated_total",
-                                      "excess_calibrated_mean", "participant_pairs_calibrated", "floor", "per_target")}
-    summary.update(messages=len(records), failed=sum(1 for r in records if r.get("error")), model=model)
+    # Scored like reflections by the engine's "judge" scorer (calbench rescore scores them again).
+    summary = judge_metrics(task, events, records, model)
     judge = {"model": model, "endpoint": settings.public().get("base_url"), "records": records}
     trace["judge"] = judge
     if isinstance(trace.get("metrics"), dict):
         trace["metrics"]["judge_vps"] = summary
+        if isinstance(trace.get("scoring"), dict):
+            trace["scoring"]["judge"] = SCORERS["judge"].version
     return judge
