@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from calbench_tui.cli import main
-from saves.store import _event_row, decode_events
+from saves.codec import _event_row, decode_events
 
 
 @pytest.fixture

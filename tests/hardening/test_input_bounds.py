@@ -391,7 +391,7 @@ def test_the_printing_helper():
 def test_the_documented_nesting_limit_is_enforced(tmp_path):
     """Before: the docs said 64, the store allowed 200 (and orjson let 254 through)."""
     from engine.inputs import MAX_NESTING
-    from saves.store import MAX_DEPTH
+    from saves.checks import MAX_DEPTH
 
     doc = (Path(__file__).parents[2] / "docs" / "hardening.md").read_text()
     stated = {int(n) for n in re.findall(r"nesting deeper than (\d+) levels", doc)}
