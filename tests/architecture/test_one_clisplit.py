@@ -99,3 +99,18 @@ def test_the_no_peeking_policy_is_the_guard_not_the_store():
     import saves.store
 
     assert not hasattr(saves.store, "human_game_in_play") and not hasattr(saves.store, "in_play_message")
+# -- the mock endpoint -------------------------------------------------------------------------
+
+MOCK = "calbench_devtools.mock_endpoint"
+#: the only modules of the program that may import the mock: those whose command starts it
+MOCK_STARTERS = {"lab/study/check.py", "calbench_cli/commands/llm.py", "calbench_tui/commands/llm.py"}
+
+
+def test_the_mock_endpoint_is_not_a_persona():
+    assert (REPO / "calbench_devtools" / "mock_endpoint.py").is_file()
+    assert not list((REPO / "personas").rglob("mock*.py"))
+    users = {str(p.relative_to(REPO)) for p in _py_files("engine", "personas", "saves", "lab", "calbench_tui",
+                                                            "calbench_cli")
+             if any(m == MOCK or m.startswith("calbench_devtools") for m in _imports(p))}
+    assert not {u for u in users if u.split("/")[0] in ("engine", "personas", "saves")}, users
+    assert users <= MOCK_STARTERS, users

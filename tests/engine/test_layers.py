@@ -17,14 +17,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 FORBIDDEN = {
-    "engine": {"textual", "openai", "aiosqlite", "personas", "saves", "lab", "calbench_tui"},
-    "personas": {"textual", "aiosqlite", "saves", "lab", "calbench_tui"},
-    "saves": {"textual", "openai", "personas", "lab", "calbench_tui"},
+    "engine": {"textual", "openai", "aiosqlite", "personas", "saves", "lab", "calbench_tui", "calbench_devtools"},
+    "personas": {"textual", "aiosqlite", "saves", "lab", "calbench_tui", "calbench_devtools"},
+    "saves": {"textual", "openai", "personas", "lab", "calbench_tui", "calbench_devtools"},
     "lab": {"textual", "calbench_tui"},
+    # the loopback mock endpoint is a tool for tests and offline play, under the program
+    "calbench_devtools": {"textual", "aiosqlite", "saves", "lab", "calbench_tui"},
 }
 
 
-PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui")
+PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui", "calbench_devtools")
 
 
 def module_name(path: Path) -> str:

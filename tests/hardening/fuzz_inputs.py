@@ -367,7 +367,7 @@ ENDPOINT_VARIANTS = ("plain", "usage-2e70", "usage-negative", "usage-nan", "usag
 
 _SERVER = r'''
 import asyncio, json, math, sys
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 
 class Variant(MockLLMServer):
     def __init__(self, variant, **kw):

@@ -10,7 +10,7 @@ from calbench_tui.app import make_app
 from calbench_tui.commands import play
 from calbench_tui.screens.end import EndScreen
 from calbench_tui.settings import Settings
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 from saves.store import Store
 
 from .helpers import play_to_end, wait_for
