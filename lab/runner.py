@@ -492,7 +492,7 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
 # The command-line driver: open the store, show progress, optionally use processes
 # ---------------------------------------------------------------------------------------
 #: ``progress_bar(total, label)`` is a context manager giving ``advance(summary)``, called
-#: once per finished game; the interface draws it (``calbench_tui/progress.py``).
+#: once per finished game; the interface draws it (``calbench_cli/progress.py``).
 ProgressBar = Callable[[int, str], ContextManager[Callable[[GameSummary], Any]]]
 
 

@@ -37,7 +37,7 @@ def authors_tasks_path(compat_dir: Path) -> Path:
 @pytest.fixture
 def cli(capsys):
     """The ``calbench`` command line in-process (fast): returns (exit code, stdout, stderr)."""
-    from calbench_tui.cli import main
+    from calbench_cli.cli import main
 
     def run(*args):
         capsys.readouterr()

@@ -103,7 +103,7 @@ def test_the_no_peeking_policy_is_the_guard_not_the_store():
 
 MOCK = "calbench_devtools.mock_endpoint"
 #: the only modules of the program that may import the mock: those whose command starts it
-MOCK_STARTERS = {"lab/study/check.py", "calbench_cli/commands/llm.py", "calbench_tui/commands/llm.py"}
+MOCK_STARTERS = {"lab/study/check.py", "calbench_cli/commands/llm.py"}
 
 
 def test_the_mock_endpoint_is_not_a_persona():
@@ -114,3 +114,48 @@ def test_the_mock_endpoint_is_not_a_persona():
              if any(m == MOCK or m.startswith("calbench_devtools") for m in _imports(p))}
     assert not {u for u in users if u.split("/")[0] in ("engine", "personas", "saves")}, users
     assert users <= MOCK_STARTERS, users
+
+
+# -- the command line apart from the app -------------------------------------------------------
+
+#: the commands that open a Textual app (calbench-play, replay, report --tui, study run, serve's
+#: browser front); every other command is headless and imports no part of the app that draws
+APP_OPENERS = {"play.py", "replay.py", "report.py", "study.py", "serve.py"}
+#: the app's modules that draw (Textual); the CLI may still use its plain-text helpers
+#: (``safe_text``, ``settings``, ``keys``, ``report_view``), which import no Textual
+APP_DRAWING = ("textual", "calbench_tui.app", "calbench_tui.replay_app", "calbench_tui.study_app",
+               "calbench_tui.screens", "calbench_tui.widgets", "calbench_tui.web", "calbench_tui.remote",
+               "calbench_tui.messages")
+
+
+def test_the_command_line_is_its_own_package_above_the_app():
+    assert (REPO / "calbench_cli" / "cli.py").is_file() and (REPO / "calbench_cli" / "commands").is_dir()
+    assert not (REPO / "calbench_tui" / "cli.py").exists() and not (REPO / "calbench_tui" / "commands").exists()
+    # the app never imports the command line
+    up = {str(p.relative_to(REPO)) for p in _py_files("calbench_tui", "lab", "saves", "personas", "engine",
+                                                        "calbench_devtools")
+          if any(m.split(".")[0] == "calbench_cli" for m in _imports(p))}
+    assert not up, up
+    # the command line imports the drawing app only in the commands that open it
+    opens = {p.name for p in _py_files("calbench_cli")
+             if any(m == d or m.startswith(d + ".") for m in _imports(p) for d in APP_DRAWING)}
+    assert opens <= APP_OPENERS, opens - APP_OPENERS
+
+
+def test_the_entry_points_name_the_command_line_package():
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts == {"calbench": "calbench_cli.cli:main", "calbench-play": "calbench_cli.cli:play_main"}
+
+
+def test_headless_commands_load_no_textual():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from calbench_cli.cli import build_parser\n"
+            "import calbench_cli.commands.run, calbench_cli.commands.suite, calbench_cli.commands.saves\n"
+            "build_parser()\n"
+            "assert 'textual' not in sys.modules, 'textual'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

@@ -14,7 +14,7 @@ import sqlite3
 import orjson
 import pytest
 
-from calbench_tui.cli import main
+from calbench_cli.cli import main
 from saves.codec import _event_row, decode_events
 
 

@@ -17,7 +17,7 @@ from engine import protocol
 from engine.events import MESSAGE_EVENT_TYPES, MESSAGE_EVENTS
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui", "calbench_devtools")
+PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui", "calbench_devtools", "calbench_cli")
 
 
 def _sources():

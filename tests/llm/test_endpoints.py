@@ -131,7 +131,7 @@ async def test_a_game_over_three_replicas_one_down_one_failing(task, monkeypatch
 
 
 def test_command_line_takes_a_comma_list_of_replicas(tmp_path, capsys, monkeypatch):
-    from calbench_tui.cli import main
+    from calbench_cli.cli import main
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m", "--db", str(tmp_path / "x.db"),
