@@ -63,7 +63,7 @@ def test_the_owner_is_low_and_everyone_uses_it():
     own = {m for m in _imports(REPO / "engine" / "protocol.py") if m.split(".")[0] in PACKAGES}
     assert {m.split(".")[0] + "." + m.split(".")[1] for m in own} <= {"engine.events"}
     users = {"engine/privacy.py", "personas/scripted/protocol.py", "personas/scripted/dsm.py", "personas/quick.py",
-             "calbench_devtools/mock_endpoint.py", "calbench_tui/screens/game.py"}
+             "calbench_devtools/mock_endpoint.py", "personas/seat_model.py"}
     for rel in users:
         assert "engine.protocol" in _imports(REPO / rel), rel
 
