@@ -40,7 +40,7 @@ def big_suite(path: str, n: int) -> None:
 
 
 def run_cmd(tasks: str, db: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "calbench_tui.cli", "run", "--tasks", tasks, "--agents", "imap", "--db", db,
+    return [sys.executable, "-m", "calbench_cli.cli", "run", "--tasks", tasks, "--agents", "imap", "--db", db,
             *extra]
 
 

@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 from engine.game import GameConfig, run_game  # noqa: E402
 from engine.generate import generate_scenario  # noqa: E402
 from personas.llm.factory import LLMSettings, make_llm_persona  # noqa: E402
-from personas.llm.mock_server import MockLLMServer  # noqa: E402
+from calbench_devtools.mock_endpoint import MockLLMServer  # noqa: E402
 
 
 def critical_path_s(trace: dict) -> float:

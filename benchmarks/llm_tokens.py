@@ -41,7 +41,7 @@ from engine.game import GameConfig, run_game  # noqa: E402
 from engine.taskref import hydrate_labels, resolve_tasks  # noqa: E402
 from engine.usage import failure_counts, token_usage  # noqa: E402
 from personas.llm.factory import LLMSettings, make_llm_persona  # noqa: E402
-from personas.llm.mock_server import MockLLMServer  # noqa: E402
+from calbench_devtools.mock_endpoint import MockLLMServer  # noqa: E402
 from personas.registry import make_personas  # noqa: E402
 
 

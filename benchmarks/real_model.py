@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def start_server(model: str, port: int, ctx: int, threads: int) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "calbench_tui.cli", "local-llm", "--model", model, "--port", str(port),
+    cmd = [sys.executable, "-m", "calbench_cli.cli", "local-llm", "--model", model, "--port", str(port),
            "--ctx", str(ctx), "--threads", str(threads), "--quiet"]
     log = open(Path(tempfile.gettempdir()) / f"calbench-local-llm-{port}.log", "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
@@ -58,7 +58,7 @@ def start_server(model: str, port: int, ctx: int, threads: int) -> tuple[subproc
 
 
 def run_games(base_url: str, tasks: str, agents: str, db: str, extra: list[str]) -> tuple[int, float, str]:
-    cmd = [sys.executable, "-m", "calbench_tui.cli", "run", "--tasks", tasks, "--agents", agents,
+    cmd = [sys.executable, "-m", "calbench_cli.cli", "run", "--tasks", tasks, "--agents", agents,
            "--base-url", base_url, "--db", db, "--json", *extra]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)

@@ -32,14 +32,14 @@ PROTOCOLS = ("imap", "sdmap", "dsm-welfare", "dsm-private")
 
 
 def record(out: Path, tasks: str) -> None:
-    from calbench_tui.cli import main
+    from calbench_cli.cli import main
 
     out.mkdir(parents=True, exist_ok=True)
     for p in PROTOCOLS:
         db = out / f"{p}.db"
         for f in out.glob(f"{p}.db*"):
             f.unlink()
-        run = subprocess.run([sys.executable, "-m", "calbench_tui.cli", "run", "--tasks", tasks, "--agents", p,
+        run = subprocess.run([sys.executable, "-m", "calbench_cli.cli", "run", "--tasks", tasks, "--agents", p,
                               "--deterministic", "--json", "--db", str(db)], capture_output=True, check=True,
                              cwd=out)  # not the caller's tree: the interpreter's own install
         (out / f"run_{p}.json").write_bytes(run.stdout)

@@ -63,7 +63,7 @@ def run_once(tasks: Path, agents: str, concurrency: int | None, cache: str | Non
     """One timed ``calbench run``; ``cache``: the oracle cache folder (None: a fresh one)."""
     with tempfile.TemporaryDirectory(prefix="calbench-bench-") as tmp:
         db = os.path.join(tmp, "suite.db")
-        cmd = [sys.executable, "-m", "calbench_tui.cli", "run", "--tasks", str(tasks), "--agents", agents,
+        cmd = [sys.executable, "-m", "calbench_cli.cli", "run", "--tasks", str(tasks), "--agents", agents,
                "--db", db, "--json", *(extra or [])]
         if concurrency:
             cmd += ["--concurrency", str(concurrency)]

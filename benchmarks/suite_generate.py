@@ -88,7 +88,7 @@ def main() -> int:
         cfg.write_text(text)
         out = Path(tmp) / "slice.jsonl"
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "calbench_tui.cli", "suite", "generate", str(cfg), "-o", str(out),
+        proc = subprocess.run([sys.executable, "-m", "calbench_cli.cli", "suite", "generate", str(cfg), "-o", str(out),
                                "--workers", str(args.workers), "--json"], capture_output=True, text=True, cwd=ROOT)
         whole = time.perf_counter() - t0
         if proc.returncode != 0:

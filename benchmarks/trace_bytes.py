@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 
 def _calbench(*args: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "calbench_tui.cli", *args], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "calbench_cli.cli", *args], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if proc.returncode != 0:
         raise SystemExit(f"calbench {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -117,7 +117,7 @@ def main() -> int:
             _calbench("run", "--tasks", args.tasks, "--agents", agents, "--deterministic", "--db", db, "--json")
             measure(f"scripted {agents}", asyncio.run(_traces(db)), tmp)
         port = _free_port()
-        server = subprocess.Popen([sys.executable, "-m", "calbench_tui.cli", "mock-llm", "--port", str(port)],
+        server = subprocess.Popen([sys.executable, "-m", "calbench_cli.cli", "mock-llm", "--port", str(port)],
                                   cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   env={**os.environ, "PYTHONPATH": str(ROOT)})
         try:

@@ -164,7 +164,7 @@ def pty_first_frame(timeout: float = 60.0) -> tuple[float, float] | None:
 
     exe = Path(sys.executable).with_name("calbench-play")
     argv = [str(exe)] if exe.exists() else [sys.executable, "-c",
-                                             "import sys; from calbench_tui.cli import play_main; sys.exit(play_main())"]
+                                             "import sys; from calbench_cli.cli import play_main; sys.exit(play_main())"]
     argv += ["--seat", "2", "--seed", "7"]
     tmp = tempfile.mkdtemp(prefix="calbench-bench-")
     cfg = Path(tmp) / "config"

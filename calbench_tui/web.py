@@ -61,7 +61,7 @@ def _to_int(value: str | None, default: int, lo: int, hi: int) -> int:
 def _python_cli(entry: str) -> str:
     """A shell command running this Python's CalBench command line (``main`` or ``play_main``)."""
     return (f"{shlex.quote(sys.executable)} -c "
-            + shlex.quote(f"import sys; from calbench_tui.cli import {entry}; sys.exit({entry}())"))
+            + shlex.quote(f"import sys; from calbench_cli.cli import {entry}; sys.exit({entry}())"))
 
 
 class _App(AppService):

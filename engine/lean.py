@@ -14,7 +14,7 @@ kept calendar re-synchronises the fold.  :func:`fatten_events` runs the same fol
 puts every dropped field back at its place in the event's data, so
 ``fatten_events(slim_events(e)) == e`` key order included — export writes the full shape.
 
-Pure functions; the store (``saves/store.py``) compresses the result.
+Pure functions; the store (``saves/codec.py``) compresses the result.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ lists, and the free-text reader the scripted seats use (SPEC §7).
 Every module that writes or reads a protocol message uses this one: the scripted seats
 (``personas/scripted/``), the human's quick actions (``personas/quick.py``), the VPS
 estimator (``engine/privacy.py``), the game screen and the loopback mock endpoint
-(``personas/llm/mock_server.py``).  It imports nothing but the standard library and
+(``calbench_devtools/mock_endpoint.py``).  It imports nothing but the standard library and
 ``engine.events``, so every layer may use it.
 
 Typed payloads

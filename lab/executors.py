@@ -2,7 +2,7 @@
 
 Wherever the games are played, every game goes through :func:`lab.session.run_session`
 (via ``lab.runner.play_one``) with no store there, is prepared for the store where it was
-played (``saves.store.prepare_game``: checked, events packed lean and compressed, turned
+played (``saves.traces.prepare_game``: checked, events packed lean and compressed, turned
 into rows), and comes back to the process that started the run: **the driver is the only
 writer of the store** (:class:`_Driver`: claims, writes in bursts, never a second copy of
 a game id, lost work saved ``failed``).  So ``--resume``, progress, summaries and reports
@@ -179,7 +179,7 @@ def iter_chunk(chunk: _Chunk) -> Iterator[tuple[Any, Any]]:
     ``(prepared game, summary)`` for each as it ends — a Ray streaming generator, so the
     driver writes every game (and advances progress) when it is done, not when the chunk is.
 
-    Each game comes back as the rows the store writes (``saves.store.prepare_game``: the
+    Each game comes back as the rows the store writes (``saves.traces.prepare_game``: the
     trace checked, its events packed lean and compressed); the driver only inserts them.
     """
     from lab import runner
@@ -366,7 +366,7 @@ class _Driver:
         return [i for i in indices if self.claimer.plays(await self.claimer.take(i))]
 
     async def record(self, game: Any, summary: Any) -> None:
-        """``game``: a ``saves.store.PreparedGame``."""
+        """``game``: a ``saves.traces.PreparedGame``."""
         from lab import runner
 
         gid = game.game_id
@@ -382,7 +382,7 @@ class _Driver:
         """The games at ``indices`` will not come back: each is saved ``failed`` with ``reason``."""
         from lab import runner
         from lab.session import Session, failure_trace, saved_trace
-        from saves.store import prepare_game
+        from saves.traces import prepare_game
 
         for i in indices:
             task, gid = self.tasks[i], self.ids[i]
@@ -548,7 +548,7 @@ class ProcessExecutor:
 
     The driver hands each worker ``ahead`` chunks of ``chunk`` games at a time, claiming a
     chunk just before it is sent (so two resumed runs share a suite chunk by chunk), and
-    writes the games as the workers send them back prepared (``saves.store.prepare_game``).
+    writes the games as the workers send them back prepared (``saves.traces.prepare_game``).
     Workers hold no database connection, so they never queue for SQLite's write lock.  A
     worker that dies loses the chunks it held: their games are saved ``failed`` and the
     other workers play the rest.  Workers die with the driver (``lab.lease.die_with_parent``).

@@ -320,11 +320,11 @@ async def _refuse_saved_ids(store, key: str, ids: list[str]) -> None:
 
 
 def prepared(trace: dict[str, Any], task: Task):
-    """A game this process just played, as the rows the store writes (``saves.store.prepare_game``).
+    """A game this process just played, as the rows the store writes (``saves.traces.prepare_game``).
 
     Its events are packed here, lean and compressed, where the game was played — trusted,
     since this engine made them (``engine.lean.slim_events``)."""
-    from saves.store import prepare_game
+    from saves.traces import prepare_game
 
     return prepare_game(trace, task=task, trusted=True)
 
@@ -335,7 +335,7 @@ class BurstSaver:
     Scripted games are pure CPU and take a few milliseconds, so their events are not
     streamed one by one (a hand-over to the database thread per event costs more than the
     game); a burst of games is one ``store.write_games`` call.  The games come prepared
-    (``saves.store.prepare_game``: checked, packed, turned into rows) by whoever played
+    (``saves.traces.prepare_game``: checked, packed, turned into rows) by whoever played
     them, so the writer only inserts.  A kill loses at most the last ``size`` finished
     games (tens of milliseconds of work) and the ones in play, which ``--resume`` plays
     again.  A game id saved already is replaced unless it is completed (a deterministic
@@ -492,7 +492,7 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
 # The command-line driver: open the store, show progress, optionally use processes
 # ---------------------------------------------------------------------------------------
 #: ``progress_bar(total, label)`` is a context manager giving ``advance(summary)``, called
-#: once per finished game; the interface draws it (``calbench_tui/progress.py``).
+#: once per finished game; the interface draws it (``calbench_cli/progress.py``).
 ProgressBar = Callable[[int, str], ContextManager[Callable[[GameSummary], Any]]]
 
 

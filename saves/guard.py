@@ -1,6 +1,6 @@
 """The one guard on every path that writes or prints a saved game (issue 24, 1-2).
 
-A game a person is still playing (``saves.store.human_game_in_play``: a human, remote or
+A game a person is still playing (:func:`game_in_play`: a human, remote or
 study seat, and the game is ``running`` or ``stopped`` so it may resume) holds every
 seat's calendar, private labels, renders and the messages between the other seats.  No
 command writes or prints such a game unless the researcher says ``--reveal-all-seats``:
@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .store import REVEAL_FLAG, human_game_in_play, in_play_message
+from .traces import agents_of
 
-__all__ = ["REVEAL_FLAG", "PeekRefused", "game_in_play", "refuse", "admit", "skip_line"]
+__all__ = ["REVEAL_FLAG", "PeekRefused", "game_in_play", "in_play_message", "refuse", "admit", "skip_line"]
+
+REVEAL_FLAG = "--reveal-all-seats"
 
 
 class PeekRefused(Exception):
@@ -27,8 +29,30 @@ class PeekRefused(Exception):
 
 
 def game_in_play(trace: dict[str, Any]) -> bool:
-    """Does ``trace`` hold a game a person is still playing?"""
-    return human_game_in_play(trace)
+    """Does ``trace`` hold a game a person is still playing?  A saved game with a human seat
+    that has not ended (running, or stopped and resumable).
+
+    Its trace holds every seat's calendar and private labels; showing it from another shell
+    while the participant plays would let anyone peek.  Commands refuse such a game unless
+    the researcher adds :data:`REVEAL_FLAG`.
+    """
+    saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
+    status = saved.get("status")
+    if status not in ("running", "stopped"):
+        return False
+    cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+    kinds = {str(a.get(k)).lower() for a in agents_of(cfg) for k in ("type", "kind")}
+    names = {n.strip().lower() for n in str(saved.get("agents") or "").split(",")}
+    return ("human" in kinds or "human" in names or isinstance(cfg.get("human_seat"), int)
+            or bool(cfg.get("remote_seats")) or cfg.get("participant") is not None)
+
+
+def in_play_message(trace: dict[str, Any], what: str) -> str:
+    """The one line that refuses to show a game in play (:func:`game_in_play`)."""
+    status = (trace.get("saved") or {}).get("status")
+    return (f"game {str(trace.get('game_id'))[:8]} has a human seat and has not ended ({status}); {what} it now "
+            f"would show every seat's calendar, costs and private labels to whoever reads this terminal. "
+            f"Wait until the game ends, or add {REVEAL_FLAG} to show them anyway")
 
 
 def refuse(trace: dict[str, Any], *, reveal: bool, what: str) -> None:

@@ -37,7 +37,7 @@ def authors_tasks_path(compat_dir: Path) -> Path:
 @pytest.fixture
 def cli(capsys):
     """The ``calbench`` command line in-process (fast): returns (exit code, stdout, stderr)."""
-    from calbench_tui.cli import main
+    from calbench_cli.cli import main
 
     def run(*args):
         capsys.readouterr()
@@ -55,7 +55,7 @@ def threaded_mock():
     import asyncio
     import threading
 
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
 
     started = []
 
@@ -86,7 +86,7 @@ def threaded_mock():
 # -- the loopback mock endpoint, in the test's own event loop (tests/llm, tests/hardening) --
 @pytest.fixture
 async def mock():
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
 
     async with MockLLMServer(policy="cooperative") as server:
         yield server

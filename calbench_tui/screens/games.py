@@ -120,10 +120,10 @@ class SavedGamesScreen(Screen):
         from .replay import ReplayScreen
 
         try:
-            from saves.store import human_game_in_play, in_play_message
+            from saves.guard import game_in_play, in_play_message
 
             trace = await self.store.load_trace(game_id)
-            if human_game_in_play(trace) and not self.reveal_all_seats:
+            if game_in_play(trace) and not self.reveal_all_seats:
                 self.notify(in_play_message(trace, "replaying").replace("add --", "start with --"),
                             severity="warning", timeout=10)
                 return

@@ -75,7 +75,7 @@ async def dry_run(study: Study, store: Any, *, base: Path | None = None, progres
     ``mock``: the LLM conditions talk to the project's loopback mock endpoint, started here
     for the dry run and stopped after it (nothing else to start, nothing leaves the machine)."""
     if mock and any(c.uses_llm for c in study.conditions):
-        from personas.llm.mock_server import MockLLMServer
+        from calbench_devtools.mock_endpoint import MockLLMServer
 
         async with MockLLMServer(policy="cooperative") as server:
             out = await dry_run(with_endpoint(study, server.base_url), store, base=base, progress=progress)

@@ -45,12 +45,10 @@ async def payments(study, store) -> list[dict[str, Any]]:
             g = plan[int(s["name"].split(":")[1])]
             if g["practice"]:
                 continue
-            async with store._db.execute("SELECT meetings_scheduled, cost_shown FROM seat_results "
-                                         "WHERE game_id = ? AND agent_id = ?", (s["game_id"], g["seat"])) as cur:
-                row = await cur.fetchone()
+            row = await store.seat_result(s["game_id"], g["seat"])
             if row is not None:
-                meetings += int(row[0] or 0)
-                cost += float(row[1] or 0)
+                meetings += int(row["meetings_scheduled"] or 0)
+                cost += float(row["cost_shown"] or 0)
         out.append({"participant": p["participant"], "simulated": p["simulated"], "pool_id": p.get("pool_id"),
                     "state": p["state"], "completion_code": p["completion_code"],
                     **_amounts(pay, completed=p["status"] == "completed", meetings=meetings, cost=cost)})

@@ -447,9 +447,7 @@ class StudyRunner:
                            **({"error": outcome.error} if outcome.error else {})})
 
     async def _game_status(self, game_id: str) -> str | None:
-        async with self.store._db.execute("SELECT status FROM games WHERE game_id = ?", (game_id,)) as cur:
-            row = await cur.fetchone()
-        return row[0] if row else None
+        return await self.store.game_status(game_id)
 
     def _seat(self, ctx: GameContext, answered: set[int] = frozenset()) -> StudySeat:
         study, g = self.study, ctx.game

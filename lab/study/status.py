@@ -67,12 +67,7 @@ async def study_status(study, store, *, now: datetime | None = None, stall_minut
                         last_partner = "answered"
             partner_down = last_partner == "failed"  # the latest partner call went unanswered
         if current is not None and current["game_id"]:
-            async with store._db.execute("SELECT MAX(round) FROM events WHERE game_id = ?",
-                                         (current["game_id"],)) as cur:
-                cur_round = (await cur.fetchone())[0]
-            if cur_round is None:  # a finished game's events are one compressed blob, not rows
-                rounds = [e["data"].get("round") for e in await store.load_events(current["game_id"])]
-                cur_round = max((r for r in rounds if isinstance(r, int)), default=None)
+            cur_round = await store.last_round(current["game_id"])
         out.append({
             "participant": p["participant"], "simulated": bool(p["simulated"]), "slot": p["slot"], "state": state,
             "step": current["name"] if current else None, "step_index": current["step"] if current else len(ps),

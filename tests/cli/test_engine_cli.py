@@ -11,7 +11,7 @@ import pytest
 
 
 def calbench(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "calbench_tui.cli", *args], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "calbench_cli.cli", *args], capture_output=True, text=True)
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -23,7 +23,7 @@ def test_help_is_fast_and_lists_commands():
     elapsed = time.perf_counter() - t0
     for cmd in ("scenario", "oracle"):
         assert cmd in proc.stdout
-    heavy = subprocess.run([sys.executable, "-c", "import sys; from calbench_tui.cli import build_parser; build_parser(); "
+    heavy = subprocess.run([sys.executable, "-c", "import sys; from calbench_cli.cli import build_parser; build_parser(); "
                             "print(sorted(m for m in ('ortools','openai','textual','aiosqlite') if m in sys.modules))"],
                            capture_output=True, text=True, check=True)
     assert heavy.stdout.strip() == "[]"

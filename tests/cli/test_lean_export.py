@@ -14,8 +14,8 @@ import sqlite3
 import orjson
 import pytest
 
-from calbench_tui.cli import main
-from saves.store import _event_row, decode_events
+from calbench_cli.cli import main
+from saves.codec import _event_row, decode_events
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from calbench_tui.cli import main
+from calbench_cli.cli import main
 from saves.store import Store
 
 
@@ -95,7 +95,7 @@ def test_judge_options_need_a_judge(tmp_path, capsys):
 def test_an_interrupted_run_prints_the_command_that_continues_it(monkeypatch):
     import argparse
 
-    from calbench_tui import cli
+    from calbench_cli import cli
 
     monkeypatch.setattr("sys.argv", ["calbench", "run", "--tasks", "canonical:0-9", "--agents", "llm:x",
                                      "--db", "my runs.db"])

@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections import Counter
 
-from calbench_tui.cli import main
+from calbench_cli.cli import main
 from saves.store import Store
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from calbench_tui.cli import play_main
+from calbench_cli.cli import play_main
 
 
 @pytest.fixture(autouse=True)

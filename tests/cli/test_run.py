@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from lab import runner
-from calbench_tui.cli import main
+from calbench_cli.cli import main
 from engine.seats import PassivePersona
 from engine.taskref import resolve_tasks
 from saves.store import Store
@@ -108,7 +108,7 @@ def test_mixed_spec_one_persona_per_seat(tmp_path, capsys):
 
 
 def test_unknown_persona_lists_the_valid_names(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "calbench_tui.cli", "run", "--tasks", "canonical:0",
+    proc = subprocess.run([sys.executable, "-m", "calbench_cli.cli", "run", "--tasks", "canonical:0",
                            "--agents", "imap,imap,telepath,imap,imap", "--db", str(tmp_path / "r.db")],
                           capture_output=True, text=True)
     assert proc.returncode == 2
@@ -530,7 +530,7 @@ def test_bad_openai_base_url_env_is_one_line(tmp_path, capsys, monkeypatch):
 
 
 def test_zero_temperature_and_llm_retries_reach_the_settings(monkeypatch):
-    from calbench_tui.commands import run as run_cmd
+    from calbench_cli.commands import run as run_cmd
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     parser = __import__("argparse").ArgumentParser()

@@ -44,7 +44,7 @@ def test_mistakes_are_one_line(cli, tmp_path):
 def test_help_explains_the_option(capsys):
     import pytest
 
-    from calbench_tui.cli import main
+    from calbench_cli.cli import main
 
     with pytest.raises(SystemExit):
         main(["run", "--help"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from calbench_tui.cli import main
+from calbench_cli.cli import main
 from doubles import PlanPersona
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
@@ -20,7 +20,7 @@ from saves.store import Store
 
 def calbench(*args):
     """The real command line, in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "calbench_tui.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "calbench_cli.cli", *args], capture_output=True, text=True)
 
 
 
@@ -215,7 +215,7 @@ def test_export_all_writes_every_game_to_a_directory(tmp_path, capsys):
 
 
 def test_play_lists_its_keys_with_readable_names(capsys):
-    from calbench_tui.cli import play_main
+    from calbench_cli.cli import play_main
 
     assert play_main(["--list-keys"]) == 0
     out = capsys.readouterr().out

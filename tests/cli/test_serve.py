@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _serve(tmp_path, *extra):
     db = tmp_path / "serve.db"
-    cmd = [sys.executable, "-c", "import sys; from calbench_tui.cli import main; sys.exit(main())", "serve",
+    cmd = [sys.executable, "-c", "import sys; from calbench_cli.cli import main; sys.exit(main())", "serve",
            "--agents", "human,imap,human,imap,imap", "--task", "canonical:3", "--port", "0", "--json",
            "--db", str(db), "--linger", "0", *extra]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -171,11 +171,11 @@ def test_a_participant_plays_from_a_real_browser(tmp_path):
 
 def _serve_study(tmp_path, *extra):
     study = tmp_path / "study.toml"
-    from calbench_tui.cli import main as cli_main
+    from calbench_cli.cli import main as cli_main
 
     assert cli_main(["study", "init", str(study)]) == 0
     db = tmp_path / "study.db"
-    cmd = [sys.executable, "-c", "import sys; from calbench_tui.cli import main; sys.exit(main())", "serve",
+    cmd = [sys.executable, "-c", "import sys; from calbench_cli.cli import main; sys.exit(main())", "serve",
            "--study", str(study), "--participants", "P01,P02", "--port", "0", "--json", "--db", str(db), *extra]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -238,7 +238,7 @@ def test_a_study_participant_starts_their_session_in_a_real_browser(tmp_path):
                 t0 = time.monotonic()
                 while True:  # the session is recorded as started, at its first step, under its id
                     out = subprocess.run([sys.executable, "-c",
-                                          "import sys; from calbench_tui.cli import main; sys.exit(main())",
+                                          "import sys; from calbench_cli.cli import main; sys.exit(main())",
                                           "study", "status", str(study), "--db", str(db), "--json"],
                                          cwd=REPO, capture_output=True, text=True)
                     if out.returncode == 0 and '"P02"' in out.stdout:

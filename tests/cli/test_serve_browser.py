@@ -25,7 +25,7 @@ from aiohttp import web
 from lab.remote_bot import RemoteBot
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "import sys; from calbench_tui.cli import main; sys.exit(main())"]
+CLI = [sys.executable, "-c", "import sys; from calbench_cli.cli import main; sys.exit(main())"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]

@@ -24,8 +24,8 @@ import pytest
 from lab.remote_bot import RemoteBot
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "import sys; from calbench_tui.cli import main; sys.exit(main())"]
-PLAY = [sys.executable, "-c", "import sys; from calbench_tui.cli import play_main; sys.exit(play_main())"]
+CLI = [sys.executable, "-c", "import sys; from calbench_cli.cli import main; sys.exit(main())"]
+PLAY = [sys.executable, "-c", "import sys; from calbench_cli.cli import play_main; sys.exit(play_main())"]
 
 
 def _serve(tmp_path, *extra, agents="human,imap,human,imap,imap"):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "import sys; from calbench_tui.cli import main; sys.exit(main())"]
+CLI = [sys.executable, "-c", "import sys; from calbench_cli.cli import main; sys.exit(main())"]
 
 
 def _serve_study(study: Path, db: Path, participants: str = "P01,P02"):
@@ -32,7 +32,7 @@ def _serve_study(study: Path, db: Path, participants: str = "P01,P02"):
 
 
 def test_study_links_are_the_same_after_a_restart_and_derived_per_participant(tmp_path):
-    from calbench_tui.cli import main as cli_main
+    from calbench_cli.cli import main as cli_main
 
     study = tmp_path / "study.toml"
     assert cli_main(["study", "init", str(study)]) == 0
@@ -72,7 +72,7 @@ async def test_one_live_session_per_participant(tmp_path):
     from saves.store import Store
     from saves.study import StudyStore
 
-    from calbench_tui.cli import main as cli_main
+    from calbench_cli.cli import main as cli_main
 
     path = tmp_path / "study.toml"
     assert cli_main(["study", "init", str(path)]) == 0
@@ -105,7 +105,7 @@ async def test_one_live_session_per_participant(tmp_path):
 async def test_a_reload_during_the_last_belief_grid_asks_it_again_on_resume(tmp_path):
     """The page is reloaded (the session stopped) while the last round's belief grid is open:
     the round is saved, and the resumed session asks that grid again instead of skipping it."""
-    from calbench_tui.cli import main as cli_main
+    from calbench_cli.cli import main as cli_main
     from lab.study.model import load_study
     from lab.study.runner import StudyRunner
     from lab.study.simulate import SimulatedDriver, simulated_ids

@@ -20,11 +20,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_pool_id_in_a_link_reaches_study_run(tmp_path):
     pytest.importorskip("textual_serve")
-    from calbench_tui.cli import main as cli_main
+    from calbench_cli.cli import main as cli_main
 
     study = tmp_path / "study.toml"
     assert cli_main(["study", "init", str(study)]) == 0
-    cmd = [sys.executable, "-c", "import sys; from calbench_tui.cli import main; sys.exit(main())", "serve",
+    cmd = [sys.executable, "-c", "import sys; from calbench_cli.cli import main; sys.exit(main())", "serve",
            "--study", str(study), "--participants", "P01", "--port", "0", "--json", "--db", str(tmp_path / "s.db")]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -110,7 +110,7 @@ def test_a_bad_config_is_one_line_naming_the_field(cli, tmp_path):
 
 
 def test_show_on_the_authors_file(authors_tasks_path):
-    proc = subprocess.run([sys.executable, "-m", "calbench_tui.cli", "suite", "show", str(authors_tasks_path)],
+    proc = subprocess.run([sys.executable, "-m", "calbench_cli.cli", "suite", "show", str(authors_tasks_path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "108 tasks in 9 cells" in proc.stdout and "optimal_cost_per_participant_slot" in proc.stdout
@@ -119,8 +119,8 @@ def test_show_on_the_authors_file(authors_tasks_path):
 
 
 def test_suite_is_listed_in_help():
-    proc = subprocess.run([sys.executable, "-m", "calbench_tui.cli", "--help"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "calbench_cli.cli", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "suite" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "calbench_tui.cli", "suite", "generate", "--help"],
+    proc = subprocess.run([sys.executable, "-m", "calbench_cli.cli", "suite", "generate", "--help"],
                           capture_output=True, text=True)
     assert proc.returncode == 0 and "[[grid]]" in proc.stdout and "taskgen" in proc.stdout

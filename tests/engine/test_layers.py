@@ -17,14 +17,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 FORBIDDEN = {
-    "engine": {"textual", "openai", "aiosqlite", "personas", "saves", "lab", "calbench_tui"},
-    "personas": {"textual", "aiosqlite", "saves", "lab", "calbench_tui"},
-    "saves": {"textual", "openai", "personas", "lab", "calbench_tui"},
-    "lab": {"textual", "calbench_tui"},
+    "engine": {"textual", "openai", "aiosqlite", "personas", "saves", "lab", "calbench_tui", "calbench_devtools",
+               "calbench_cli"},
+    "personas": {"textual", "aiosqlite", "saves", "lab", "calbench_tui", "calbench_devtools", "calbench_cli"},
+    "saves": {"textual", "openai", "personas", "lab", "calbench_tui", "calbench_devtools", "calbench_cli"},
+    "lab": {"textual", "calbench_tui", "calbench_cli"},
+    # the loopback mock endpoint is a tool for tests and offline play, under the program
+    "calbench_devtools": {"textual", "aiosqlite", "saves", "lab", "calbench_tui", "calbench_cli"},
+    # the app sits under the command line (the CLI opens it, never the other way)
+    "calbench_tui": {"calbench_cli"},
 }
 
 
-PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui")
+PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui", "calbench_devtools", "calbench_cli")
 
 
 def module_name(path: Path) -> str:
@@ -111,7 +116,7 @@ def _rule_violations(folder: str, banned_prefixes: tuple[str, ...]) -> dict[str,
 
 
 def test_screens_do_not_import_the_command_line():
-    bad = _rule_violations("calbench_tui/screens", ("calbench_tui.commands",))
+    bad = _rule_violations("calbench_tui/screens", ("calbench_cli.commands",))
     assert not bad, bad
 
 

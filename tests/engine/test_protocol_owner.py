@@ -17,7 +17,7 @@ from engine import protocol
 from engine.events import MESSAGE_EVENT_TYPES, MESSAGE_EVENTS
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui")
+PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui", "calbench_devtools", "calbench_cli")
 
 
 def _sources():
@@ -63,7 +63,7 @@ def test_the_owner_is_low_and_everyone_uses_it():
     own = {m for m in _imports(REPO / "engine" / "protocol.py") if m.split(".")[0] in PACKAGES}
     assert {m.split(".")[0] + "." + m.split(".")[1] for m in own} <= {"engine.events"}
     users = {"engine/privacy.py", "personas/scripted/protocol.py", "personas/scripted/dsm.py", "personas/quick.py",
-             "personas/llm/mock_server.py", "calbench_tui/screens/game.py"}
+             "calbench_devtools/mock_endpoint.py", "personas/seat_model.py"}
     for rel in users:
         assert "engine.protocol" in _imports(REPO / rel), rel
 
@@ -74,7 +74,7 @@ def test_the_interface_imports_no_scripted_persona_and_keeps_no_codec():
         bad = {m for m in _imports(path) if m.startswith("personas.scripted")}
         assert not bad, f"{path.relative_to(REPO)} imports {bad}"
     # The mock endpoint stays a module of its own, apart from the real client.
-    assert not {m for m in _imports(REPO / "personas" / "llm" / "mock_server.py")
+    assert not {m for m in _imports(REPO / "calbench_devtools" / "mock_endpoint.py")
                 if m.endswith(".client") or m.endswith("llm.client")}
 
 

@@ -120,20 +120,20 @@ class Setup:
         self.root = root
         self.python = python
         self.db = root / "games.db"
-        subprocess.run([python, "-m", "calbench_tui.cli", "run", "--tasks", "seed:1", "--agents", "imap",
+        subprocess.run([python, "-m", "calbench_cli.cli", "run", "--tasks", "seed:1", "--agents", "imap",
                         "--db", str(self.db)], check=True, capture_output=True, timeout=300)
         self.study = (root / "study.toml")
-        subprocess.run([python, "-m", "calbench_tui.cli", "study", "init", str(self.study)], check=True,
+        subprocess.run([python, "-m", "calbench_cli.cli", "study", "init", str(self.study)], check=True,
                        capture_output=True, timeout=120)
         self.study_text = self.study.read_text()
-        row = subprocess.run([python, "-m", "calbench_tui.cli", "scenario", "--seed", "1", "--json"], check=True,
+        row = subprocess.run([python, "-m", "calbench_cli.cli", "scenario", "--seed", "1", "--json"], check=True,
                              capture_output=True, text=True, timeout=300).stdout
         self.row = json.loads(row)
-        gid = json.loads(subprocess.run([python, "-m", "calbench_tui.cli", "games", "--db", str(self.db), "--json"],
+        gid = json.loads(subprocess.run([python, "-m", "calbench_cli.cli", "games", "--db", str(self.db), "--json"],
                                         check=True, capture_output=True, text=True,
                                         timeout=120).stdout)["games"][0]["game_id"]
         out = root / "trace.json"
-        subprocess.run([python, "-m", "calbench_tui.cli", "export", gid, "-o", str(out), "--db", str(self.db)],
+        subprocess.run([python, "-m", "calbench_cli.cli", "export", gid, "-o", str(out), "--db", str(self.db)],
                        check=True, capture_output=True, timeout=120)
         self.trace = json.loads(out.read_text())
         self.n = 0
@@ -367,7 +367,7 @@ ENDPOINT_VARIANTS = ("plain", "usage-2e70", "usage-negative", "usage-nan", "usag
 
 _SERVER = r'''
 import asyncio, json, math, sys
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 
 class Variant(MockLLMServer):
     def __init__(self, variant, **kw):
@@ -462,7 +462,7 @@ def _child(case: Case, out_path: str, mem_mb: int) -> None:
         for k, v in case.env.items():
             os.environ[k] = v
         sys.argv = ["calbench-play" if case.entry == "play" else "calbench", *case.argv]
-        from calbench_tui.cli import main, play_main
+        from calbench_cli.cli import main, play_main
 
         rc = (play_main if case.entry == "play" else main)(list(case.argv))
     except SystemExit as exc:
@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     # preload what the command line imports, once, before forking
-    import calbench_tui.cli  # noqa: F401
+    import calbench_cli.cli  # noqa: F401
     for mod in ("ortools.sat.python.cp_model", "aiosqlite", "rich.console", "yaml", "pydantic", "openai",
                 "textual.app"):
         try:

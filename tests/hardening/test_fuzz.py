@@ -15,7 +15,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calbench_tui.commands import UserError
+from calbench_cli.commands import UserError
 from engine.model import Task, TaskError
 from saves.store import Store, StoreError
 
@@ -64,7 +64,7 @@ def _mutate(obj, paths, picks, values):
 
 
 async def _import(trace):
-    from calbench_tui.commands.saves import import_verified
+    from calbench_cli.commands.saves import import_verified
 
     async with await Store.open(":memory:") as store:
         try:

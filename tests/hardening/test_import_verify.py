@@ -16,7 +16,7 @@ from .helpers import our_trace, run_async
 
 
 def calbench(*args):
-    return subprocess.run([sys.executable, "-m", "calbench_tui.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "calbench_cli.cli", *args], capture_output=True, text=True,
                           timeout=300)
 
 

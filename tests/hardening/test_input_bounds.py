@@ -33,8 +33,8 @@ def _cap() -> None:
 def calbench(*args, play: bool = False, timeout: float = 120, env: dict | None = None, stdout=None):
     """``calbench ARGS`` (or ``calbench-play``) in a child with a memory cap; a time-out is a
     test failure, never a hang."""
-    code = ("import sys; from calbench_tui.cli import play_main; sys.exit(play_main(sys.argv[1:]))" if play
-            else "import sys; from calbench_tui.cli import main; sys.exit(main(sys.argv[1:]))")
+    code = ("import sys; from calbench_cli.cli import play_main; sys.exit(play_main(sys.argv[1:]))" if play
+            else "import sys; from calbench_cli.cli import main; sys.exit(main(sys.argv[1:]))")
     try:
         return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=stdout is None,
                               stdout=stdout, stderr=subprocess.PIPE if stdout is not None else None, text=True,
@@ -391,7 +391,7 @@ def test_the_printing_helper():
 def test_the_documented_nesting_limit_is_enforced(tmp_path):
     """Before: the docs said 64, the store allowed 200 (and orjson let 254 through)."""
     from engine.inputs import MAX_NESTING
-    from saves.store import MAX_DEPTH
+    from saves.checks import MAX_DEPTH
 
     doc = (Path(__file__).parents[2] / "docs" / "hardening.md").read_text()
     stated = {int(n) for n in re.findall(r"nesting deeper than (\d+) levels", doc)}

@@ -13,7 +13,7 @@ from llmkit import small_task  # noqa: E402
 async def test_chaos_games_on_one_long_lived_server_are_identical(monkeypatch):
     from engine.game import GameConfig, run_game
     from personas.llm.factory import LLMSettings, make_llm_persona
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     task = small_task()

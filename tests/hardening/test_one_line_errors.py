@@ -126,7 +126,7 @@ def test_calbench_play_refuses_bad_databases_in_one_line(tmp_path):
     words = {"garbage": "not a usable CalBench database", "text": "not a usable CalBench database",
              "truncated": "CalBench database", "newer": "newer CalBench", "directory": "is a directory"}
     for kind, path in _bad_dbs(tmp_path).items():
-        proc = subprocess.run([sys.executable, "-c", "import sys; from calbench_tui.cli import play_main; "
+        proc = subprocess.run([sys.executable, "-c", "import sys; from calbench_cli.cli import play_main; "
                                "sys.exit(play_main(sys.argv[1:]))", "--db", str(path), "--seat", "0",
                                "--task", "canonical:0"], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, (kind, proc.stderr)
@@ -212,7 +212,7 @@ def test_ctrl_c_during_a_long_scenario_is_a_clean_stop(tmp_path):
     proves its optimum is used up there and the next solve runs on (seen once in a loaded
     CI run).  A person presses Ctrl-C again; so does this test, after 10 s.  Either way
     the stop must be clean: exit status 130 and one line."""
-    proc = subprocess.Popen([sys.executable, "-m", "calbench_tui.cli", "scenario", "--slots", "64",
+    proc = subprocess.Popen([sys.executable, "-m", "calbench_cli.cli", "scenario", "--slots", "64",
                              "--meetings", "20"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_cpu(proc.pid, 3.0)  # well into the solve (wall time says nothing on a loaded machine)

@@ -100,7 +100,7 @@ def test_serve_study_prints_no_escape_sequence_in_participant_lines(cli, tmp_pat
     study = _evil_study(cli, tmp_path)
     evil_path = tmp_path / f"s{EVIL.replace('/', '_')}.toml"
     study.rename(evil_path)
-    cmd = [sys.executable, "-c", "import sys; from calbench_tui.cli import main; sys.exit(main())", "serve",
+    cmd = [sys.executable, "-c", "import sys; from calbench_cli.cli import main; sys.exit(main())", "serve",
            "--study", str(evil_path), "--participants", "P01", "--port", "0", "--db", str(tmp_path / "s.db")]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})

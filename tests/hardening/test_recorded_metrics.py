@@ -102,7 +102,7 @@ def _import(trace):
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "theirs.json"
         f.write_text(json.dumps(trace))
-        res = subprocess.run([sys.executable, "-m", "calbench_tui.cli", "import", str(f), "--db", str(Path(d) / "i.db")],
+        res = subprocess.run([sys.executable, "-m", "calbench_cli.cli", "import", str(f), "--db", str(Path(d) / "i.db")],
                              capture_output=True, text=True, timeout=300)
         assert "Traceback" not in res.stderr, res.stderr
         return res.returncode

@@ -40,7 +40,7 @@ async def test_a_key_quoted_by_a_401_is_stored_nowhere(tmp_path, monkeypatch, ca
     and 21x in the exported trace.  After: 0 and 0."""
     from lab.session import Session, run_session
     from personas.llm.factory import LLMSettings, make_llm_persona
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
     from saves.store import Store
 
     monkeypatch.setenv("CALBENCH_T15_KEY", SECRET)

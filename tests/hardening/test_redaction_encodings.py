@@ -75,7 +75,7 @@ async def test_a_quoted_key_echoed_by_the_endpoint_is_stored_in_no_form(tmp_path
     a quote and a backslash, so the stored JSON holds it escaped."""
     from lab.session import Session, run_session
     from personas.llm.factory import LLMSettings, make_llm_persona
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
     from saves.store import Store
 
     monkeypatch.setenv("CALBENCH_T24_KEY", KEY)

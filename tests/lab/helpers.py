@@ -6,7 +6,7 @@ import asyncio
 import json
 import sqlite3
 
-from calbench_tui.cli import main
+from calbench_cli.cli import main
 from saves.store import Store
 
 

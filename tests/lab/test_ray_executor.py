@@ -10,7 +10,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from calbench_tui.cli import main  # noqa: E402
+from calbench_cli.cli import main  # noqa: E402
 from lab.executors import FAULT_ENV, RayOptions, gate_name, ray_executor  # noqa: E402
 
 from .helpers import game_rows, run, traces  # noqa: E402

@@ -295,7 +295,7 @@ async def test_lobby_cancels_the_table_when_told_and_records_it(tmp_path):
 async def test_a_human_human_llm_table_over_the_wire(tmp_path, monkeypatch):
     """The interesting case of a pilot study: two remote people and an LLM seat (the loopback mock)."""
     from personas.llm.factory import LLMSettings
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
     from personas.registry import make_personas
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

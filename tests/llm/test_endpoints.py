@@ -93,7 +93,7 @@ async def test_retry_after_sets_the_rest_and_all_resting_means_waiting_not_faili
 async def test_a_game_over_three_replicas_one_down_one_failing(task, monkeypatch, caplog):
     from engine.game import GameConfig, run_game
     from personas.llm.factory import LLMSettings, make_llm_persona
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     a = await MockLLMServer(latency=0.01).start()  # a game lasts several rests
@@ -131,7 +131,7 @@ async def test_a_game_over_three_replicas_one_down_one_failing(task, monkeypatch
 
 
 def test_command_line_takes_a_comma_list_of_replicas(tmp_path, capsys, monkeypatch):
-    from calbench_tui.cli import main
+    from calbench_cli.cli import main
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m", "--db", str(tmp_path / "x.db"),

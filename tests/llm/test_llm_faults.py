@@ -15,7 +15,7 @@ from engine.observe import (
     seat_view,
 )
 from personas.llm.factory import make_llm_persona
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 
 
 def obs_for(task, seat, *, decision=False, attempt=0, rejection=None):
@@ -84,7 +84,7 @@ async def test_a_context_length_400_teaches_the_window_and_the_call_is_fitted_ag
 async def test_a_context_that_cannot_hold_the_round_is_a_configuration_failure(make_settings, task):
     """Not even the system prompt and this round fit: ``context_overflow`` (configuration),
     never an infrastructure or agent failure, and later calls fail at once, without a request."""
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
 
     async with MockLLMServer(context_limit=900) as small:
         p, seat = await seated(make_settings(small, retries=4), task)

@@ -11,7 +11,7 @@ from engine.game import GameConfig, run_game
 from engine.oracle import solve
 from engine.reflection import reflection_vps
 from personas.llm.factory import LLMSettings, make_llm_persona
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 from personas.llm.prompts import HEADER_RE
 
 doubles = load_doubles()

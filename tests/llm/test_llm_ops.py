@@ -58,7 +58,7 @@ def test_a_rejected_batch_is_reported_by_its_rule(cli, threaded_mock, tmp_path):
 # -- issue 22.9: what replay shows of a call ---------------------------------------------------
 async def test_replay_shows_attempts_finish_reason_latency_and_context_budget(make_settings, task):
     from calbench_tui.screens.replay import call_lines
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
 
     async with MockLLMServer(context_limit=6000, advertise_context=True) as server:
         p, seat = await seated(make_settings(server, timeout=0.4, retries=2), task)
@@ -78,7 +78,7 @@ async def test_a_failed_seat_is_explained_in_words_outside_study_games(make_sett
     from calbench_tui.screens.game import failure_note
     from engine.game import GameConfig, run_game
     from personas.llm.factory import make_llm_persona
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
     from personas.registry import make_personas
 
     async with MockLLMServer() as server:
@@ -162,7 +162,7 @@ def test_reserved_extra_body_is_refused_on_the_command_line_in_one_line(cli, tmp
 
 
 async def test_allowed_extra_body_keys_still_reach_the_endpoint_and_sampling_is_sent(make_settings, task):
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
 
     async with MockLLMServer() as server:
         p, seat = await seated(make_settings(server, extra_body={"min_p": 0.05}, top_p=0.9, seed=7, stop=["END"],

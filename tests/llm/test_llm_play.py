@@ -22,7 +22,7 @@ from engine.taskref import hydrate_labels, resolve_tasks
 from engine.usage import failure_counts, token_usage
 from personas.llm.client import CallResult
 from personas.llm.factory import make_llm_persona
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 from personas.llm.prompts import PromptBook
 from personas.llm.schema import CONTENT_MAX, THINKING_MAX, drop_keywords, envelope_schema
 from personas.registry import make_personas
@@ -310,7 +310,7 @@ async def test_replies_past_the_limits_are_agent_failures(make_settings, fault, 
 async def test_a_request_within_the_estimates_margin_is_sent(make_settings):
     """Our estimate (characters/3.5) counts ~14 % more than the mock's (characters/4): a
     request the estimate says is a little too big is sent, and the server accepts it."""
-    from personas.llm.mock_server import estimate_tokens
+    from calbench_devtools.mock_endpoint import estimate_tokens
 
     task = canonical(0)
     m0 = task.meetings[0]

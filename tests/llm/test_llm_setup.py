@@ -134,7 +134,7 @@ def test_a_personas_file_with_only_defaults_applies_to_every_llm_seat(tmp_path, 
     """[defaults] alone is a complete file: `calbench run --personas` seats every LLM seat with it."""
     import argparse
 
-    from calbench_tui.commands.llm import add_llm_arguments, settings_from_args
+    from calbench_cli.commands.llm import add_llm_arguments, settings_from_args
     from lab import runner
     from personas.llm.factory import load_personas
 

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from personas.llm.client import complete, retry_after_seconds, safe_json
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 from personas.llm.settings import LLMSettings
 
 from test_llm_faults import obs_for, seated

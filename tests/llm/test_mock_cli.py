@@ -9,7 +9,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from calbench_tui.cli import main
+from calbench_cli.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def test_mock_llm_stops_on_sigterm():
 
 
 def _serve_and_stop(sig):
-    proc = subprocess.Popen([sys.executable, "-m", "calbench_tui.cli", "mock-llm", "--port", "0", "--policy",
+    proc = subprocess.Popen([sys.executable, "-m", "calbench_cli.cli", "mock-llm", "--port", "0", "--policy",
                              "silent"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline()
@@ -58,8 +58,8 @@ def test_shared_llm_options(tmp_path, monkeypatch):
 
     import pytest
 
-    from calbench_tui.commands import UserError
-    from calbench_tui.commands.llm import add_llm_arguments, settings_from_args
+    from calbench_cli.commands import UserError
+    from calbench_cli.commands.llm import add_llm_arguments, settings_from_args
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     parser = argparse.ArgumentParser()
@@ -91,8 +91,8 @@ def test_shared_llm_options_keep_zero_and_refuse_non_positive(monkeypatch):
 
     import pytest
 
-    from calbench_tui.commands import UserError
-    from calbench_tui.commands.llm import add_llm_arguments, settings_from_args
+    from calbench_cli.commands import UserError
+    from calbench_cli.commands.llm import add_llm_arguments, settings_from_args
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     parser = argparse.ArgumentParser()

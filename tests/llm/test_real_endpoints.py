@@ -22,7 +22,7 @@ from engine.game import GameConfig, run_game
 from engine.taskref import hydrate_labels, resolve_tasks
 from engine.usage import failure_counts, token_usage
 from personas.llm.factory import make_llm_persona
-from personas.llm.mock_server import MockLLMServer, estimate_tokens
+from calbench_devtools.mock_endpoint import MockLLMServer, estimate_tokens
 from personas.llm.schema import envelope_schema
 
 

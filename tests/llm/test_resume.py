@@ -15,7 +15,7 @@ import pytest
 from engine.game import GameConfig, resume_point, run_game
 from engine.observe import SeatBriefing, seat_view
 from personas.llm.factory import make_llm_persona
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 from personas.llm.prompts import fragment
 
 MODEL = "llm:mock-model"

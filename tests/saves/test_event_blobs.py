@@ -7,7 +7,8 @@ import pytest
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
 from personas.registry import make_personas
-from saves.store import Store, decode_events, encode_events
+from saves.codec import decode_events, encode_events
+from saves.store import Store
 
 
 @pytest.fixture

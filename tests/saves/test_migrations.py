@@ -7,7 +7,8 @@ import sqlite3
 
 import pytest
 
-from saves.store import MIGRATIONS, SCHEMA_VERSION, Store, StoreError, load_migrations
+from saves.schema import MIGRATIONS, SCHEMA_VERSION, load_migrations
+from saves.store import Store, StoreError
 
 # What a version-1 database looked like (frozen here on purpose: never derived from schema.sql).
 V1_SCHEMA = """

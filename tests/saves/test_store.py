@@ -12,7 +12,9 @@ from doubles import PlanPersona
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
 from engine.oracle import solve
-from saves.store import FLUSH_EVERY, SCHEMA_VERSION, GameNotFound, Store, StoreError
+from saves.schema import SCHEMA_VERSION
+from saves.sinks import FLUSH_EVERY
+from saves.store import GameNotFound, Store, StoreError
 
 
 def task(seed):

@@ -14,7 +14,7 @@ from studykit import SCRIPTED_ONLY, example_text  # noqa: E402
 
 @pytest.fixture
 async def mock_llm(monkeypatch):
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-stored")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

@@ -114,7 +114,7 @@ def test_ids_follow_the_pattern_and_a_lookalike_is_not_registered_silently(cli, 
     rc, out, err = cli("study", "run", str(path), "--participant", "P-001", "--db", str(db))
     assert rc == 2 and "participant_pattern" in err
     # asked at a terminal: "n" registers nobody
-    from calbench_tui.commands import study as study_cmd
+    from calbench_cli.commands import study as study_cmd
 
     monkeypatch.setattr(study_cmd, "_interactive", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt: "n")

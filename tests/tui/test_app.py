@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from calbench_tui.app import binding_ids, make_app, screen_text
-from calbench_tui.cli import play_main
-from calbench_tui.commands import play as play_cmd
+from calbench_cli.cli import play_main
+from calbench_cli.commands import play as play_cmd
 from calbench_tui.screens.help import HelpScreen
 from calbench_tui.settings import Settings
 from calbench_tui.widgets.calendar import CalendarView

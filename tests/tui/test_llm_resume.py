@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from calbench_tui.app import make_app
-from calbench_tui.commands.play import resume_command
+from calbench_cli.commands.play import resume_command
 from calbench_tui.screens.end import EndScreen
 from calbench_tui.settings import Settings
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 from saves.store import Store
 
 from .helpers import play_to_end, wait_for
@@ -140,7 +140,7 @@ async def test_an_unreachable_endpoint_at_resume_is_refused_in_one_line(tmp_path
         await store.close()
     # The mock is gone: its port refuses connections.
     proc = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-c", "from calbench_tui.cli import play_main; raise SystemExit(play_main())",
+        subprocess.run, [sys.executable, "-c", "from calbench_cli.cli import play_main; raise SystemExit(play_main())",
                          "--resume", game_id[:8], "--db", db],
         capture_output=True, text=True, timeout=60, cwd=str(ROOT), stdin=subprocess.DEVNULL)
     assert proc.returncode == 2

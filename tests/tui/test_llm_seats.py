@@ -15,7 +15,7 @@ from calbench_tui.screens.end import EndScreen
 from calbench_tui.settings import Settings
 from calbench_tui.widgets import seats as seats_widget
 from calbench_tui.widgets.seats import SeatsBar
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 from personas.llm.settings import LLMSettings
 
 from .helpers import play_to_end, wait_for

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from calbench_tui.app import make_app
-from calbench_tui.commands import play
+from calbench_cli.commands import play
 from calbench_tui.screens.end import EndScreen
 from calbench_tui.settings import Settings
-from personas.llm.mock_server import MockLLMServer
+from calbench_devtools.mock_endpoint import MockLLMServer
 from saves.store import Store
 
 from .helpers import play_to_end, wait_for
@@ -24,7 +24,7 @@ def _llm_options(parser) -> set[str]:
 
 
 def test_run_serve_and_play_share_one_set_of_llm_options():
-    from calbench_tui.cli import build_parser
+    from calbench_cli.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
     run, serve = _llm_options(sub.choices["run"]), _llm_options(sub.choices["serve"])
@@ -56,7 +56,7 @@ def test_play_reads_the_options_and_a_personas_file_per_seat(tmp_path, monkeypat
 
 
 def test_a_bad_llm_option_of_play_is_one_line(capsys):
-    from calbench_tui.cli import play_main
+    from calbench_cli.cli import play_main
 
     assert play_main(["--seat", "2", "--top-p", "1.5"]) == 2
     err = capsys.readouterr().err

@@ -21,7 +21,7 @@ import signal
 import sys
 import uuid
 
-from ..safe_text import plain
+from calbench_tui.safe_text import plain
 from . import UserError, add_db_option, db_path, game_options
 
 

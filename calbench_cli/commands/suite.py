@@ -274,7 +274,7 @@ def _print_show(path: Path, report: dict) -> None:
 
     from engine.suitegen import text_histogram
 
-    from ..safe_text import cell as text_cell, markup, safe_table
+    from calbench_tui.safe_text import cell as text_cell, markup, safe_table
 
     con = Console()
     cells = report["cells"]

@@ -337,9 +337,9 @@ async def import_verified(store, trace: dict[str, Any], where: str, keep_unverif
     """
     from engine.replay import TraceError, verify_trace
     from saves.guard import admit, skip_line
-    from saves.store import _check_trace
+    from saves.checks import check_trace
 
-    _check_trace(trace)  # types and sizes first: the fold must not meet a value it cannot read
+    check_trace(trace)  # types and sizes first: the fold must not meet a value it cannot read
     if not admit(trace, reveal=reveal):
         return where, "in play", skip_line(trace, "the import")
     try:

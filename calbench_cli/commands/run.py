@@ -23,7 +23,7 @@ from typing import Any
 
 from personas.spec import AgentsSpec, PersonaSpecError
 
-from ..safe_text import cell, markup, plain
+from calbench_tui.safe_text import cell, markup, plain
 from . import UserError, add_db_option, db_path, game_options
 
 def register(subparsers) -> None:

@@ -71,7 +71,7 @@ def check_trace(trace: dict[str, Any], seat: int | None, source: str) -> None:
 
 
 def handle_replay(args) -> int:
-    from ..replay_app import ReplayApp
+    from calbench_tui.replay_app import ReplayApp
 
     if args.source is None:
         if args.seat is not None:

@@ -1,4 +1,4 @@
-"""Sub-commands of ``calbench``; one module each, registered by ``calbench_tui.cli``.
+"""Sub-commands of ``calbench``; one module each, registered by ``calbench_cli.cli``.
 
 Shared helpers for commands live here: :class:`UserError` (a mistake the user can fix:
 printed as one line, exit code 2) and the database location.

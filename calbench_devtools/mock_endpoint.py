@@ -110,7 +110,7 @@ from engine.model import Errand
 from engine.protocol import plain_slots, slots_in_text
 from engine.render import parse_calendar_render
 
-from .prompts import HEADER_RE
+from personas.llm.prompts import HEADER_RE
 
 __all__ = ["MockLLMServer", "POLICIES", "FAULTS", "RequestRecord", "SLOPPY_MODES"]
 

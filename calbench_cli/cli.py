@@ -1,6 +1,6 @@
 """The command line: ``calbench`` (headless tools) and ``calbench-play`` (the terminal app).
 
-Each sub-command lives in its own module under ``calbench_tui/commands/`` and exposes
+Each sub-command lives in its own module under ``calbench_cli/commands/`` and exposes
 ``register(subparsers)``; this file only wires them up and turns user mistakes into one
 clear line and a non-zero exit (never a traceback).  Command modules import their heavy
 dependencies (ortools, openai, textual, aiosqlite) inside their handlers, so
@@ -44,9 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
-            mod = importlib.import_module(f"calbench_tui.commands.{name}")
+            mod = importlib.import_module(f"calbench_cli.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"calbench_tui.commands.{name}":
+            if exc.name == f"calbench_cli.commands.{name}":
                 continue  # a command not built yet
             raise
         mod.register(sub)

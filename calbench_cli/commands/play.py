@@ -5,7 +5,7 @@ a freshly generated 5-seat scenario (``--seed`` or a random one; ``--cost unifor
 told otherwise), IMAP bots on the other seats, DMs only.  Without ``--seat`` a setup
 screen asks for the task, the seat, a persona per seat and the channels.
 
-Wired by ``calbench_tui.cli.play_main``; Textual and the engine are imported inside
+Wired by ``calbench_cli.cli.play_main``; Textual and the engine are imported inside
 :func:`handle`, so ``calbench-play --help`` answers at once.
 """
 

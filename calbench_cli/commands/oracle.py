@@ -100,7 +100,7 @@ def handle(args) -> int:
         return 0
     from rich.console import Console
 
-    from ..safe_text import safe_table
+    from calbench_tui.safe_text import safe_table
 
     table = safe_table(title=f"Oracle vs file: {agree} agree, {disagree} disagree, {len(rows) - agree - disagree} unknown")
     for col in ("task", "ours", "file", "agent costs", "feasible fraction", "difficulty", "seconds", "note"):

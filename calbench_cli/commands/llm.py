@@ -29,7 +29,7 @@ def register(subparsers) -> None:
                         "500s, prose, fenced JSON and invalid batches (deterministic from --seed); sloppy: like a "
                         "small model (prose, invented keys, cut-off JSON) unless a JSON schema is sent; judge: "
                         "cooperative, and answers --judge questions from what each message says")
-    p.add_argument("--sloppy-mode", choices=("runaway", "copycat"), default=None,  # mock_server.SLOPPY_MODES
+    p.add_argument("--sloppy-mode", choices=("runaway", "copycat"), default=None,  # mock_endpoint.SLOPPY_MODES
                    help="with --policy sloppy, one small-model habit instead of random sloppiness: runaway (strings "
                         "that never close unless the schema sets maxLength), copycat (sends the prompt's example "
                         "message as written)")
@@ -76,7 +76,7 @@ def handle_mock(args) -> int:
     import asyncio
     import signal
 
-    from personas.llm.mock_server import MockLLMServer
+    from calbench_devtools.mock_endpoint import MockLLMServer
 
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port must be 0..65535, not {args.port}")

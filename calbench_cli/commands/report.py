@@ -167,7 +167,7 @@ def handle_report(args) -> int:
 
     import lab.report as reporting
 
-    from .. import report_view
+    from calbench_tui import report_view
 
     report = reporting.build_report(rows, traces, group_by=args.group_by, with_leaderboard=args.leaderboard)
     from lab.llm_costs import llm_report
@@ -192,7 +192,7 @@ def handle_report(args) -> int:
         require_terminal("calbench report --tui")
         from textual.app import App
 
-        from ..screens.report import ReportScreen
+        from calbench_tui.screens.report import ReportScreen
 
         class _ReportApp(App):
             TITLE = "CalBench report"
