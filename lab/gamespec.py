@@ -224,7 +224,8 @@ class Resume:
 
 
 async def load_resume(store: Any, ref: str, *, llm: Any = None, overrides: Mapping[str, Any] | None = None,
-                      check_endpoints: bool = True, check_lease: bool = True) -> Resume:
+                      check_endpoints: bool = True, check_lease: bool = True, served: bool | None = None,
+                      db: str | None = None) -> Resume:
     """Read the saved game ``ref`` (an id or a unique prefix) to continue it; :class:`SetupError` when it cannot be.
 
     Refused with one line: an unknown or ambiguous id, a completed game, one without a task
@@ -232,6 +233,9 @@ async def load_resume(store: Any, ref: str, *, llm: Any = None, overrides: Mappi
     are no longer valid or (``check_endpoints``) whose endpoint does not answer.  Each LLM
     seat gets back the settings it was saved with, laid over ``llm`` (which gives the pool),
     with ``overrides`` (options typed again; default: ``llm``'s ``base_url`` when given) winning.
+    ``served``: True — only a game played at a ``calbench serve`` table (remote seats); False —
+    never one (only ``serve`` can bring its remote players back); the refusal names the
+    command that continues it (with ``--db db`` when given).
     """
     from engine.game import resume_point
     from engine.seating import human_seats
@@ -259,9 +263,17 @@ async def load_resume(store: Any, ref: str, *, llm: Any = None, overrides: Mappi
     if len(names) != task.num_agents:
         names = [str(a.get("model") or a.get("type")) if isinstance(a, dict) else str(a)
                  for a in cfg.get("agents") or []]
-    seats_llm = await _resume_llm(gid, cfg, llm, overrides, check_endpoints)
-    return Resume(trace, gid, task, names, human_seats(cfg, saved.get("agents")), saved_config(cfg), seats_llm,
-                  resume_point(trace.get("events") or []))
+    out = Resume(trace, gid, task, names, human_seats(cfg, saved.get("agents")), saved_config(cfg), {},
+                 resume_point(trace.get("events") or []))
+    if served is True and not out.served:
+        raise SetupError(f"game {gid[:8]} was not served at a table; continue it with 'calbench-play --resume "
+                         f"{gid[:8]}' (or 'calbench run --resume' for a suite)")
+    if served is False and out.served:  # its other seats are people at other terminals
+        raise SetupError(f"game {gid[:8]} was served to remote players ('calbench serve'); "
+                         f"continue it with: calbench serve --resume {gid[:8]}"
+                         + (f" --db {db}" if db else "") + " (new join codes are issued)")
+    out.llm = await _resume_llm(gid, cfg, llm, overrides, check_endpoints)
+    return out
 
 
 async def _resume_llm(gid: str, cfg: Mapping[str, Any], llm: Any, overrides: Mapping[str, Any] | None,
