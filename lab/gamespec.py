@@ -13,9 +13,10 @@ by each driver its own way is here once:
 * **the id**: ``engine.gameid.game_id`` (one scheme: random, or derived from a namespace
   and parts; see there for each driver's namespace);
 * **the settings key** (what ``--resume`` and a run's claims match games on):
-  :func:`settings_key`, a short hash of the fields that define the games.  Keys saved by
-  earlier versions (``play:...``, ``study:...``, ``serve``) are still read where they
-  were (``calbench_tui.commands.play.served_game``);
+  :func:`settings_key`, a short hash of the fields that define the games (a suite's
+  fields: ``lab.runner.RunSettings.key_fields``).  Keys saved by earlier versions
+  (``play:...``, ``study:...``, ``serve``) stay as they are and are still read
+  (:attr:`Resume.served` knows ``serve``);
 * **human and remote seats**, recorded in the game's config (``human_seat``,
   ``remote_seats``) and read back by ``engine.seating.human_seats``;
 * **a resume**: :func:`load_resume` — the saved game, its task, seats, rules, the LLM
