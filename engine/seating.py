@@ -19,15 +19,16 @@ def agent_type(persona: Any) -> str:
     """A seat's ``type`` in the trace, with the authors' meaning: the protocol's name for a
     scripted seat (``imap``, ``dsm-welfare``), else the persona kind (``llm``, ``human``).
     The kind itself is recorded beside it as ``kind``."""
-    if persona.kind == "scripted" and persona.model:
-        return str(persona.model)
-    return str(persona.kind)
+    kind, model = getattr(persona, "kind", None), getattr(persona, "model", None)
+    if kind == "scripted" and model:
+        return str(model)
+    return str(kind)
 
 
 def seats_config(seats: Sequence[Any]) -> list[dict[str, Any]]:
     """``config["agents"]``: one entry per seat, the same while a game runs and after it ends."""
-    return [{"type": agent_type(s), "kind": s.kind, "model": s.model, "variant": getattr(s, "variant", None)}
-            for s in seats]
+    return [{"type": agent_type(s), "kind": getattr(s, "kind", None), "model": getattr(s, "model", None),
+             "variant": getattr(s, "variant", None)} for s in seats]
 
 
 def human_seats(config: Any, saved_agents: str | None = None) -> list[int]:
