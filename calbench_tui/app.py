@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import random
-import uuid
 from typing import Any, Callable, Sequence
 
 from rich.console import Console
@@ -38,10 +36,11 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.worker import Worker
 
-from engine.events import LogicalClock
-from engine.game import GameConfig, resume_point
+from engine.game import GameConfig
+from engine.gameid import game_id
 from engine.model import Task
-from lab.session import Session, run_session
+from engine.seating import human_seat
+from lab.gamespec import GameSpec, SetupError, game_config, load_resume, resolve_task, settings_key
 from personas.human import HumanPersona, HumanRequest
 from personas.seat_model import SeatModel
 from personas.spec import AgentsSpec
@@ -108,13 +107,6 @@ def screen_text(app: App) -> str:
     return console.export_text(styles=False)
 
 
-def human_seat_of(config: dict[str, Any]) -> int | None:
-    for i, a in enumerate(config.get("agents") or []):
-        if isinstance(a, dict) and a.get("type") == "human":
-            return i
-    return config.get("human_seat") if isinstance(config.get("human_seat"), int) else None
-
-
 class CalBenchApp(App):
     TITLE = "CalBench"
     ENABLE_COMMAND_PALETTE = True
@@ -156,6 +148,7 @@ class CalBenchApp(App):
         self.llm_per_seat: dict[int, Any] = {}  # seat -> LLMSettings of --personas (calbench-play)
         self.llm_overrides: dict[str, Any] | None = None  # LLM options typed again at --resume (they win)
         self._resume_nosy: tuple[int, ...] = ()
+        self.resume_endpoints_checked = False  # calbench-play checked the saved game's LLM endpoints already
         self.intro_each_game = settings.show_help  # the instructions before every game (see the module doc)
         self.lobby_screen = None  # the waiting screen of a table served elsewhere
         if settings.keymap:
@@ -203,23 +196,10 @@ class CalBenchApp(App):
         if self._given_task is not None:
             return self._given_task
         s = self.settings
-        from .settings import seed_of_ref
-
-        if s.task and seed_of_ref(s.task) is not None:  # "seed:N" is a generated scenario: the costs apply
-            from engine.generate import generate_scenario
-
-            return generate_scenario(seed_of_ref(s.task), cost_mode=s.cost)
-        if s.task:
-            from engine.taskref import hydrate_labels, resolve_tasks
-
-            tasks = resolve_tasks(s.task)
-            if len(tasks) != 1:
-                raise GameSetupError(f"{s.task!r} names {len(tasks)} tasks; name one (e.g. canonical:7)")
-            return hydrate_labels(tasks[0])
-        from engine.generate import generate_scenario
-
-        seed = s.seed if s.seed is not None else random.randrange(1_000_000)
-        return generate_scenario(seed, cost_mode=s.cost)
+        try:  # "seed:N" is a generated scenario: the costs apply (lab.gamespec.resolve_task)
+            return resolve_task(s.task, cost=s.cost, seed=s.seed)
+        except SetupError as exc:
+            raise GameSetupError(str(exc)) from None
 
     def agents_spec(self, num_agents: int) -> str:
         """The persona spec string of this game, one entry per seat ("human" at the player's seat)."""
@@ -273,9 +253,8 @@ class CalBenchApp(App):
 
     def game_config(self) -> GameConfig:
         s = self.settings
-        return GameConfig(max_turns_per_round=s.max_turns_per_round, decision_retries=s.decision_retries,
-                          channels=tuple(s.channels), seat_timeout=None, deterministic=s.deterministic,
-                          nosy_agent_ids=tuple(self._resume_nosy))
+        return game_config(max_turns=s.max_turns_per_round, retries=s.decision_retries, channels=s.channels,
+                           deterministic=s.deterministic, nosy=self._resume_nosy)
 
     def start_game(self) -> None:
         try:
@@ -302,11 +281,9 @@ class CalBenchApp(App):
     def _new_game_id(self, task: Task, seats: list[Any]) -> str:
         if self.resume_trace is not None:
             return self.resume_trace["game_id"]
-        if self.settings.deterministic:
-            return str(uuid.uuid5(uuid.NAMESPACE_URL, "calbench-play:" + repr((
-                task.task_id, task.seed, [getattr(s, "model", None) for s in seats], self.settings.seat,
-                tuple(self.settings.channels), self.games_played))))
-        return str(uuid.uuid4())
+        return game_id("calbench-play", repr((
+            task.task_id, task.seed, [getattr(s, "model", None) for s in seats], self.settings.seat,
+            tuple(self.settings.channels), self.games_played)), deterministic=self.settings.deterministic)
 
     @work(exclusive=True, group="game", exit_on_error=False)
     async def play(self, task: Task, seats: list[Any]) -> None:
@@ -318,23 +295,20 @@ class CalBenchApp(App):
         stopped.
         """
         config = self.game_config()
-        game_id = self._new_game_id(task, seats)
         spec = ",".join("human" if i == self.settings.seat else str(getattr(p, "model", None) or p.kind)
                         for i, p in enumerate(seats))
-        from personas.llm.restore import seats_llm_config
-
         resume_upto = self.resume_trace["_keep_upto_seq"] if self.resume_trace is not None else None
-        session = Session(task=task, seats=seats, config=config, game_id=game_id, agents=spec,
-                          settings_key=f"play:{spec}:{config.communication_protocol}",
-                          extra_config={"human_seat": self.settings.seat, "app": "calbench-play",
-                                        **seats_llm_config(seats)},  # public LLM settings per seat, for --resume
-                          clock=LogicalClock() if self.settings.deterministic else None)
-        self.game_id = game_id
+        game = GameSpec(task, spec, config, self._new_game_id(task, seats),
+                        settings_key({"app": "calbench-play", "agents": spec, "channels": list(config.channels),
+                                      "max_turns": config.max_turns_per_round, "retries": config.decision_retries,
+                                      "deterministic": config.deterministic}),
+                        extra_config={"app": "calbench-play"}, human_seat=self.settings.seat,
+                        logical_clock=self.settings.deterministic)  # (LLM seats' public settings: added by the spec)
+        self.game_id = game.game_id
         self.status = "running"
         try:
-            outcome = await run_session(session, store=self.store, stream=True,
-                                        listeners=[AppSink(self, self.settings.seat)],
-                                        resume_upto=resume_upto, owner="calbench-play")
+            outcome = await game.play(seats, store=self.store, stream=True, listeners=[AppSink(self, self.settings.seat)],
+                                      resume_upto=resume_upto, owner="calbench-play")
         except asyncio.CancelledError:
             raise  # ctrl+q: the session marked the game stopped (and _stop_game says so too)
         except LeaseHeld as exc:  # another process plays this game: nothing was written; one line
@@ -448,52 +422,28 @@ class CalBenchApp(App):
 
     # -- resume ---------------------------------------------------------------------------
     async def _prepare_resume(self) -> None:
-        """Load a stopped game: its task, seat, channels and the events of its complete rounds."""
-        from engine.model import Task as _Task
-        from engine.taskref import hydrate_labels
-
+        """Load a stopped game (``lab.gamespec.load_resume``): its task, seat, rules, each LLM
+        seat's saved settings (every endpoint must answer) and the events of its complete rounds."""
         if self.store is None:
             raise GameSetupError("--resume needs a save database")
-        trace = await self.store.load_trace(self.settings.resume)
-        status = (trace.get("saved") or {}).get("status")
-        if status == "completed":
-            raise GameSetupError(f"game {trace['game_id']} is already completed; nothing to resume")
-        if not isinstance(trace.get("task"), dict):
-            raise GameSetupError(f"game {trace['game_id']} has no task row, so it cannot be resumed")
-        cfg = trace.get("config") or {}
-        seat = human_seat_of(cfg)
+        try:  # a live lease is refused by the session itself (one line, nothing written)
+            r = await load_resume(self.store, self.settings.resume, llm=self.llm, overrides=self.llm_overrides,
+                                  check_endpoints=not self.resume_endpoints_checked, check_lease=False, served=False)
+        except SetupError as exc:
+            raise GameSetupError(str(exc)) from None
+        finally:
+            self.resume_endpoints_checked = False  # the command line checked them for its own --resume only
+        seat = human_seat(r.cfg)
         if seat is None:
-            raise GameSetupError(f"game {trace['game_id']} has no human seat; resume it with 'calbench run'")
-        events = trace.get("events") or []
-        keep = resume_point(events)  # the end of the last complete round
-        trace["_keep_upto_seq"] = keep
-        self.resume_trace = trace
-        self._given_task = hydrate_labels(_Task.from_row(trace["task"]))
-        agents = [a.get("model") or a.get("type") for a in cfg.get("agents") or []]
-        saved_agents = (trace.get("saved") or {}).get("agents")
-        spec = saved_agents or ",".join(str(a) for a in agents)
-        await self._restore_llm_seats(cfg)
-        self.settings = self.settings.with_(seat=seat, channels=tuple(cfg.get("channels") or ("dm",)),
-                                            agents=spec, setup=False,
-                                            max_turns_per_round=cfg.get("max_turns_per_round", 15),
-                                            decision_retries=cfg.get("decision_retries", 3))
-
-    async def _restore_llm_seats(self, cfg: dict[str, Any]) -> None:
-        """The saved game's LLM settings per seat and nosy seats; every endpoint must answer."""
-        from personas.llm.restore import check_endpoints, saved_llm_settings
-        from personas.llm.settings import LLMConfigError, LLMSettings
-
-        base = self.llm if isinstance(self.llm, LLMSettings) else LLMSettings()
-        overrides = {"base_url": base.base_url} if base.base_url else {}  # --base-url given again: the endpoint moved
-        if self.llm_overrides is not None:  # calbench-play: every LLM option typed again (a longer --timeout ...)
-            overrides = dict(self.llm_overrides)
-        try:
-            self._resume_llm = saved_llm_settings(cfg, base, overrides=overrides)
-            if self._resume_llm:
-                await check_endpoints(list(self._resume_llm.values()))
-        except LLMConfigError as exc:
-            raise GameSetupError(f"cannot resume game {self.resume_trace['game_id'][:8]}: {exc}") from None
-        self._resume_nosy = tuple(int(a) for a in cfg.get("nosy_agent_ids") or ())
+            raise GameSetupError(f"game {r.game_id} has no human seat; resume it with 'calbench run'")
+        r.trace["_keep_upto_seq"] = r.upto  # the end of the last complete round
+        self.resume_trace = r.trace
+        self._given_task = r.task
+        self._resume_llm = r.llm
+        self._resume_nosy = tuple(r.config.nosy_agent_ids)
+        self.settings = self.settings.with_(seat=seat, channels=tuple(r.config.channels), agents=",".join(r.agents),
+                                            setup=False, max_turns_per_round=r.config.max_turns_per_round,
+                                            decision_retries=r.config.decision_retries)
 
     # -- quitting -------------------------------------------------------------------------
     def _game_worker(self) -> Worker | None:

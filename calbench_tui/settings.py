@@ -22,21 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
+from engine.channels import CHANNEL_ALIASES, CHANNEL_ORDER, CHANNEL_SHORT, ChannelError  # noqa: F401 - the one table
 from engine.inputs import printable
-
-CHANNEL_ALIASES = {
-    "dm": "dm",
-    "dms": "dm",
-    "participant": "participant_groupchat",
-    "participants": "participant_groupchat",
-    "participant_groupchat": "participant_groupchat",
-    "group": "participant_groupchat",
-    "all": "all_groupchat",
-    "all_groupchat": "all_groupchat",
-    "broadcast": "all_groupchat",
-}
-CHANNEL_ORDER = ("dm", "participant_groupchat", "all_groupchat")
-CHANNEL_SHORT = {"dm": "dm", "participant_groupchat": "participant", "all_groupchat": "all"}
 
 
 class SettingsError(ValueError):
@@ -44,26 +31,14 @@ class SettingsError(ValueError):
 
 
 def parse_channels(text: str | Iterable[str]) -> tuple[str, ...]:
-    """``"dm"``, ``"dm,participant"``, ``"dm+all"``, ``"every"`` → engine channel names, in order."""
-    if isinstance(text, str):
-        raw = text.replace("+", ",").split(",")
-    else:
-        raw = list(text)
-    out: set[str] = set()
-    for part in raw:
-        p = part.strip().lower()
-        if not p:
-            continue
-        if p in ("every", "*", "all-channels"):
-            out.update(CHANNEL_ORDER)
-            continue
-        if p not in CHANNEL_ALIASES:
-            raise SettingsError(f"unknown channel {part.strip()!r}; choose from dm, participant, all "
-                                "(combine with ',' e.g. dm,participant, or 'every')")
-        out.add(CHANNEL_ALIASES[p])
-    if not out:
-        raise SettingsError("no channel given; choose from dm, participant, all")
-    return tuple(c for c in CHANNEL_ORDER if c in out)
+    """``"dm"``, ``"dm,participant"``, ``"dm+all"``, ``"every"`` → engine channel names, in order
+    (``engine.channels.parse_channels``; its one-line error as a :class:`SettingsError`)."""
+    from engine.channels import parse_channels as parse
+
+    try:
+        return parse(text)
+    except ChannelError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -29,6 +28,8 @@ from .observe import (
 from .redact import redact
 from .reflection import ReflectionObservation, reflection_event_data
 from .rules import BatchOutcome, Rejection, check_batch
+from .gameid import game_id as new_game_id
+from .seating import agent_type, seats_config  # noqa: F401 - agent_type: the trace's seat type, re-exported
 from .seats import Persona, Reply
 from .state import GameState, apply_outcome, initial_state, resolve_round, state_hash
 from .trace import fold_trace
@@ -650,15 +651,6 @@ def resume_point(events: Sequence[dict[str, Any]]) -> int:
     return events[n - 1].get("seq", n - 1)
 
 
-def agent_type(persona) -> str:
-    """A seat's ``type`` in the trace, with the authors' meaning: the protocol's name for a
-    scripted seat (``imap``, ``dsm-welfare``), else the persona kind (``llm``, ``human``).
-    The kind itself is recorded beside it as ``kind``."""
-    if persona.kind == "scripted" and persona.model:
-        return str(persona.model)
-    return str(persona.kind)
-
-
 def _costed(actions, outcome: BatchOutcome, meeting_cost: int = 1) -> list[dict[str, Any]]:
     """The applied actions in the authors' shape: each with the cost it incurred."""
     by_from = {mv.from_slot: mv.cost for mv in outcome.moves}
@@ -708,10 +700,10 @@ async def play_game(
     config = config or GameConfig()
     if config.deterministic:
         clock = clock or LogicalClock()
-        game_id = game_id or str(uuid.uuid5(uuid.NAMESPACE_URL, "calbench:" + repr((
-            task.task_id, task.seed, [getattr(s, "model", None) for s in seats], config.to_json()))))
+        game_id = game_id or new_game_id("calbench", repr((
+            task.task_id, task.seed, [getattr(s, "model", None) for s in seats], config.to_json())))
     clock = clock or wall_clock
-    game_id = game_id or str(uuid.uuid4())
+    game_id = game_id or new_game_id("calbench", deterministic=False)
     nosy = nosy_seats(seats, config.nosy_agent_ids)
     if nosy != tuple(config.nosy_agent_ids):  # after the deterministic id: same ids as before
         config = replace(config, nosy_agent_ids=nosy)
@@ -748,8 +740,7 @@ async def play_game(
         await g.register()
     for r in range(first_round, len(task.meetings)):
         await g.play_round(r)
-    return PlayedGame(task=task, seats_json=[{"type": agent_type(s), "kind": s.kind, "model": s.model,
-                                              "variant": getattr(s, "variant", None)} for s in seats],
+    return PlayedGame(task=task, seats_json=seats_config(seats),
                       config=config, extra_config=dict(extra_config or {}), log=log, clock=clock, game_id=game_id,
                       started_at=started_at, state=g.state, round_calendars=g.round_calendars,
                       messages_sent=list(g.messages_sent), aside=aside)

@@ -381,17 +381,17 @@ class _Driver:
     async def lost(self, indices: Sequence[int], reason: str) -> None:
         """The games at ``indices`` will not come back: each is saved ``failed`` with ``reason``."""
         from lab import runner
-        from lab.session import Session, failure_trace, saved_trace
+        from lab.gamespec import GameSpec
         from saves.traces import prepare_game
 
         for i in indices:
             task, gid = self.tasks[i], self.ids[i]
-            session = Session(task, [], self.settings.game_config(), gid, self.label, self.key,
-                              {"agents_spec": self.label, "settings_key": self.key})
-            trace = failure_trace(session, [], ExecutorError(reason))
+            spec = GameSpec(task, self.label, self.settings.game_config(), gid, self.key,
+                            extra_config={"agents_spec": self.label, "settings_key": self.key})
+            trace = spec.failed_trace(ExecutorError(reason))
             summary = runner.GameSummary(gid, task.task_id, task.cost_mode, self.label, "failed",
                                          error=trace["error"], meetings_total=len(task.meetings))
-            await self.record(prepare_game(saved_trace(session, trace, "failed")), summary)
+            await self.record(prepare_game(trace), summary)
 
     async def close(self) -> None:
         await self.saver.flush()  # also on Ctrl-C: every finished game is kept

@@ -26,18 +26,17 @@ grouped by persona spec and cost setting; see :mod:`lab.summary`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import time
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from engine.game import GameConfig
 from engine.model import Task
-from lab.session import Session, fail_session, run_session
+from engine.gameid import game_id
+from lab.gamespec import GameSpec, close_pools, game_config
+from lab.gamespec import settings_key as gamespec_key
 from lab.summary import GameSummary, failure_counts, summarise
 from personas.spec import AgentsSpec, PersonaSpecError
 
@@ -74,9 +73,8 @@ class RunSettings:
     fidelity: str = "ours"  # "paper": the authors' DSM behaviour (personas.registry.FIDELITIES)
 
     def game_config(self) -> GameConfig:
-        return GameConfig(max_turns_per_round=self.max_turns, decision_retries=self.retries,
-                          channels=tuple(self.channels), seat_timeout=self.seat_timeout,
-                          deterministic=self.deterministic)
+        return game_config(max_turns=self.max_turns, retries=self.retries, channels=self.channels,
+                           seat_timeout=self.seat_timeout, deterministic=self.deterministic)
 
     def key_fields(self, agents_spec: str) -> dict[str, Any]:
         """The settings that define a run (never keys): what :func:`settings_key` hashes."""
@@ -100,18 +98,12 @@ class RunSettings:
 
     async def aclose(self) -> None:
         """Close the LLM clients of this run (one pool, shared by every seat)."""
-        seen = set()
-        for s in [self.llm, self.judge, *(self.personas or {}).values()]:
-            pool = getattr(s, "pool", None)
-            if pool is not None and id(pool) not in seen:
-                seen.add(id(pool))
-                await pool.aclose()
+        await close_pools(self.llm, self.judge, *(self.personas or {}).values())
 
 
 def settings_key(agents_spec: str, settings: RunSettings) -> str:
-    """A short stable id of (agents, settings): ``--resume`` matches games on it."""
-    blob = json.dumps(settings.key_fields(agents_spec), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    """A short stable id of (agents, settings): ``--resume`` matches games on it (``lab.gamespec.settings_key``)."""
+    return gamespec_key(settings.key_fields(agents_spec))
 
 
 def _llm_fields(llm: Any) -> dict[str, Any]:
@@ -121,20 +113,6 @@ def _llm_fields(llm: Any) -> dict[str, Any]:
         if out.get(k) == default:
             out.pop(k)
     return out
-
-
-def seat_llm_config(seats: Sequence[Any]) -> dict[str, Any]:
-    """``{"llm": [per seat: public LLM settings or None]}`` for a game with LLM seats, else ``{}``.
-
-    Recorded in the trace's config: model, endpoint (without credentials), sampling,
-    timeout, retries, variant and the NAME of the key's environment variable — never a key
-    (``LLMSettings.public`` has no key field to give).
-    """
-    out: list[dict[str, Any] | None] = []
-    for s in seats:
-        describe = getattr(s, "describe", None)
-        out.append(describe() if getattr(s, "kind", None) == "llm" and callable(describe) else None)
-    return {"llm": out} if any(x is not None for x in out) else {}
 
 
 # ---------------------------------------------------------------------------------------
@@ -252,13 +230,13 @@ def _game_ids(key: str, tasks: Sequence[Task], deterministic: bool) -> list[str]
     task id and its occurrence in the suite, so a shard, a resume or another process
     gives a task the same id."""
     if not deterministic:
-        return [str(uuid.uuid4()) for _ in tasks]
+        return [game_id("calbench-run", deterministic=False) for _ in tasks]
     seen: dict[str, int] = {}
     out = []
     for t in tasks:
         n = seen.get(t.task_id, 0)
         seen[t.task_id] = n + 1
-        out.append(str(uuid.uuid5(uuid.NAMESPACE_URL, f"calbench-run:{key}:{t.task_id}:{n}")))
+        out.append(game_id("calbench-run", key, t.task_id, n))
     return out
 
 
@@ -384,18 +362,16 @@ async def play_one(task: Task, gid: str, agents_spec: str | AgentsSpec | SeatFac
         agents_spec = AgentsSpec.parse(agents_spec)
     label = label or spec_label(agents_spec)
     key = key or settings_key(label, settings)
-    config = config or settings.game_config()
-    extra = {"agents_spec": label, "settings_key": key}
+    spec = GameSpec(task, label, config or settings.game_config(), gid, key,
+                    extra_config={"agents_spec": label, "settings_key": key})
     t0 = time.perf_counter()
     try:
         seats = make_seats(agents_spec, task, settings)
         prime_oracle(task)
     except Exception as exc:  # a persona that cannot be made: saved failed like any other
-        session = Session(task, [], config, gid, label, key, extra)
-        out = await fail_session(session, exc, store=store, stream=stream, saver=saver)
+        out = await spec.fail(exc, store=store, stream=stream, saver=saver)
     else:
-        session = Session(task, seats, config, gid, label, key, {**extra, **seat_llm_config(seats)})
-        out = await run_session(session, store=store, stream=stream, saver=saver, after=_judge(task, settings.judge))
+        out = await spec.play(seats, store=store, stream=stream, saver=saver, after=_judge(task, settings.judge))
         remember_oracle(task)
     if out.status == "completed":
         s = GameSummary.from_trace(out.trace, agents=label, game_id=gid)

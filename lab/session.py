@@ -41,6 +41,7 @@ from engine.game import GameConfig, GameResult, end_game, play_game
 from engine.model import Task
 from engine.redact import redact
 from engine.scoring import score_played
+from engine.seating import seats_config
 
 __all__ = ["Session", "SessionOutcome", "run_session", "fail_session", "failure_trace", "saved_trace"]
 
@@ -50,6 +51,9 @@ Saver = Callable[[dict[str, Any]], Awaitable[Any]]
 @dataclass(frozen=True)
 class Session:
     """What one game is: the task, who sits where, the rules, and how it is filed.
+
+    Made by ``lab.gamespec.GameSpec.session`` only (every driver describes its game as a
+    ``GameSpec``; ``tests/architecture/test_one_session.py``).
 
     ``agents`` is the table's spec label as stored with the game (``imap,llm:gpt-4o,...``);
     ``settings_key`` is what ``--resume`` matches games on; ``extra_config`` is merged into
@@ -69,8 +73,7 @@ class Session:
         """The ``config`` recorded when the game is created (the engine writes the full one at the end)."""
         return {**self.config.to_json(), **self.extra_config, "task_id": self.task.task_id,
                 "num_agents": self.task.num_agents,
-                "agents": [{"type": getattr(p, "kind", None), "model": getattr(p, "model", None)}
-                           for p in self.seats]}
+                "agents": seats_config(self.seats)}  # the same entries as the engine's trace at the end
 
 
 @dataclass

@@ -55,8 +55,8 @@ from engine.seats import Reply
 from engine.wire import observation_to_wire
 from personas.human import HumanPersona, HumanRequest
 
-from .runner import seat_llm_config
-from .session import Session, SessionOutcome, run_session, saved_trace
+from .gamespec import GameSpec, settings_key as key_of
+from .session import SessionOutcome
 
 __all__ = ["Connection", "Table", "TableError", "RemoteSeat", "new_code"]
 
@@ -199,7 +199,7 @@ class Table:
     """One game with remote human seats; see the module docstring."""
 
     def __init__(self, task: Task, agents: list[str], config: GameConfig, *, game_id: str, store: Any = None,
-                 settings_key: str = "serve", make_persona=None, hold_seconds: float = 120.0,
+                 settings_key: str | None = None, make_persona=None, hold_seconds: float = 120.0,
                  lobby_wait: float = 600.0, lobby_fill: str | None = "imap",
                  extra_config: dict[str, Any] | None = None, send_queue: int = SEND_QUEUE,
                  send_timeout: float = SEND_TIMEOUT, on_takeover=None, resume_upto: int | None = None) -> None:
@@ -210,7 +210,11 @@ class Table:
         self.config = config
         self.game_id = game_id
         self.store = store
-        self.settings_key = settings_key
+        # what the table's games are filed under (saves of earlier versions have "serve")
+        self.settings_key = settings_key or key_of({"app": "calbench-serve", "agents": ",".join(self.agents),
+                                                    "channels": list(config.channels),
+                                                    "max_turns": config.max_turns_per_round,
+                                                    "retries": config.decision_retries})
         self.hold_seconds = hold_seconds
         self.lobby_wait = lobby_wait
         self.lobby_fill = lobby_fill
@@ -415,12 +419,10 @@ class Table:
         seats = self._seats()
         self.status = "playing"
         await self._broadcast_lobby()
-        session = Session(self.task, seats, self.config, self.game_id, ",".join(self.agents), self.settings_key,
-                          {**self.extra_config, **seat_llm_config(seats), "remote_seats": sorted(self.remote),
-                           **({"lobby": self.lobby_record} if self.lobby_record else {})})
         try:
-            self.outcome = await run_session(session, store=self.store, stream=True, listeners=[_Projector(self)],
-                                             owner="serve", resume_upto=self.resume_upto)
+            self.outcome = await self.spec().play(seats, store=self.store, stream=True, listeners=[_Projector(self)],
+                                                  owner="serve", resume_upto=self.resume_upto,
+                                                  more={"lobby": self.lobby_record} if self.lobby_record else None)
         finally:
             for rs in self.remote.values():
                 if rs.hold_task is not None:
@@ -429,6 +431,11 @@ class Table:
         for rs in self.remote.values():
             await self._send(rs, self._game_over())
         return self.outcome
+
+    def spec(self) -> GameSpec:
+        """The table's game as a ``lab.gamespec.GameSpec`` (its seats as they are now)."""
+        return GameSpec(self.task, ",".join(self.agents), self.config, self.game_id, self.settings_key,
+                        extra_config=self.extra_config, remote_seats=tuple(sorted(self.remote)))
 
     def _seats(self) -> list[Any]:
         out = []
@@ -447,12 +454,8 @@ class Table:
     async def _cancel(self, missing: list[int]) -> None:
         self.status = "cancelled"
         if self.store is not None:
-            session = Session(self.task, [], self.config, self.game_id, ",".join(self.agents), self.settings_key,
-                              self.extra_config)
-            trace = {"game_id": self.game_id, "config": {**session.config_json(), "lobby": self.lobby_record},
-                     "events": [], "stopped": True, "task": self.task.to_row(),
-                     "error": f"lobby: cancelled after {self.lobby_wait:g} s; seats {missing} never joined"}
-            await self.store.import_trace(saved_trace(session, trace, "stopped"))
+            await self.store.import_trace(self.spec().unplayed_trace(
+                f"lobby: cancelled after {self.lobby_wait:g} s; seats {missing} never joined", lobby=self.lobby_record))
         for rs in self.remote.values():
             await self._send(rs, {"type": "cancelled", "message": "the table was cancelled: not every seat was taken"})
 

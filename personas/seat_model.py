@@ -25,6 +25,7 @@ from typing import Any, Iterable, Sequence
 
 from engine import protocol
 from engine.actions import Message
+from engine.channels import CHANNEL_SHORT
 from engine.events import MESSAGE_EVENTS
 from engine.model import item_from_json
 from engine.seats import Reply
@@ -35,7 +36,7 @@ from .base import cheapest_common_slot, insertion_costs
 __all__ = ["SeatModel", "Hint", "QuickResult", "thread_of", "CHANNEL_THREAD"]
 
 #: Thread keys of the groupchats (a DM thread is ``dm:<peer>``; everything else is the feed).
-CHANNEL_THREAD = {"participant_groupchat": "participant", "all_groupchat": "all"}
+CHANNEL_THREAD = {c: CHANNEL_SHORT[c] for c in ("participant_groupchat", "all_groupchat")}  # engine.channels
 
 
 def thread_of(event: dict, seat: int) -> str:

@@ -208,9 +208,11 @@ def handle(args: argparse.Namespace) -> int:
     )
     store_path = db_path(args.db)
     check_db(store_path)  # a bad --db is one line here, not a traceback from inside the app
+    checked = False
     if args.resume:  # before the screen opens: an LLM endpoint of the saved game that does not answer is one line
-        check_resume_endpoints(args.resume, store_path, llm, overrides)
+        checked = check_resume_endpoints(args.resume, store_path, llm, overrides)
     app = make_app(settings=settings, task=task, llm=llm, store_path=store_path)
+    app.resume_endpoints_checked = checked  # the app does not ask the endpoints a second time
     app.llm_per_seat = per_seat  # --personas: seats with their own model, endpoint and sampling
     app.llm_overrides = overrides  # --resume: LLM options given again replace the saved ones
     require_terminal("calbench-play")
@@ -224,54 +226,30 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_resume_endpoints(game: str, db: str, llm, overrides: dict | None = None) -> None:
-    """Refuse (UserError, one line) to resume a game whose LLM seats' endpoints do not answer.
+def check_resume_endpoints(game: str, db: str, llm, overrides: dict | None = None) -> bool:
+    """Refuse (UserError, one line) to resume a game another process plays, one served to
+    remote players, or one whose LLM seats' endpoints do not answer (``lab.gamespec.load_resume``);
+    True when the game was found and checked.
 
-    Anything else wrong with the game (unknown id, completed, no human seat) is left to the
-    app, which says so in its own words."""
-    import asyncio
-
-    from personas.llm.restore import check_endpoints, saved_llm_settings
-    from personas.llm.settings import LLMConfigError
-
-    from saves.lease import LeaseHeld, game_subject
+    An unknown id is left to the app, which says so in its own words."""
+    from lab.gamespec import SetupError, load_resume
 
     from . import with_store
 
     async def main(store):
         try:
-            trace = await store.load_trace(game)
+            await store.load_trace(game)
         except Exception:
-            return None
-        held = await store.lease(game_subject(trace["game_id"]))
-        if held is not None and held["alive"]:  # another terminal plays it now: one line, nothing touched
-            raise UserError(f"cannot resume: {LeaseHeld(held['subject'], held, 'game ' + trace['game_id'][:8])}")
-        if served_game(trace):  # its other seats are people at other terminals: only serve can bring them back
-            raise UserError(f"game {trace['game_id'][:8]} was served to remote players ('calbench serve'); "
-                            f"continue it with: calbench serve --resume {trace['game_id'][:8]}"
-                            + (f" --db {db}" if db else "") + " (new join codes are issued)")
-        return trace
+            return False
+        try:
+            await load_resume(store, game, llm=llm, overrides=overrides, served=False, db=db or None)
+        except SetupError as exc:
+            raise UserError(str(exc)) from None
+        return True
 
     if db != ":memory:" and not db.startswith("file:") and not os.path.exists(db):
-        return
-    trace = with_store(db, main)
-    if not trace:
-        return
-    if overrides is None:
-        overrides = {"base_url": llm.base_url} if llm is not None and llm.base_url else {}
-    try:
-        seats = saved_llm_settings(trace.get("config") or {}, llm, overrides=overrides)
-        if seats:
-            asyncio.run(check_endpoints(list(seats.values())))
-    except LLMConfigError as exc:
-        raise UserError(f"cannot resume game {trace['game_id'][:8]}: {exc}") from None
-
-
-def served_game(trace: dict) -> bool:
-    """Whether a saved game was played at a ``calbench serve`` table (remote seats)."""
-    saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
-    cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
-    return saved.get("settings_key") == "serve" or cfg.get("app") == "calbench-serve" or "remote_seats" in cfg
+        return False
+    return bool(with_store(db, main))
 
 
 def resume_command(game_id: str, db: str | None = None) -> str:

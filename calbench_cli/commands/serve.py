@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import sys
-import uuid
 
 from calbench_tui.safe_text import plain
 from . import UserError, add_db_option, db_path, game_options
@@ -128,19 +127,15 @@ def _lobby_fill(args: argparse.Namespace) -> str | None:
 
 
 def _resumed(args: argparse.Namespace):
-    """A saved served game to continue: (task, seat names, config, fill, (game id, keep-up-to seq)).
+    """A saved served game to continue: (task, seat names, config, fill, (game id, keep-up-to seq),
+    {seat: the LLM settings it was saved with}).
 
     Only a game played at a table (``calbench serve``) is continued here, and only when no
-    live process owns it; its human seats get new join codes."""
+    live process owns it (``lab.gamespec.load_resume``); its human seats get new join codes."""
     import asyncio as _asyncio
 
-    from engine.game import GameConfig, resume_point
-    from engine.model import Task
-    from engine.taskref import hydrate_labels
-    from saves.lease import LeaseHeld, game_subject
+    from lab.gamespec import SetupError, load_resume
     from saves.store import Store, StoreError
-
-    from .play import served_game
 
     _checks(args)
     fill = _lobby_fill(args)
@@ -154,52 +149,28 @@ def _resumed(args: argparse.Namespace):
         except StoreError as exc:
             raise UserError(str(exc)) from None
         try:
-            try:
-                trace = await store.load_trace(args.resume)
-            except Exception as exc:  # noqa: BLE001 - unknown or ambiguous id: the store says which
-                raise UserError(str(exc).splitlines()[0] if str(exc) else f"no game {args.resume!r}") from None
-            held = await store.lease(game_subject(trace["game_id"]))
+            return await load_resume(store, args.resume, served=True)
+        except SetupError as exc:
+            raise UserError(str(exc)) from None
         finally:
             await store.close()
-        return trace, held
 
-    trace, held = _asyncio.run(load())
-    gid = trace["game_id"]
-    status = (trace.get("saved") or {}).get("status")
-    if not served_game(trace):
-        raise UserError(f"game {gid[:8]} was not served at a table; continue it with 'calbench-play --resume "
-                        f"{gid[:8]}' (or 'calbench run --resume' for a suite)")
-    if status == "completed":
-        raise UserError(f"game {gid[:8]} is already completed; nothing to resume")
-    if held is not None and held["alive"]:
-        raise UserError(f"cannot resume: {LeaseHeld(held['subject'], held, 'game ' + gid[:8])}")
-    if not isinstance(trace.get("task"), dict):
-        raise UserError(f"game {gid[:8]} has no task row, so it cannot be resumed")
-    cfg = trace.get("config") or {}
-    names = [n.strip() for n in str((trace.get("saved") or {}).get("agents") or "").split(",")]
-    task = hydrate_labels(Task.from_row(trace["task"]))
-    if len(names) != task.num_agents or "human" not in names:
-        raise UserError(f"game {gid[:8]} has no human seat to serve")
-    config = GameConfig(max_turns_per_round=int(cfg.get("max_turns_per_round", 15)),
-                        decision_retries=int(cfg.get("decision_retries", 3)),
-                        channels=tuple(cfg.get("channels") or ("dm",)))
-    return task, names, config, fill, (gid, resume_point(trace.get("events") or []))
+    r = _asyncio.run(load())
+    if len(r.agents) != r.task.num_agents or "human" not in r.agents:
+        raise UserError(f"game {r.game_id[:8]} has no human seat to serve")
+    return r.task, r.agents, r.config, fill, (r.game_id, r.upto), r.llm
 
 
 def _options(args: argparse.Namespace):
-    from engine.model import TaskError
-    from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
+    from lab.gamespec import SetupError, resolve_task
     from personas.spec import AgentsSpec, PersonaSpecError, SeatSpec
 
     _checks(args)
     channels = game_options(args)
     try:
-        tasks = resolve_tasks(args.task)
-    except (TaskRefError, TaskError, OSError) as exc:
-        raise UserError(str(exc)) from None
-    if len(tasks) != 1:
-        raise UserError(f"--task {args.task!r} names {len(tasks)} tasks; serve one at a time (e.g. canonical:7)")
-    task = hydrate_labels(tasks[0])
+        task = resolve_task(args.task)
+    except SetupError as exc:
+        raise UserError(f"--task {exc}" if str(exc).startswith("'") else str(exc)) from None
     try:
         seats = AgentsSpec.parse(args.agents).for_seats(task.num_agents)
     except PersonaSpecError as exc:
@@ -223,16 +194,17 @@ def handle(args: argparse.Namespace) -> int:
         return _handle_study(args)
     if args.participants:
         raise UserError("--participants goes with --study PATH")
-    resume = None
+    resume, saved_llm = None, {}
     if args.resume:
         if args.agents or args.task:
             raise UserError("--resume continues a saved table with its own seats and task; drop --agents / --task")
-        task, names, config, fill, resume = _resumed(args)
+        task, names, config, fill, resume, saved_llm = _resumed(args)
     elif not args.agents or not args.task:
         raise UserError("give --agents SPEC and --task REF (one table), or --study PATH (a study's participants)")
     else:
         task, names, channels, fill = _options(args)
-    from engine.game import GameConfig
+    from engine.gameid import game_id
+    from lab.gamespec import close_pools, game_config
     from lab.server import ServerLimits, TableServer
     from lab.table import Table
     from personas.registry import make_personas
@@ -242,12 +214,14 @@ def handle(args: argparse.Namespace) -> int:
     from .run import build_llm_settings
 
     llm, per_seat = build_llm_settings(args, ",".join(names))  # (None, None) without llm seats
+    if resume is not None and saved_llm:  # each LLM seat of a resumed table: the settings it was saved with
+        per_seat = {**(per_seat or {}), **saved_llm}
 
     def make_persona(name: str, seat: int):
         return make_personas(name, 1, llm=(per_seat or {}).get(seat, llm))[0]
 
     if resume is None:
-        config = GameConfig(max_turns_per_round=args.max_turns, channels=channels)
+        config = game_config(max_turns=args.max_turns, channels=channels)
     path = db_path(args.db)
 
     async def main() -> int:
@@ -259,8 +233,8 @@ def handle(args: argparse.Namespace) -> int:
             print(f"Note: {plain(words)}; the first one was told, and the takeover is recorded in the game.",
                   file=sys.stderr, flush=True)
 
-        table = Table(task, names, config, game_id=resume[0] if resume else str(uuid.uuid4()), store=store,
-                      settings_key="serve", resume_upto=resume[1] if resume else None,
+        gid = resume[0] if resume else game_id("calbench-serve", deterministic=False)
+        table = Table(task, names, config, game_id=gid, store=store, resume_upto=resume[1] if resume else None,
                       hold_seconds=args.hold, lobby_wait=args.lobby_wait, lobby_fill=fill,
                       extra_config={"app": "calbench-serve"}, make_persona=make_persona, on_takeover=on_takeover,
                       send_timeout=args.send_timeout)
@@ -316,10 +290,7 @@ def handle(args: argparse.Namespace) -> int:
                 loop.remove_signal_handler(sig)
             await server.stop()
             await store.close()
-            for settings in {id(x): x for x in [llm, *(per_seat or {}).values()] if x is not None}.values():
-                pool = getattr(settings, "pool", None)
-                if pool is not None:
-                    await pool.aclose()
+            await close_pools(llm, *(per_seat or {}).values())
 
     return asyncio.run(main())
 

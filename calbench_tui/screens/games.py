@@ -165,10 +165,6 @@ class SavedGamesScreen(Screen):
 
 
 def _human_seat(trace: dict[str, Any]) -> int | None:
-    cfg = trace.get("config") or {}
-    if isinstance(cfg.get("human_seat"), int):
-        return cfg["human_seat"]
-    for i, a in enumerate(cfg.get("agents") or []):
-        if isinstance(a, dict) and a.get("type") == "human":
-            return i
-    return None
+    from engine.seating import human_seat
+
+    return human_seat(trace.get("config") or {})

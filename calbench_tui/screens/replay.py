@@ -40,6 +40,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
+from engine.channels import channel_label
 from engine.model import Errand, MeetingCopy
 
 from ..widgets.calendar import CalendarView
@@ -74,7 +75,7 @@ def fmt_actions(actions: Any) -> str:
         elif t == "dm":
             parts.append(f"dm→{a.get('to')}")
         elif t in ("participant_groupchat", "all_groupchat"):
-            parts.append("participant chat" if t == "participant_groupchat" else "all-agent chat")
+            parts.append(channel_label(t))
         else:
             parts.append(str(t))
     return ", ".join(parts) or "nothing"
@@ -243,8 +244,7 @@ class ReplayModel:
             calls = d.get("tool_calls") or []
             line.append(f"A{a} → " + (fmt_actions(calls) if calls else "passes"), style="" if calls else "dim")
         elif t in MESSAGE_TYPES:
-            to = (("participant chat" if t == "participant_groupchat_sent" else "all-agent chat") if t != "dm_sent"
-                  else str(d.get("to_agent")))
+            to = channel_label(t) if t != "dm_sent" else str(d.get("to_agent"))
             kind = _payload_kind(d)
             line.append(f"A{d.get('from_agent', a)}→{to} ", style="bold cyan")
             if kind:
@@ -422,8 +422,7 @@ def _message_line(model: ReplayModel, k: int, current: bool) -> Text:
     ev = model.events[k]
     d = ev.get("data") or {}
     t = ev.get("type")
-    to = {"dm_sent": str(d.get("to_agent")), "participant_groupchat_sent": "participant chat",
-          "all_groupchat_sent": "all-agent chat"}.get(t, "?")
+    to = str(d.get("to_agent")) if t == "dm_sent" else channel_label(t) if t in MESSAGE_TYPES else "?"
     line = Text("▶ " if current else "  ", style="bold yellow")
     line.append(f"r{_rn(d.get('round'))}·{_rn(d.get('turn'))} ", style="dim")
     line.append(f"A{d.get('from_agent')}→{to}: ", style="bold cyan")

@@ -24,6 +24,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
+from engine.channels import CHANNEL_LABEL
 from personas.spec import AgentsSpec, PersonaSpecError
 
 from ..widgets.keybar import KeyBar
@@ -119,7 +120,7 @@ class SetupScreen(Screen):
                              allow_blank=False, compact=True)
             with Horizontal(classes="row"):
                 yield Label("Channels", classes="lbl")
-                for ch, title in zip(CHANNEL_ORDER, ("DM", "participant chat", "all-agent chat")):  # chat.CHANNEL_NAME
+                for ch, title in ((c, CHANNEL_LABEL[c]) for c in CHANNEL_ORDER):
                     yield Tick(title, value=ch in s.channels, id=f"ch-{ch}", compact=True)
             with Vertical(id="personas"):
                 yield Static("[b]Other seats[/b] (IMAP is the easiest to follow)")

@@ -29,12 +29,13 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import ContentSwitcher, Input, RichLog, Static
 
+from engine.channels import CHANNEL_LABEL
 from engine.protocol import payload_kind
 from personas.seat_model import thread_of  # the model owns the thread keys
 
 MAX_LINES = 5000
-#: The one name of each channel, everywhere a participant reads it.
-CHANNEL_NAME = {"dm": "DM", "participant_groupchat": "participant chat", "all_groupchat": "all-agent chat"}
+#: The one name of each channel, everywhere a participant reads it (``engine.channels``).
+CHANNEL_NAME = CHANNEL_LABEL
 
 
 @dataclass

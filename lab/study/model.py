@@ -29,12 +29,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from engine.channels import CHANNEL_ALIASES, CHANNEL_ORDER, CHANNEL_SHORT
 from engine.inputs import MAX_ID_CHARS
 
 __all__ = ["Study", "Condition", "StudyFileError", "load_study", "parse_study"]
 
 SCRIPTED = ("imap", "sdmap", "dsm-welfare", "dsm-private", "dsm-private-requeue", "passive")
-CHANNELS = ("dm", "participant", "all")
+#: The channel words a study file takes: the short names of ``engine.channels``.
+CHANNELS = tuple(CHANNEL_SHORT[c] for c in CHANNEL_ORDER)
 
 
 def _duplicates(ids: list[str]) -> list[str]:
@@ -156,8 +158,7 @@ class Condition(_Model):
         return any(n.strip().startswith("llm:") for n in names)
 
     def channel_names(self) -> tuple[str, ...]:
-        return tuple({"dm": "dm", "participant": "participant_groupchat", "all": "all_groupchat"}[c]
-                     for c in self.channels)
+        return tuple(CHANNEL_ALIASES[c] for c in self.channels)  # in the file's order
 
 
 class Tasks(_Model):

@@ -9,7 +9,7 @@ A participant's plan is a list of named steps fixed when they first arrive::
 ctrl+q resumes at the same step with the same assignment (the assignment is stored with
 the participant, never recomputed).  A game step that was cut short continues the same
 game from its last complete round (``engine.game.resume_point``); every game goes
-through ``lab.session.run_session``.
+through ``lab.gamespec.GameSpec`` (set up there, played by ``lab.session.run_session``).
 
 What happens at each step is the *driver*'s business (:class:`Driver`): the terminal
 app asks a person, :class:`lab.study.simulate.SimulatedDriver` answers by script.
@@ -20,15 +20,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
-from engine.events import EventSink, LogicalClock
-from engine.game import GameConfig, resume_point
+from engine.events import EventSink
+from engine.game import resume_point
+from engine.gameid import game_id as new_game_id
 
-from ..session import Session, SessionOutcome, run_session
+from ..gamespec import GameSpec, close_pools, game_config, settings_key
+from ..session import SessionOutcome
 from .assign import Game, assignment
 from .model import Questionnaire, Study, condition_task, practice_task, pool_tasks
 from .seat import BeliefRequest, StudySeat, belief_rounds
@@ -383,11 +384,7 @@ class StudyRunner:
         return self._llm[cond.name]
 
     async def _close_llm(self) -> None:
-        for s in self._llm.values():
-            try:
-                await s.pool.aclose()
-            except Exception:
-                pass
+        await close_pools(*self._llm.values())
         self._llm.clear()
 
     async def _game(self, i: int, index: int) -> StepResult:
@@ -411,8 +408,8 @@ class StudyRunner:
             else:  # failed or missing: a fresh game
                 game_id = None
         if not game_id:
-            game_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"calbench-study:{self.study.name}:{self.participant}:"
-                                                         f"{index}")) if self.deterministic else str(uuid.uuid4())
+            game_id = new_game_id("calbench-study", self.study.name, self.participant, index,
+                                  deterministic=self.deterministic)
             await self.db.start_step(self.participant, i, game_id=game_id)
             step["game_id"] = game_id
         ctx = GameContext(self.participant, i, g, task, cond, game_id, resumed)
@@ -423,18 +420,14 @@ class StudyRunner:
         spec = ",".join(names)
         seats = make_personas(spec, task.num_agents, llm=self._llm_settings(cond), humans={g.seat: seat_persona},
                               fidelity=cond.fidelity)
-        config = GameConfig(max_turns_per_round=cond.max_turns, channels=cond.channel_names(),
-                            deterministic=self.deterministic)
+        config = game_config(max_turns=cond.max_turns, channels=cond.channel_names(), deterministic=self.deterministic)
         extra = {"study": self.study.name, "participant": self.participant, "condition": cond.name,
-                 "practice": g.practice, "simulated": self.driver.simulated, "human_seat": g.seat,
-                 "study_game": index}
-        session = Session(task=task, seats=seats, config=config, game_id=game_id, agents=spec,
-                          settings_key=f"study:{self.study.name}:{cond.name}", extra_config=extra,
-                          clock=LogicalClock() if self.deterministic and not resumed else None)
+                 "practice": g.practice, "simulated": self.driver.simulated, "study_game": index}
+        game = GameSpec(task, spec, config, game_id, settings_key({"study": self.study.name, "condition": cond.name}),
+                        extra_config=extra, human_seat=g.seat, logical_clock=self.deterministic and not resumed)
         await self.driver.game_started(ctx)
-        outcome = await run_session(session, store=self.store, stream=True,
-                                    listeners=list(self.driver.listeners(ctx)), resume_upto=resume_upto,
-                                    owner="study run")
+        outcome = await game.play(seats, store=self.store, stream=True, listeners=list(self.driver.listeners(ctx)),
+                                  resume_upto=resume_upto, owner="study run")
         await self.driver.game_over(ctx, outcome)
         infra = [e for e in outcome.trace.get("events") or () if e.get("type") == "seat_timeout"
                  and (e.get("data") or {}).get("agent_id") != g.seat]

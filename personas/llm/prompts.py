@@ -11,7 +11,7 @@ meeting and the seat::
 
     === Round 2 of 5 · CHEAP_TALK · Meeting M3 · You are Agent 2 ===
 
-The loopback mock server (``personas.llm.mock_server``) and log readers parse it: keep
+The loopback mock server (``calbench_devtools.mock_endpoint``) and log readers parse it: keep
 it stable.
 """
 
