@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .traces import agents_of
+from engine.seating import human_seats
 
 __all__ = ["REVEAL_FLAG", "PeekRefused", "game_in_play", "in_play_message", "refuse", "admit", "skip_line"]
 
@@ -41,10 +41,7 @@ def game_in_play(trace: dict[str, Any]) -> bool:
     if status not in ("running", "stopped"):
         return False
     cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
-    kinds = {str(a.get(k)).lower() for a in agents_of(cfg) for k in ("type", "kind")}
-    names = {n.strip().lower() for n in str(saved.get("agents") or "").split(",")}
-    return ("human" in kinds or "human" in names or isinstance(cfg.get("human_seat"), int)
-            or bool(cfg.get("remote_seats")) or cfg.get("participant") is not None)
+    return bool(human_seats(cfg, saved.get("agents"))) or cfg.get("participant") is not None
 
 
 def in_play_message(trace: dict[str, Any], what: str) -> str:

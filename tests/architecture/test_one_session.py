@@ -129,8 +129,8 @@ def test_a_resumes_endpoint_check_is_made_in_one_place():
 
 
 def test_a_saved_games_human_seat_is_read_by_one_function():
-    """Nobody but ``engine/seating.py`` reads ``config["human_seat"]`` (the store's no-peeking
-    guard asks only whether a person played, and moves with the store's split)."""
+    """Nobody but ``engine/seating.py`` reads ``config["human_seat"]`` (the no-peeking guard,
+    ``saves/guard.py``, asks it whether anyone human played)."""
     readers = set()
     for rel, tree in _modules():
         for node in ast.walk(tree):
@@ -143,7 +143,7 @@ def test_a_saved_games_human_seat_is_read_by_one_function():
                 key = node.slice.value
             if key == "human_seat":
                 readers.add(rel)
-    assert readers - {"saves/store.py"} == {"engine/seating.py"}
+    assert readers == {"engine/seating.py"}
 
 
 def test_human_seats_are_read_from_every_kind_of_saved_config():
