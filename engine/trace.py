@@ -14,17 +14,17 @@ What it reads
     ``final_state`` columns).
 
 The fold
-    :func:`fold_trace` never calls a persona.  It starts from the initial calendars,
-    re-validates every ``batch_applied`` with the same rules the game used
-    (``engine.rules.check_batch``), applies it, and after each round compares the folded
+    :func:`fold_trace` never calls a persona.  It is the one fold (:class:`engine.fold.Fold`,
+    which starts from the initial calendars, re-validates every ``batch_applied`` with the
+    same rules the game used and applies it) plus checks: after each round it compares the folded
     calendars with what the trace recorded: the ``resolution`` event's ``state_hash`` and
     ``calendars`` (ours), its ``per_agent_slot`` and ``coordinated`` (both), each batch's
     recorded calendar after (both), and ``final_state.calendars`` at the end.  Anything
     that does not match becomes a plain-words entry in ``problems``; a tampered or
     truncated trace is therefore detected.  The result answers "what did every calendar
     look like after event N" (:meth:`FoldResult.calendars_at`) and keeps each applied
-    batch's :class:`~engine.rules.BatchOutcome` (``FoldResult.batches``), from which a
-    resume rebuilds the game state.
+    batch's :class:`~engine.rules.BatchOutcome` (``FoldResult.batches``); ``FoldResult.fold``
+    is the fold itself, from which a resume plays on.
 """
 
 from __future__ import annotations

@@ -98,6 +98,11 @@ def test_the_old_folds_are_gone_and_fold_trace_is_the_fold_plus_checks():
         "restore applies the kept events through the fold, with no event loop of its own"
 
 
+def test_the_architecture_doc_names_the_one_fold():
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    assert "one fold: `engine/fold.py`" in doc
+
+
 def test_every_event_the_engine_emits_is_a_declared_kind():
     """The kinds are declared once: each type the game loop names is in EVENT_KINDS."""
     tree = _sources()["engine/game.py"]
