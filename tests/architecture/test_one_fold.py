@@ -216,3 +216,29 @@ class _Log:
     def __init__(self) -> None:
         self.events: list = []
         self.seq = 0
+
+
+def test_the_end_screen_reads_the_schedule_and_moves_from_the_fold(game):
+    """played_schedule / moves_by_seat: what the recorded events say, through the fold."""
+    from calbench_tui.screens.end import moves_by_seat, played_schedule
+
+    task, trace, _res = game
+    marks: list[dict] = [{} for _ in range(task.num_agents)]
+    for ev in trace["events"]:  # what the screen showed before: the recorded actions, in order
+        if ev["type"] == "batch_applied":
+            a = ev["data"]["agent_id"]
+            for act in ev["data"]["actions"]:
+                if act["type"] == "reschedule":
+                    marks[a][act["to_slot"]] = f"←{act['from_slot']}"
+                    marks[a].setdefault(act["from_slot"], f"→{act['to_slot']}")
+                else:
+                    marks[a][act["slot"]] = "★"
+    assert moves_by_seat(trace) == marks and any(marks)
+    played = played_schedule(trace)
+    for ev in trace["events"]:
+        if ev["type"] == "resolution":
+            d = ev["data"]
+            slots = set(d["per_agent_slot"].values())
+            want = f"slot {next(iter(slots))}" if d["coordinated"] else None
+            assert played[d["meeting_id"]].startswith(want) if want else not played[d["meeting_id"]].startswith("slot")
+    assert moves_by_seat({"events": []}) == [] and played_schedule({"events": []}) == {}
