@@ -66,10 +66,11 @@ def test_only_the_fold_applies_a_batch_or_resolves_a_round():
 #: Modules that may compare an event's type with ``batch_applied`` — none of them in a loop
 #: over events but the fold: the lean codec (it restores the *recorded* calendar copies a
 #: stored blob left out, value for value, which a rules fold must not second-guess), the
-#: replay's line and marks for the one event on screen, and the human's game screen (its
-#: running state is issue 23 step 4's seat model).
+#: replay's line and marks for the one event on screen, the human seat's model (issue 23
+#: step 4: it applies one *projected* event at a time, what SPEC §5 lets that seat see, never
+#: the game's events) and the game screen that hands it those events.
 MAY_NAME_BATCH_APPLIED = {"engine/fold.py", "engine/lean.py", "calbench_tui/screens/replay.py",
-                          "calbench_tui/screens/game.py"}
+                          "calbench_tui/screens/game.py", "personas/seat_model.py"}
 
 
 def test_no_other_module_loops_over_events_applying_batches():
