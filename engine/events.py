@@ -9,6 +9,7 @@ list another.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Protocol
 
@@ -105,3 +106,141 @@ MESSAGE_EVENT_TYPES = {"dm": "dm_sent", "participant_groupchat": "participant_gr
                        "all_groupchat": "all_groupchat_sent"}
 #: The event types that carry a message (one per channel), declared once; import it.
 MESSAGE_EVENTS: tuple[str, ...] = tuple(MESSAGE_EVENT_TYPES.values())
+
+
+# ---------------------------------------------------------------------------------------
+# The event kinds, declared once
+# ---------------------------------------------------------------------------------------
+#: Keys every event's ``data`` starts with, in this order.
+HEADER: tuple[str, ...] = ("round", "turn", "phase", "agent_id")
+
+
+@dataclass(frozen=True, slots=True)
+class EventKind:
+    """One event type: its name and the ``data`` keys after :data:`HEADER`.
+
+    ``fields`` lists every key the engine may write (optional ones included), in the order
+    it writes them; ``open`` kinds carry a mapping the engine does not fix (``game_end``:
+    the metrics; ``human_input``: what a front end reports; ``seat_takeover``: a table's
+    note).  ``folded``: :class:`engine.fold.Fold` reads it.  The on-disk JSON is the plain
+    dict the engine emits; these declarations and the readers below never change a byte of it.
+    """
+
+    name: str
+    fields: tuple[str, ...] = ()
+    open: bool = False
+    folded: bool = False
+
+
+_REPLY = ("tool_calls", "text", "thinking", "usage", "latency_ms", "raw_api_response")
+_FAILURE = ("error", "detail", "text", "failure", "reason")
+_MESSAGE = ("from_agent", "to_agent", "meeting_id", "content", "content_chars", "channel", "recipients", "payload")
+
+EVENT_KINDS: dict[str, EventKind] = {k.name: k for k in (
+    EventKind("game_start", ("scenario_seed", "num_agents", "num_slots", "optimal_cost", "greedy_cost",
+                             "nosy_agent_ids", "communication_protocol", "agent_types", "agent_models", "task_id")),
+    EventKind("agent_registered", ("agent_type", "kind", "model", "is_nosy_agent", "system_prompt",
+                                   "calendar_render", "calendar", "variant")),
+    EventKind("round_start", ("meeting", "speaker_order", "communication_protocol"), folded=True),
+    EventKind("turn_start", ("inbox_drained", "calendar_render", "prompt_sent")),
+    EventKind("human_input", open=True),
+    EventKind("turn_end", _REPLY + ("extra",)),
+    EventKind("parse_error", _FAILURE),
+    EventKind("seat_timeout", _FAILURE),
+    EventKind("context_overflow", _FAILURE),
+    EventKind("seat_takeover", open=True),
+    EventKind("dm_sent", _MESSAGE, folded=True),
+    EventKind("participant_groupchat_sent", _MESSAGE, folded=True),
+    EventKind("all_groupchat_sent", _MESSAGE, folded=True),
+    EventKind("decide_start", ("calendar_render", "calendar_snapshot_render", "prompt_sent")),
+    EventKind("decide_end", _REPLY + ("retry_count", "status", "extra")),
+    EventKind("batch_applied", ("actions", "calendar_render_after", "calendar_after", "cost"), folded=True),
+    EventKind("batch_rejected", ("attempt", "conflict_description", "rule", "actions")),
+    EventKind("batch_rolled_back", ("actions", "reason")),
+    EventKind("resolution", ("meeting_id", "per_agent_slot", "coordinated", "slot_conflicts",
+                             "consistency_violated_meeting_ids", "blocked_slot_violations", "state_hash",
+                             "calendars"), folded=True),
+    EventKind("meeting_broken", ("meeting_id",)),
+    EventKind("reflection", ("model", "deltas", "problems", "text", "usage", "latency_ms", "raw_api_response",
+                             "prompt_sent", "error", "error_detail")),
+    EventKind("round_restarted", ("from_seq", "to_seq", "events", "messages")),
+    EventKind("game_end", open=True, folded=True),
+)}
+#: The kinds :class:`engine.fold.Fold` reads; every other event leaves the fold as it was.
+FOLDED_KINDS: frozenset[str] = frozenset(k.name for k in EVENT_KINDS.values() if k.folded)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+# Typed readers of the folded kinds.  Lenient: a trace read from outside may lack a key or
+# hold a wrong type; the reader gives None there and the fold says what it could not use.
+@dataclass(frozen=True, slots=True)
+class RoundStart:
+    round: int | None
+    meeting: dict[str, Any] | None  # the meeting as JSON (Meeting.to_json)
+
+    @classmethod
+    def read(cls, d: dict[str, Any]) -> "RoundStart":
+        m = d.get("meeting")
+        return cls(_int(d.get("round")), m if isinstance(m, dict) else None)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchApplied:
+    round: Any  # as recorded (the fold names a bad one in its problem line)
+    agent: Any
+    phase: Any
+    actions: list  # the recorded actions (JSON), each with the cost it incurred
+    calendar_after: list | None  # ours; JSON
+    calendar_render_after: str | None  # the authors' (and ours): the render
+
+    @classmethod
+    def read(cls, d: dict[str, Any]) -> "BatchApplied":
+        after, render = d.get("calendar_after"), d.get("calendar_render_after")
+        return cls(d.get("round"), d.get("agent_id"), d.get("phase"), d.get("actions") or [],
+                   after if isinstance(after, list) else None, render if isinstance(render, str) else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A ``resolution`` event as recorded (what the round's end says happened)."""
+
+    round: Any
+    meeting_id: Any
+    per_agent_slot: dict[int, Any] | None  # agent -> slot; None when unreadable
+    coordinated: Any
+    state_hash: str | None
+    calendars: list | None  # ours: every calendar after the round, JSON
+
+    @classmethod
+    def read(cls, d: dict[str, Any]) -> "Resolved":
+        raw = d.get("per_agent_slot")
+        slots: dict[int, Any] | None = None
+        if isinstance(raw, dict):
+            try:
+                slots = {int(k): v for k, v in raw.items()}
+            except (TypeError, ValueError):
+                slots = None
+        h, cals = d.get("state_hash"), d.get("calendars")
+        return cls(d.get("round"), d.get("meeting_id"), slots, d.get("coordinated"),
+                   h if isinstance(h, str) else None, cals if isinstance(cals, list) else None)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSent:
+    round: int | None
+    sender: int | None
+    channel: str  # "dm", "participant_groupchat", "all_groupchat" (from the event type)
+    content: str
+
+    @classmethod
+    def read(cls, type_: str, d: dict[str, Any]) -> "MessageSent":
+        c = d.get("content")
+        return cls(_int(d.get("round")), _int(d.get("from_agent")), MESSAGE_CHANNEL[type_],
+                   c if isinstance(c, str) else "")
+
+
+#: message event type -> its channel (the inverse of :data:`MESSAGE_EVENT_TYPES`)
+MESSAGE_CHANNEL: dict[str, str] = {t: c for c, t in MESSAGE_EVENT_TYPES.items()}

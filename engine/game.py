@@ -31,7 +31,8 @@ from .rules import BatchOutcome, Rejection, check_batch
 from .gameid import game_id as new_game_id
 from .seating import agent_type, seats_config  # noqa: F401 - agent_type: the trace's seat type, re-exported
 from .seats import Persona, Reply
-from .state import GameState, apply_outcome, initial_state, resolve_round, state_hash
+from .fold import Fold
+from .state import GameState, state_hash
 from .trace import fold_trace
 
 CALBENCH_VERSION = "0.1.0"
@@ -129,7 +130,7 @@ class PlayedGame:
     game_id: str
     started_at: Any
     state: GameState
-    round_calendars: dict[int, tuple]  # the rounds resumed from an earlier run are not here
+    round_calendars: dict[int, tuple]  # every round as it started (resumed rounds too: the fold of the kept events)
     messages_sent: list[int]
     aside: list[dict[str, Any]]
 
@@ -149,12 +150,24 @@ class _Game:
         self.seats = list(seats)
         self.config = config
         self.log = log
-        self.state = initial_state(task)
-        self.messages_sent = [0] * task.num_agents
+        # the one fold (engine.fold) owns the state: calendars, costs, resolved rounds, each
+        # round's starting calendars, messages sent; the loop advances it as it plays
+        self.fold = Fold.for_task(task)
         self._views: dict[int, tuple] = {}  # seat -> (calendar, penalty, view, render)
         self._lines: list[dict] = [{} for _ in seats]  # seat -> its rendered calendar lines by (slot, item)
-        self.round_calendars: dict[int, tuple] = {}  # round -> every calendar as the round started
-        self._restored_starts: dict[int, tuple] = {}  # the same, for the rounds folded on resume
+
+    @property
+    def state(self) -> GameState:
+        return self.fold.state
+
+    @property
+    def messages_sent(self) -> list[int]:
+        return self.fold.messages_sent
+
+    @property
+    def round_calendars(self) -> dict[int, tuple]:
+        """Round -> every calendar as the round started (also the rounds folded on resume)."""
+        return self.fold.round_starts
 
     # -- observations -------------------------------------------------------------------
     def _cached(self, seat: int, state: GameState | None) -> tuple:
@@ -249,25 +262,10 @@ class _Game:
             rnd = next((row["round"] for row in fold.rounds if row["matches"] is False), None)
             where = f"round {rnd}" if rnd is not None else "the earlier run"
             raise ValueError(f"cannot resume: {where} does not fold to its recorded state ({fold.problems[0]})")
-        outcomes = {seq: (seat, outcome) for seq, seat, _r, outcome in fold.batches}
-        state = initial_state(task)
-        sent = [0] * task.num_agents
-        for i, ev in enumerate(prefix):
-            t, d = ev.get("type"), ev.get("data") or {}
-            if t == "round_start" and isinstance(d.get("round"), int):
-                self._restored_starts[d["round"]] = state.calendars
-            elif t == "batch_applied":
-                seat, outcome = outcomes[ev.get("seq", i)]
-                state = apply_outcome(state, task, seat, outcome)
-            elif t == "resolution":
-                state, _ = resolve_round(state, task, d.get("round"))
-            elif t in MESSAGE_EVENT_TYPES.values():
-                sent[d["from_agent"]] += 1
-        self.state = state
-        self.messages_sent = sent
+        self.fold = fold.fold  # the kept events, applied: play goes on from this fold
         self.log.events = prefix
         self.log.seq = (prefix[-1]["seq"] + 1) if prefix else 0
-        return state.round, aside_list
+        return self.state.round, aside_list
 
     async def register(self, *, emit: bool = True, history: list[dict[str, Any]] | None = None) -> None:
         """Brief every seat.  On resume (``emit=False``) nothing is recorded again, and a
@@ -293,10 +291,9 @@ class _Game:
     async def play_round(self, r: int) -> None:
         task, cfg = self.task, self.config
         meeting = task.meetings[r]
-        self.round_calendars[r] = self.state.calendars
-        await self.log.emit("round_start", round=r, turn=0, phase="CHEAP_TALK", agent_id=None,
-                            meeting=meeting.to_json(), speaker_order=list(meeting.speaker_order),
-                            communication_protocol=cfg.communication_protocol)
+        self.fold.apply(await self.log.emit("round_start", round=r, turn=0, phase="CHEAP_TALK", agent_id=None,
+                                            meeting=meeting.to_json(), speaker_order=list(meeting.speaker_order),
+                                            communication_protocol=cfg.communication_protocol))
         inbox: list[list[Delivered]] = [[] for _ in range(task.num_agents)]
         received: list[list[Delivered]] = [[] for _ in range(task.num_agents)]
         got_dm = [False] * task.num_agents
@@ -349,7 +346,6 @@ class _Game:
                     if recipients is None:
                         continue
                     anything_sent = True
-                    self.messages_sent[seat] += 1
                     d = Delivered(seat, msg.type, meeting.id, msg.content, r, turn, msg.payload,
                                   msg.to if msg.type == "dm" else None)
                     for rcp in recipients:
@@ -385,7 +381,7 @@ class _Game:
                 staged.append((seat, outcome, actions))
         if len(staged) == len(meeting.participants):
             for seat, outcome, actions in staged:
-                self.state = apply_outcome(self.state, task, seat, outcome)
+                self.fold.advance_batch(seat, outcome)
                 await self.log.emit("batch_applied", round=r, turn=last_turn, phase="DECISION", agent_id=seat,
                                     actions=actions, calendar_render_after=self.render(seat),
                                     calendar_after=calendar_to_json(outcome.calendar), cost=outcome.cost)
@@ -397,7 +393,7 @@ class _Game:
                                     reason=f"no valid batch from agent(s) {missing}; nothing was applied")
 
         # RESOLUTION
-        self.state, res = resolve_round(self.state, task, r)
+        res = self.fold.resolve(r)
         cals = [calendar_to_json(c) for c in self.state.calendars]
         await self.log.emit("resolution", round=r, turn=last_turn, phase="RESOLUTION", agent_id=None,
                             **res.to_json(), state_hash=state_hash(self.state.calendars, as_json=cals),
@@ -448,7 +444,7 @@ class _Game:
         if not askers:
             return
         participants = set(meeting.participants)
-        starts = self.round_calendars.get(r) or self._restored_starts.get(r)
+        starts = self.round_calendars.get(r)
 
         async def ask(seat: int, fn):
             start = None if starts is None else seat_view(seat, starts, task.labels, task.meetings, 0,
@@ -502,8 +498,8 @@ class _Game:
             data["recipients"] = recipients
         if msg.payload is not None:
             data["payload"] = msg.payload
-        await self.log.emit(MESSAGE_EVENT_TYPES[msg.type], round=r, turn=turn, phase="CHEAP_TALK",
-                            agent_id=seat, **data)
+        self.fold.apply(await self.log.emit(MESSAGE_EVENT_TYPES[msg.type], round=r, turn=turn, phase="CHEAP_TALK",
+                                            agent_id=seat, **data))
         return recipients
 
     async def _voluntary(self, seat: int, r: int, turn: int, meeting, received) -> None:
@@ -532,7 +528,7 @@ class _Game:
                 return
             if isinstance(outcome, BatchOutcome):
                 if outcome.moves:
-                    self.state = apply_outcome(self.state, task, seat, outcome)
+                    self.fold.advance_batch(seat, outcome)
                     await self.log.emit("batch_applied", round=r, turn=turn, phase="VOLUNTARY", agent_id=seat,
                                         actions=_costed(reply.actions, outcome), calendar_render_after=self.render(seat),
                                         calendar_after=calendar_to_json(outcome.calendar), cost=outcome.cost)

@@ -36,8 +36,15 @@ DERIVED = {
 }
 
 
-class _Fold:
-    """Every seat's calendar as JSON (and its bytes), moved along the events."""
+class _Recorded:
+    """Every seat's calendar as the events *recorded* it (JSON, and its bytes).
+
+    Not the game's fold (``engine.fold.Fold``, which re-validates each batch with the
+    rules): a stored blob leaves out renders and calendar copies that these recorded
+    values rebuild exactly, so restoring them must follow the recorded ``calendar_after``
+    and ``resolution.calendars`` value for value, even in a trace whose record and rules
+    disagree (an imported, unverified one).  Blobs already written depend on it.
+    """
 
     def __init__(self, task: Task) -> None:
         self.task = task
@@ -127,7 +134,7 @@ def slim_events(task: Task, events: list[dict[str, Any]], *,
     of every protocol, channel set and seat kind.  Anything read from outside (an imported
     or an older trace) is compared, never trusted.
     """
-    fold = None if trusted else _Fold(task)
+    fold = None if trusted else _Recorded(task)
     seats = len(task.calendars)
     out: list[tuple[dict[str, Any], list | None]] = []
     for ev in events:
@@ -166,7 +173,7 @@ def slim_events(task: Task, events: list[dict[str, Any]], *,
 
 def fatten_events(task: Task, slimmed: list[tuple[str, dict[str, Any], list | None]]) -> list[dict[str, Any]]:
     """The full data of every event from ``[(type, slim_data, dropped), ...]`` (inverse of slimming)."""
-    fold = _Fold(task)
+    fold = _Recorded(task)
     out: list[dict[str, Any]] = []
     for typ, data, dropped in slimmed:
         if dropped:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -71,7 +71,8 @@ def apply_outcome(state: GameState, task: Task, seat: int, outcome: BatchOutcome
     costs[seat] += outcome.cost
     levels = list(state.costs_levels)
     levels[seat] += batch_cost_levels(task, outcome)
-    return replace(state, calendars=tuple(cals), costs=tuple(costs), costs_levels=tuple(levels))
+    # built directly (not dataclasses.replace): every applied batch of every fold passes here
+    return GameState(tuple(cals), tuple(costs), tuple(levels), state.round, state.resolutions, state.scheduled)
 
 
 def meeting_slot(calendar: Calendar, meeting_id: int) -> int | None:
@@ -109,7 +110,8 @@ def resolve_round(state: GameState, task: Task, round_index: int) -> tuple[GameS
     now = frozenset(m.id for m in task.meetings[: round_index + 1]
                     if is_scheduled(state.calendars, m.participants, m.id))
     res = Resolution(meeting.id, per_agent, coordinated, conflicts, violated)
-    return replace(state, round=round_index + 1, resolutions=state.resolutions + (res,), scheduled=now), res
+    return GameState(state.calendars, state.costs, state.costs_levels, round_index + 1,
+                     state.resolutions + (res,), now), res
 
 
 def state_hash(calendars: tuple[Calendar, ...], *, as_json: list | None = None) -> str:

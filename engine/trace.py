@@ -14,17 +14,17 @@ What it reads
     ``final_state`` columns).
 
 The fold
-    :func:`fold_trace` never calls a persona.  It starts from the initial calendars,
-    re-validates every ``batch_applied`` with the same rules the game used
-    (``engine.rules.check_batch``), applies it, and after each round compares the folded
+    :func:`fold_trace` never calls a persona.  It is the one fold (:class:`engine.fold.Fold`,
+    which starts from the initial calendars, re-validates every ``batch_applied`` with the
+    same rules the game used and applies it) plus checks: after each round it compares the folded
     calendars with what the trace recorded: the ``resolution`` event's ``state_hash`` and
     ``calendars`` (ours), its ``per_agent_slot`` and ``coordinated`` (both), each batch's
     recorded calendar after (both), and ``final_state.calendars`` at the end.  Anything
     that does not match becomes a plain-words entry in ``problems``; a tampered or
     truncated trace is therefore detected.  The result answers "what did every calendar
     look like after event N" (:meth:`FoldResult.calendars_at`) and keeps each applied
-    batch's :class:`~engine.rules.BatchOutcome` (``FoldResult.batches``), from which a
-    resume rebuilds the game state.
+    batch's :class:`~engine.rules.BatchOutcome` (``FoldResult.batches``); ``FoldResult.fold``
+    is the fold itself, from which a resume plays on.
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from .actions import EnvelopeError, actions_from_json
 from .model import Calendar, Errand, Task, TaskError, calendar_to_json, item_from_json
 from .render import parse_calendar_render
-from .rules import BatchOutcome, check_batch
+from .events import FOLDED_KINDS, Resolved
+from .fold import Fold
+from .rules import BatchOutcome
 from .state import meeting_slot, state_hash
 
 Calendars = tuple[Calendar, ...]
@@ -63,6 +64,8 @@ class FoldResult:
     splits: dict[str, Any] | None = None
     batches: list[tuple[int, int, int, BatchOutcome]] = field(default_factory=list, repr=False)  # seq, agent, round
     _checkpoints: list[tuple[int, Calendars]] = field(default_factory=list, repr=False)
+    #: the fold itself (engine.fold.Fold): state, meetings per round, round starts, outcomes, messages
+    fold: Fold | None = field(default=None, repr=False, compare=False)
 
     def calendars_at(self, seq: int) -> Calendars:
         """All calendars after every event with sequence number ``<= seq`` was folded."""
@@ -148,19 +151,6 @@ def _expected_rounds(trace: dict[str, Any], task: Task | None) -> int | None:
     return n if isinstance(n, int) else None
 
 
-def _resolution_slots(d: dict[str, Any]) -> dict[int, int | None] | None:
-    raw = d.get("per_agent_slot")
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return {int(k): v for k, v in raw.items()}
-    except (TypeError, ValueError):
-        return None
-
-
-_FOLDED = frozenset({"round_start", "batch_applied", "resolution", "game_end"})
-
-
 def _restart_gap(ev: dict[str, Any], prev_seq: int, seq: int, aside: set) -> bool:
     """True when ``ev`` is a ``round_restarted`` event whose set-aside range (kept in the
     trace's ``interrupted_events``) is exactly the gap between ``prev_seq`` and ``seq``."""
@@ -170,9 +160,106 @@ def _restart_gap(ev: dict[str, Any], prev_seq: int, seq: int, aside: set) -> boo
     return all(q in aside for q in range(prev_seq + 1, seq))
 
 
+def _read_calendar_after(d: dict[str, Any]) -> Calendar | None:
+    """The calendar a ``batch_applied`` recorded (ours: JSON; the authors': the render)."""
+    if isinstance(d.get("calendar_after"), list):
+        return tuple(item_from_json(it) for it in d["calendar_after"])
+    if isinstance(d.get("calendar_render_after"), str):
+        return parse_calendar_render(d["calendar_render_after"])
+    return None
+
+
+def _check_batch_record(d: dict[str, Any], seq: int, agent: int, outcome: BatchOutcome, problems: list[str]) -> None:
+    """The folded calendar after a batch against the one the trace recorded."""
+    where = f"round {d.get('round')}, agent {agent}"
+    try:
+        recorded = _read_calendar_after(d)
+    except (TaskError, ValueError):
+        problems.append(f"event {seq} ({where}): the recorded calendar after the batch cannot be read")
+        return
+    if recorded is not None and recorded != outcome.calendar:
+        diff = _first_difference((outcome.calendar,), (recorded,)).replace("agent 0", f"agent {agent}")
+        problems.append(f"event {seq} ({where}): the calendar after the batch differs from the "
+                        f"recorded one {diff}")
+
+
+def _check_round(fold: Fold, res: Resolved, h: str, problems: list[str]) -> tuple[bool | None, bool | None]:
+    """A ``resolution`` against the folded calendars (``h``: their hash): (matches, coordinated as folded)."""
+    r, mid, here = res.round, res.meeting_id, fold.calendars
+    meeting = fold.meetings.get(r) if isinstance(r, int) else None
+    label = f"round {r}"
+    checks: list[bool] = []
+    if meeting is not None and mid is not None and meeting.get("id") != mid:
+        problems.append(f"{label}: the resolution is for meeting {mid} but the round's meeting is "
+                        f"{meeting.get('id')}")
+        checks.append(False)
+    coordinated_folded = None
+    if res.per_agent_slot is not None and isinstance(mid, int):
+        slots = res.per_agent_slot
+        folded = {a: meeting_slot(here[a], mid) if 0 <= a < len(here) else None for a in slots}
+        coordinated_folded = len(set(folded.values())) == 1 and None not in folded.values()
+        bad = [a for a in sorted(slots) if folded[a] != slots[a]]
+        if bad:
+            a = bad[0]
+            problems.append(f"{label}: agent {a} holds meeting {mid} at slot {folded[a]} after the "
+                            f"folded batches, but the trace records slot {slots[a]}")
+        checks.append(not bad)
+        if isinstance(res.coordinated, bool) and res.coordinated != coordinated_folded:
+            problems.append(f"{label}: the trace records the meeting as "
+                            f"{'coordinated' if res.coordinated else 'not coordinated'}, "
+                            f"but the folded calendars say otherwise")
+            checks.append(False)
+    if res.state_hash is not None:
+        ok = res.state_hash == h
+        checks.append(ok)
+        if not ok:
+            problems.append(f"{label}: the state hash after the round differs from the recorded one")
+    if res.calendars is not None:
+        try:
+            rec = _calendars_from_json(res.calendars, f"{label} recorded calendars")
+        except TaskError as exc:
+            problems.append(f"{label}: the recorded calendars cannot be read: {exc}")
+            checks.append(False)
+        else:
+            diff = _first_difference(here, rec)
+            if diff:
+                problems.append(f"{label}: calendars after the round differ from the recorded state {diff}")
+            checks.append(not diff)
+    return (all(checks) if checks else None), coordinated_folded
+
+
+def _check_end(trace: dict[str, Any], fold: Fold, task: Task | None, source: str, problems: list[str]) -> None:
+    """A complete trace: every round there (or marked stopped), costs and final calendars as recorded."""
+    if not trace.get("stopped"):
+        expected = _expected_rounds(trace, task)
+        resolved = len(fold.resolutions)
+        if expected is not None and resolved < expected:
+            problems.append(f"the trace ends after {resolved} of {expected} rounds but is not marked "
+                            f"stopped (truncated?)")
+        if not fold.ended:
+            problems.append("the trace has no game_end event but is not marked stopped (truncated?)")
+    fs = trace.get("final_state")
+    recorded_costs = fs.get("per_agent_cost") if isinstance(fs, dict) else None
+    costs = list(fold.state.costs)
+    if source == "calbench" and isinstance(recorded_costs, list) and recorded_costs != costs:
+        bad = next((a for a, (x, y) in enumerate(zip(costs, recorded_costs)) if x != y), len(costs))
+        problems.append(f"the folded batches cost agent {bad} "
+                        f"{costs[bad] if bad < len(costs) else '?'}, but the final state records "
+                        f"{recorded_costs[bad] if bad < len(recorded_costs) else '?'}")
+    if isinstance(fs, dict) and isinstance(fs.get("calendars"), list):
+        try:
+            rec = _calendars_from_json(fs["calendars"], "final_state.calendars")
+        except TaskError as exc:
+            problems.append(f"final_state.calendars cannot be read: {exc}")
+        else:
+            diff = _first_difference(fold.calendars, rec)
+            if diff:
+                problems.append(f"the folded final calendars differ from the recorded final state {diff}")
+
+
 def fold_trace(trace: dict[str, Any], upto_seq: int | None = None, *, task: Task | None = None,
                verify: bool = True) -> FoldResult:
-    """Fold ``trace``'s ``batch_applied`` events (up to ``upto_seq``, inclusive) and verify them.
+    """Fold ``trace``'s events (up to ``upto_seq``, inclusive) with :class:`engine.fold.Fold` and verify them.
 
     ``task``, when given, supplies the initial calendars and meetings instead of the
     trace (a resume, or the privacy fold, which already hold the task).  ``verify=False``
@@ -188,183 +275,48 @@ def fold_trace(trace: dict[str, Any], upto_seq: int | None = None, *, task: Task
         initial, source = task.calendars, "calbench"
     else:
         initial, task, source = _initial(trace, events)
-    cals = list(initial)
     problems: list[str] = []
+    fold = Fold(initial, task=task, problems=problems)
     rounds: list[dict[str, Any]] = []
     per_round: list[Calendars] = []
-    checkpoints: list[tuple[int, Calendars]] = []
-    costs = [0] * len(cals)
-    batches: list[tuple[int, int, int, BatchOutcome]] = []
-    meetings: dict[int, dict[str, Any]] = {}  # round -> meeting json (from round_start or the task)
-    if task is not None:
-        meetings = {r: m.to_json() for r, m in enumerate(task.meetings)}
-    last_seq: int | None = None
     prev_seq: int | None = None
-    saw_game_end = False
     # events of a round cut short and played again (engine.game.run_game on resume): kept
     # beside ``events``; a ``round_restarted`` event accounts for their seq range
     aside = {e.get("seq") for e in trace.get("interrupted_events") or () if isinstance(e, dict)}
 
-    def agent_ok(agent: Any, seq: int, what: str) -> bool:
-        if isinstance(agent, int) and 0 <= agent < len(cals):
-            return True
-        problems.append(f"event {seq} ({what}): agent {agent!r} is not a seat of this game")
-        return False
-
     for index, ev in enumerate(events):
         etype = ev.get("type")
-        if not verify and etype not in _FOLDED:
-            continue  # only folding: messages, turns and the like change no calendar
+        if not verify and etype not in FOLDED_KINDS:
+            continue  # only folding: turns, prompts and the like change nothing the fold keeps
         seq = _seq_of(ev, index)
         if upto_seq is not None and seq > upto_seq:
             break
         if verify and prev_seq is not None and seq != prev_seq + 1 and not _restart_gap(ev, prev_seq, seq, aside):
             problems.append(f"events are missing or out of order: event {seq} follows event {prev_seq}")
         prev_seq = seq
-        last_seq = seq
-        d = ev.get("data") or {}
-        r = d.get("round")
-
-        if etype == "round_start" and isinstance(d.get("meeting"), dict):
-            if isinstance(r, int):
-                meetings[r] = d["meeting"]
-
-        elif etype == "batch_applied":
-            agent = d.get("agent_id")
-            where = f"round {r}, agent {agent}"
-            if not agent_ok(agent, seq, "batch_applied"):
-                continue
-            phase = d.get("phase")
-            meeting = meetings.get(r) if isinstance(r, int) else None
-            if meeting is None:
-                problems.append(f"event {seq} ({where}): a batch for a round whose meeting is unknown")
-                continue
-            try:
-                actions = actions_from_json(d.get("actions") or [])
-            except EnvelopeError as exc:
-                problems.append(f"event {seq} ({where}): the recorded actions cannot be read: {exc}")
-                continue
-            mcost = meeting.get("cost", 1)
-            for a in d.get("actions") or []:  # the cost recorded on the schedule action wins
-                if isinstance(a, dict) and a.get("type") == "schedule" and isinstance(a.get("cost"), int):
-                    mcost = a["cost"]
-            outcome = check_batch(cals[agent], actions, meeting_id=meeting.get("id"),
-                                  require_schedule=phase == "DECISION", meeting_cost=mcost)
-            if not isinstance(outcome, BatchOutcome):
-                problems.append(f"event {seq} ({where}): the recorded batch breaks the rules, "
-                                f"so the game could not have applied it: {outcome}")
-                continue
-            cals[agent] = outcome.calendar
-            costs[agent] += outcome.cost
-            batches.append((seq, agent, r, outcome))
-            checkpoints.append((seq, tuple(cals)))
-            if not verify:
-                continue
-            recorded: Calendar | None = None
-            try:
-                if isinstance(d.get("calendar_after"), list):
-                    recorded = tuple(item_from_json(it) for it in d["calendar_after"])
-                elif isinstance(d.get("calendar_render_after"), str):
-                    recorded = parse_calendar_render(d["calendar_render_after"])
-            except (TaskError, ValueError):
-                problems.append(f"event {seq} ({where}): the recorded calendar after the batch cannot be read")
-            if recorded is not None and recorded != outcome.calendar:
-                diff = _first_difference((outcome.calendar,), (recorded,)).replace("agent 0", f"agent {agent}")
-                problems.append(f"event {seq} ({where}): the calendar after the batch differs from the "
-                                f"recorded one {diff}")
-
-        elif etype == "resolution":
-            mid = d.get("meeting_id")
-            if not verify:
-                rounds.append({"round": r, "seq": seq, "meeting_id": mid, "coordinated": d.get("coordinated"),
+        fold.last_seq = seq  # every event read counts, folded kind or not
+        got = fold.apply(ev, seq)
+        if not verify:
+            if etype == "resolution":
+                rounds.append({"round": got.round, "seq": seq, "meeting_id": got.meeting_id,
+                               "coordinated": (ev.get("data") or {}).get("coordinated"),
                                "state_hash": None, "matches": None})
-                per_round.append(tuple(cals))
-                continue
-            meeting = meetings.get(r) if isinstance(r, int) else None
-            matches: bool | None = None
-            here = tuple(cals)
-            h = state_hash(here)
-            label = f"round {r}"
-            checks: list[bool] = []
-            if meeting is not None and mid is not None and meeting.get("id") != mid:
-                problems.append(f"{label}: the resolution is for meeting {mid} but the round's meeting is "
-                                f"{meeting.get('id')}")
-                checks.append(False)
-            slots = _resolution_slots(d)
-            coordinated_folded = None
-            if slots is not None and isinstance(mid, int):
-                folded = {a: meeting_slot(cals[a], mid) if 0 <= a < len(cals) else None for a in slots}
-                coordinated_folded = len(set(folded.values())) == 1 and None not in folded.values()
-                bad = [a for a in sorted(slots) if folded[a] != slots[a]]
-                if bad:
-                    a = bad[0]
-                    problems.append(f"{label}: agent {a} holds meeting {mid} at slot {folded[a]} after the "
-                                    f"folded batches, but the trace records slot {slots[a]}")
-                checks.append(not bad)
-                if isinstance(d.get("coordinated"), bool) and d["coordinated"] != coordinated_folded:
-                    problems.append(f"{label}: the trace records the meeting as "
-                                    f"{'coordinated' if d['coordinated'] else 'not coordinated'}, "
-                                    f"but the folded calendars say otherwise")
-                    checks.append(False)
-            if isinstance(d.get("state_hash"), str):
-                ok = d["state_hash"] == h
-                checks.append(ok)
-                if not ok:
-                    problems.append(f"{label}: the state hash after the round differs from the recorded one")
-            if isinstance(d.get("calendars"), list):
-                try:
-                    rec = _calendars_from_json(d["calendars"], f"{label} recorded calendars")
-                except TaskError as exc:
-                    problems.append(f"{label}: the recorded calendars cannot be read: {exc}")
-                    checks.append(False)
-                else:
-                    diff = _first_difference(here, rec)
-                    if diff:
-                        problems.append(f"{label}: calendars after the round differ from the recorded state {diff}")
-                    checks.append(not diff)
-            if checks:
-                matches = all(checks)
-            rounds.append({
-                "round": r,
-                "seq": seq,
-                "meeting_id": mid,
-                "coordinated": d.get("coordinated", coordinated_folded),
-                "state_hash": h,
-                "matches": matches,
-            })
-            per_round.append(here)
+                per_round.append(fold.calendars)
+            continue
+        if isinstance(got, BatchOutcome):
+            _check_batch_record(ev.get("data") or {}, seq, fold.batches[-1][1], got, problems)
+        elif etype == "resolution":
+            h = state_hash(fold.calendars)
+            matches, coordinated_folded = _check_round(fold, got, h, problems)
+            d = ev.get("data") or {}
+            rounds.append({"round": got.round, "seq": seq, "meeting_id": got.meeting_id,
+                           "coordinated": d.get("coordinated", coordinated_folded),
+                           "state_hash": h, "matches": matches})
+            per_round.append(fold.calendars)
 
-        elif etype == "game_end":
-            saw_game_end = True
-
-    final = tuple(cals)
     complete = upto_seq is None or not events or upto_seq >= _seq_of(events[-1], len(events) - 1)
     if complete and verify:
-        stopped = bool(trace.get("stopped"))
-        expected = _expected_rounds(trace, task)
-        resolved = len(rounds)
-        if not stopped:
-            if expected is not None and resolved < expected:
-                problems.append(f"the trace ends after {resolved} of {expected} rounds but is not marked "
-                                f"stopped (truncated?)")
-            if not saw_game_end:
-                problems.append("the trace has no game_end event but is not marked stopped (truncated?)")
-        fs = trace.get("final_state")
-        recorded_costs = fs.get("per_agent_cost") if isinstance(fs, dict) else None
-        if source == "calbench" and isinstance(recorded_costs, list) and recorded_costs != costs:
-            bad = next((a for a, (x, y) in enumerate(zip(costs, recorded_costs)) if x != y), len(costs))
-            problems.append(f"the folded batches cost agent {bad} "
-                            f"{costs[bad] if bad < len(costs) else '?'}, but the final state records "
-                            f"{recorded_costs[bad] if bad < len(recorded_costs) else '?'}")
-        if isinstance(fs, dict) and isinstance(fs.get("calendars"), list):
-            try:
-                rec = _calendars_from_json(fs["calendars"], "final_state.calendars")
-            except TaskError as exc:
-                problems.append(f"final_state.calendars cannot be read: {exc}")
-            else:
-                diff = _first_difference(final, rec)
-                if diff:
-                    problems.append(f"the folded final calendars differ from the recorded final state {diff}")
+        _check_end(trace, fold, task, source, problems)
 
     return FoldResult(
         game_id=trace.get("game_id"),
@@ -373,13 +325,14 @@ def fold_trace(trace: dict[str, Any], upto_seq: int | None = None, *, task: Task
         rounds=rounds,
         calendars=per_round,
         initial_calendars=initial,
-        final_calendars=final,
+        final_calendars=fold.calendars,
         problems=problems,
         metrics=trace.get("metrics") if isinstance(trace.get("metrics"), dict) else None,
-        costs=costs,
-        last_seq=last_seq,
-        batches=batches,
-        _checkpoints=checkpoints,
+        costs=list(fold.state.costs),
+        last_seq=fold.last_seq,
+        batches=fold.batches,
+        _checkpoints=fold.checkpoints,
+        fold=fold,
     )
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .actions import EnvelopeError, actions_from_json
+from .fold import fold_events
 from .model import Task, TaskError
-from .rules import BatchOutcome, check_batch
 from .scoring import Scores, ScoreInput, counted_events, score
-from .state import apply_outcome, initial_state, meeting_slot, resolve_round
+from .state import meeting_slot
 from .trace import FoldResult, fold_trace
 
 __all__ = ["CHECKED_METRICS", "CHECKED_SEAT_METRICS", "check_metrics", "rescore_trace", "verify_trace"]
@@ -69,34 +68,6 @@ class _Cfg:
         self.communication_protocol = "+".join(chans)
 
 
-def _refold_state(task: Task, events: list[dict[str, Any]]):
-    """The engine's ``GameState`` at the end of ``events`` (every batch re-validated), or None."""
-    state = initial_state(task)
-    for ev in events:
-        t, d = ev.get("type"), ev.get("data") or {}
-        if t == "batch_applied":
-            seat, r = d.get("agent_id"), d.get("round")
-            if not (isinstance(seat, int) and isinstance(r, int) and 0 <= seat < task.num_agents
-                    and 0 <= r < len(task.meetings)):
-                return None
-            meeting = task.meetings[r]
-            try:
-                actions = actions_from_json(d.get("actions") or [])
-            except EnvelopeError:
-                return None
-            outcome = check_batch(state.calendars[seat], actions, meeting_id=meeting.id,
-                                  require_schedule=d.get("phase") == "DECISION", meeting_cost=meeting.cost)
-            if not isinstance(outcome, BatchOutcome):
-                return None
-            state = apply_outcome(state, task, seat, outcome)
-        elif t == "resolution":
-            r = d.get("round")
-            if not isinstance(r, int) or not 0 <= r < len(task.meetings):
-                return None
-            state, _ = resolve_round(state, task, r)
-    return state
-
-
 def _compare_tree(path: str, recorded: Any, fresh: Any, problems: list[str], skip: tuple = ()) -> None:
     """Every value under ``recorded`` against the same place in ``fresh``: numbers within
     a relative 1e-6, lists element by element, objects key by key (keys the recomputation
@@ -146,9 +117,10 @@ def rescore_trace(trace: dict[str, Any], task: Task | None = None) -> Scores | s
         except TaskError:
             return "the task row cannot be read, so the metrics cannot be checked"
     events = counted_events(trace.get("events") or [])
-    state = _refold_state(task, events)
-    if state is None:
+    fold = fold_events(task, events)  # the one fold (engine.fold): every batch re-validated
+    if not fold.folds_cleanly:
         return "the metrics cannot be recomputed: the batches do not fold"
+    state = fold.state
     cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
     judge = trace.get("judge") if isinstance(trace.get("judge"), dict) else None
     try:

@@ -41,16 +41,24 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
+def _fold(trace: dict[str, Any]):
+    """The game's events folded (``engine.fold.Fold``), or None for a trace with nothing to fold over."""
+    from engine.trace import TraceError, fold_trace
+
+    try:
+        return fold_trace(trace, verify=False).fold
+    except TraceError:
+        return None
+
+
 def played_schedule(trace: dict[str, Any]) -> dict[int, str]:
-    """Meeting id -> where it ended up in the game played (from the resolution events)."""
+    """Meeting id -> where it ended up in the game played (the fold's recorded round outcomes)."""
     out: dict[int, str] = {}
-    for ev in trace.get("events") or []:
-        if ev.get("type") != "resolution":
-            continue
-        d = ev.get("data") or {}
-        slots = {v for v in (d.get("per_agent_slot") or {}).values()}
-        mid = d.get("meeting_id")
-        if d.get("coordinated") and len(slots) == 1:
+    fold = _fold(trace)
+    for _seq, res, _cals in fold.resolutions if fold is not None else ():
+        slots = set((res.per_agent_slot or {}).values())
+        mid = res.meeting_id
+        if res.coordinated and len(slots) == 1:
             out[mid] = f"slot {next(iter(slots))}"
         elif slots == {None}:
             out[mid] = "not scheduled"
@@ -66,22 +74,17 @@ def played_schedule(trace: dict[str, Any]) -> dict[int, str]:
 
 
 def moves_by_seat(trace: dict[str, Any]) -> list[dict[int, str]]:
-    """Per seat: slot -> a short mark of what moved there or away during the game."""
-    n = (trace.get("config") or {}).get("num_agents") or len((trace.get("final_state") or {}).get("calendars") or [])
-    marks: list[dict[int, str]] = [{} for _ in range(n)]
-    for ev in trace.get("events") or []:
-        if ev.get("type") != "batch_applied":
-            continue
-        d = ev.get("data") or {}
-        a = d.get("agent_id")
-        if not isinstance(a, int) or not 0 <= a < n:
-            continue
-        for act in d.get("actions") or []:
-            if act.get("type") == "reschedule":
-                marks[a][act.get("to_slot")] = f"←{act.get('from_slot')}"
-                marks[a].setdefault(act.get("from_slot"), f"→{act.get('to_slot')}")
-            elif act.get("type") == "schedule":
-                marks[a][act.get("slot")] = "★"
+    """Per seat: slot -> a short mark of what moved there or away during the game (the fold's batches)."""
+    fold = _fold(trace)
+    if fold is None:
+        return []
+    marks: list[dict[int, str]] = [{} for _ in range(fold.num_agents)]
+    for _seq, a, _r, outcome in fold.batches:
+        for mv in outcome.moves:
+            marks[a][mv.to_slot] = f"←{mv.from_slot}"
+            marks[a].setdefault(mv.from_slot, f"→{mv.to_slot}")
+        if outcome.scheduled_slot is not None:
+            marks[a][outcome.scheduled_slot] = "★"
     return marks
 
 

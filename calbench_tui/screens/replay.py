@@ -133,20 +133,19 @@ class ReplayModel:
         for u in self.beliefs:
             self.beliefs_by_seq[u["seq"]].append(u)
         self.delta_vps = tally(self.beliefs, self.num_agents).by_seq
-        self.meetings: dict[int, dict[str, Any]] = {}
-        self.round_starts: list[int] = []
-        self.round_of: list[int | None] = []
-        for i, ev in enumerate(self.events):
-            d = ev.get("data") or {}
-            r = d.get("round")
-            self.round_of.append(r if isinstance(r, int) else None)
-            if ev.get("type") == "round_start" and isinstance(r, int):
-                self.round_starts.append(i)
-                if isinstance(d.get("meeting"), dict):
-                    self.meetings[r] = d["meeting"]
+        # the meeting of every round: the one fold's (round_start's, else the task's)
+        self.meetings: dict[int, dict[str, Any]] = dict(self.fold.fold.meetings)
         if self.task is not None:
             for r, m in enumerate(self.task.meetings):
                 self.meetings.setdefault(r, m.to_json())
+        # where each round starts in the timeline, and each event's round (navigation)
+        self.round_starts: list[int] = []
+        self.round_of: list[int | None] = []
+        for i, ev in enumerate(self.events):
+            r = (ev.get("data") or {}).get("round")
+            self.round_of.append(r if isinstance(r, int) else None)
+            if ev.get("type") == "round_start" and isinstance(r, int):
+                self.round_starts.append(i)
         self.participants = {m.get("id"): tuple(m.get("participants") or ()) for m in self.meetings.values()}
         self.round_match = {r["seq"]: r["matches"] for r in self.fold.rounds}
         self.agents = self._agents()

@@ -201,53 +201,35 @@ def trace_facts(trace: dict[str, Any], task=None) -> dict[str, Any] | None:
     the levels its applied batches cost and its share of the scheduled-only oracle.
     ``vps``: per-target VPS of the game.  None when the trace cannot be folded.
     """
-    from engine.model import Errand, MeetingCopy
+    from engine.model import Errand
     from engine.privacy import vps_sums
     from engine.replay import TraceError, fold_trace
-    from engine.state import is_scheduled
+    from engine.state import batch_cost_levels, is_scheduled
 
     task = task or task_for_trace(trace)
     if task is None:
         return None
     events = [e for e in trace.get("events") or [] if isinstance(e, dict)]
     try:
-        fold = fold_trace(trace)
+        fold = fold_trace(trace).fold  # the one fold (engine.fold)
     except TraceError:
         return None
     n = task.num_agents
-    rounds: dict[int, dict[str, Any]] = {}
-    for ev in events:
-        d = ev.get("data") or {}
-        if ev.get("type") == "round_start" and isinstance(d.get("round"), int) and isinstance(d.get("meeting"), dict):
-            rounds[d["round"]] = d["meeting"]
+    # the rounds played: their meetings as the round_start events gave them
+    rounds = {r: fold.meetings[r] for r in fold.round_starts if r in fold.meetings}
     if not rounds:
         rounds = {r: m.to_json() for r, m in enumerate(task.meetings)}
     # VPS per (round, target): the engine's one reduction of the belief updates.
     vps_rt, per_target = vps_sums(task, events)
-    # Levels each agent's applied batches cost, per round.
+    # Levels each agent's applied batches cost, per round (the fold's batches).
     real: dict[tuple[int, int], int] = defaultdict(int)
-    for i, ev in enumerate(events):
-        if ev.get("type") != "batch_applied":
-            continue
-        d = ev.get("data") or {}
-        a, r = d.get("agent_id"), d.get("round")
-        seq = ev.get("seq", i)
-        if not isinstance(a, int) or not isinstance(r, int) or not isinstance(seq, int) or not 0 <= a < n:
-            continue
-        before = fold.calendars_at(seq - 1)[a]
-        for act in d.get("actions") or []:
-            if not isinstance(act, dict) or act.get("type") != "reschedule":
-                continue
-            s = act.get("from_slot")
-            item = before[s] if isinstance(s, int) and 0 <= s < len(before) else None
-            if isinstance(item, Errand):
-                real[(r, a)] += task.level(item.cost)
-            elif isinstance(item, MeetingCopy):
-                real[(r, a)] += item.cost
+    for _seq, a, r, outcome in fold.batches:
+        if 0 <= a < n:
+            real[(r, a)] += batch_cost_levels(task, outcome)
     cost_levels = [0] * n
     for (_r, a), c in real.items():
         cost_levels[a] += c
-    final = fold.final_calendars
+    final = fold.calendars
     scheduled = [m.id for m in task.meetings if is_scheduled(final, m.participants, m.id)]
     oracle = None
     oracle_levels: list[int] | None = [0] * n
