@@ -88,7 +88,7 @@ async def test_resume_after_ctrl_q_restores_every_llm_seat(store):
             await wait_for(pilot, lambda: app.game_screen.pending is not None, what="a turn in round 2")
             game_id = app.game_id
             await pilot.press("ctrl+q")
-            await pilot.pause()
+            await wait_for(pilot, lambda: app.status == "stopped", what="the game stopped")
         assert app.status == "stopped"
         before = len(server.records)
         made, final = await resume_and_finish(store, game_id, server.base_url)
