@@ -24,13 +24,16 @@ async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "a condi
         await asyncio.sleep(0.005)  # (pilot.pause would force a full repaint each time)
 
 
-async def wait_painted(pilot, *texts: str, timeout: float = 30.0, what: str | None = None) -> str:
+async def wait_painted(pilot, *texts: str, timeout: float = 30.0, what: str | None = None,
+                       flat: bool = False) -> str:
     """Wait until every one of ``texts`` is on the screen as painted (``screen_text``), not
-    merely in a widget's state; returns that screen.  ``timeout`` only bounds a broken test."""
+    merely in a widget's state; returns that screen.  ``flat``: compare with the screen's
+    words joined by single spaces (text wrapped over lines).  ``timeout`` only bounds a broken test."""
     t0 = time.monotonic()
     while True:
         text = screen_text(pilot.app)
-        if all(t in text for t in texts):
+        seen = " ".join(text.split()) if flat else text
+        if all(t in seen for t in texts):
             return text
         if time.monotonic() - t0 > timeout:
             raise AssertionError(f"timed out waiting for {what or texts!r} on the screen; screen:\n{text}")

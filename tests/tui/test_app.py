@@ -12,7 +12,7 @@ from calbench_tui.screens.help import HelpScreen
 from calbench_tui.settings import Settings
 from calbench_tui.widgets.calendar import CalendarView
 
-from .helpers import wait_for
+from .helpers import wait_for, wait_painted
 
 SIZE = (80, 24)
 
@@ -57,7 +57,7 @@ async def test_the_instructions_open_before_every_game_until_the_player_turns_th
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen) and app.screen.intro
-        assert "Each round has four phases" in screen_text(app)
+        await wait_painted(pilot, "Each round has four phases")
         await pilot.press("escape")
         await _first_turn(pilot, app)
         await app._stop_game()  # (as if the game had ended)

@@ -16,7 +16,7 @@ from calbench_tui.app import make_app, screen_text
 from calbench_tui.screens.decision import DecisionScreen
 from calbench_tui.screens.end import EndScreen
 from calbench_tui.settings import Settings
-from engine.replay import fold_trace
+from engine.trace import fold_trace
 from saves.store import Store
 
 from .helpers import play_to_end, wait_for
