@@ -114,6 +114,7 @@ async def play_to_end(pilot, app: CalBenchApp, *, log: list[str] | None = None, 
             raise AssertionError(f"the game did not finish in {timeout}s; screen:\n{screen_text(app)}")
         await wait_for(pilot, lambda: human_waiting(app), what="the human's turn")
         if isinstance(app.screen, EndScreen):
+            await wait_painted(pilot, "GAME OVER", what="the end screen painted")  # not only pushed
             return
         if app.status in ("failed", "stopped"):
             raise AssertionError(f"game {app.status}: {app.error}")

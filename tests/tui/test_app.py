@@ -171,7 +171,7 @@ async def test_saved_games_are_reachable_from_the_setup_screen(tmp_path):
             await pilot.press("ctrl+g")
             await wait_for(pilot, lambda: type(app.screen).__name__ == "SavedGamesScreen" and app.screen.loaded,
                            what="the saved games list")
-            assert "No saved games yet" in screen_text(app)
+            await wait_painted(pilot, "No saved games yet")
             await pilot.press("escape")
             assert isinstance(app.screen, SetupScreen)
     finally:

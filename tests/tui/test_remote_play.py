@@ -19,7 +19,7 @@ from lab.server import TableServer
 from lab.table import Table
 from saves.store import Store
 
-from .helpers import play_to_end, wait_for
+from .helpers import play_to_end, wait_for, wait_painted
 
 
 async def _table(tmp_path, **kw):
@@ -72,12 +72,12 @@ async def test_the_code_is_asked_for_and_a_wrong_one_is_explained(tmp_path):
             await pilot.press(*"wrong-code", "enter")
             await wait_for(pilot, lambda: isinstance(app.screen, JoinScreen) and app.screen.error,
                            what="the error on the code prompt")
-            assert "does not open a seat" in screen_text(app)
+            await wait_painted(pilot, "does not open a seat")
             # asked again, not told the game stopped (no game was ever joined)
             assert not [n for n in app._notifications if "stopped" in str(n.message)]
             await pilot.press(*table.codes()[0]["code"], "enter")
             await wait_for(pilot, lambda: isinstance(app.screen, LobbyScreen), what="the lobby")
-            assert "You are Agent 0" in screen_text(app)
+            await wait_painted(pilot, "You are Agent 0")
     finally:
         await server.stop()
         await store.close()
