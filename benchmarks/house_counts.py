@@ -125,6 +125,8 @@ def count(root: Path = REPO, *, with_tests: bool = False, top: int = 15, largest
                 [node.target] if isinstance(node, ast.AnnAssign) else []
             if any(isinstance(t, ast.Name) and t.id == "P0" for t in targets):
                 p0.append(f"{rel}:{node.lineno}")
+    for sites in (*calls.values(), p0):
+        sites.sort(key=lambda w: (w.rsplit(":", 1)[0], int(w.rsplit(":", 1)[1])))
     functions.sort(key=lambda f: (-f.complexity, -f.lines, f.where))
     modules.sort(key=lambda m: (-m[1], m[0]))
     return {
