@@ -16,7 +16,12 @@ from calbench_tui.screens.end import EndScreen
 from engine.rules import BatchOutcome
 
 
-async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "a condition") -> None:
+#: How long a wait may take before the test fails: a bound on a broken test, never a speed check,
+#: so it is generous (two CPU-burning processes beside the suite slow a game by keys several times).
+PATIENCE = 120.0
+
+
+async def wait_for(pilot, predicate, timeout: float = PATIENCE, what: str = "a condition") -> None:
     t0 = time.monotonic()
     while not predicate():
         if time.monotonic() - t0 > timeout:
@@ -24,7 +29,7 @@ async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "a condi
         await asyncio.sleep(0.005)  # (pilot.pause would force a full repaint each time)
 
 
-async def wait_painted(pilot, *texts: str, timeout: float = 30.0, what: str | None = None,
+async def wait_painted(pilot, *texts: str, timeout: float = PATIENCE, what: str | None = None,
                        flat: bool = False) -> str:
     """Wait until every one of ``texts`` is on the screen as painted (``screen_text``), not
     merely in a widget's state; returns that screen.  ``flat``: compare with the screen's
@@ -105,7 +110,7 @@ async def decide(pilot, app: CalBenchApp, log: list[str] | None = None) -> None:
         await pilot.press("s")  # submit anyway: the engine rejects it and we retry
 
 
-async def play_to_end(pilot, app: CalBenchApp, *, log: list[str] | None = None, timeout: float = 60.0,
+async def play_to_end(pilot, app: CalBenchApp, *, log: list[str] | None = None, timeout: float = 4 * PATIENCE,
                       stop_after_rounds: int | None = None) -> None:
     """Play the human seat by keys until the end screen (or until ``stop_after_rounds``)."""
     t0 = time.monotonic()

@@ -16,7 +16,7 @@ from calbench_tui.widgets.seats import SeatsBar
 from calbench_devtools.mock_endpoint import MockLLMServer
 from personas.llm.settings import LLMSettings
 
-from .helpers import play_to_end, wait_for, wait_painted
+from .helpers import PATIENCE, play_to_end, wait_for, wait_painted
 
 SIZE = (80, 24)
 
@@ -51,7 +51,7 @@ async def test_seat2_against_llm_seats_on_the_loopback_endpoint(monkeypatch):
             await pilot.press("down")
             assert cal.cursor == (before + 1) % len(cal.calendar)  # answered while the request is still held
             gate.set()  # the rest of the game at full speed
-            await play_to_end(pilot, app, timeout=90)
+            await play_to_end(pilot, app, timeout=4 * PATIENCE)
             assert isinstance(app.screen, EndScreen)
             result = app.result
         assert [a["type"] for a in result.trace["config"]["agents"]] == ["llm", "llm", "human", "llm", "llm"]
