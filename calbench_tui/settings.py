@@ -71,10 +71,6 @@ class Settings:
     def with_(self, **kw) -> "Settings":
         return replace(self, **kw)
 
-    @property
-    def channel_label(self) -> str:
-        return "+".join(CHANNEL_SHORT[c] for c in self.channels)
-
 
 # -- user config directory ------------------------------------------------------------------
 def config_dir() -> Path:

@@ -1,7 +1,7 @@
 """Game state and its pure transitions (SPEC §4).
 
 ``GameState`` is immutable; every transition returns a new one.  The async orchestrator
-(``engine.game``) is the only place that awaits seats; replay (``engine.replay``) folds
+(``engine.game``) is the only place that awaits seats; replay (``engine.trace``) folds
 recorded batches through the same functions and never calls a persona.
 """
 

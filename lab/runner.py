@@ -277,15 +277,6 @@ async def run_suite(
                            progress=progress, lease=(units, resume, None))
 
 
-async def prepare_resume(store, key: str, tasks: list[Task], ids: list[str]) -> tuple[list[Task], list[str]]:
-    """Mark games left ``running`` under ``key`` as stopped; drop tasks completed under it."""
-    for gid in await store.running_game_ids(key):
-        await store.mark_status(gid, "stopped")
-    done = set(await store.completed_task_ids(key))
-    keep = [i for i, t in enumerate(tasks) if t.task_id not in done]
-    return [tasks[i] for i in keep], [ids[i] for i in keep]
-
-
 async def _refuse_saved_ids(store, key: str, ids: list[str]) -> None:
     """Deterministic ids repeat: a second run into the same database must say so up front."""
     if not ids:

@@ -133,11 +133,6 @@ def clear_and_schedule(
     return actions
 
 
-def meeting_at(calendar: Calendar, slot: int) -> int | None:
-    it = calendar[slot] if 0 <= slot < len(calendar) else None
-    return it.meeting_id if isinstance(it, MeetingCopy) else None
-
-
 def slot_of_meeting(calendar: Calendar, meeting_id: int) -> int | None:
     for s, it in enumerate(calendar):
         if isinstance(it, MeetingCopy) and it.meeting_id == meeting_id:

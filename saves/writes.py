@@ -218,7 +218,7 @@ class GameWrites:
         """Save a JSON trace (ours or the authors'); False when its game id is saved already.
 
         ``verification`` ('verified' / 'unverified', with its ``problems``) is what the
-        importer found when it folded the trace (``engine.replay.verify_trace``); None for
+        importer found when it folded the trace (``engine.verify.verify_trace``); None for
         a game this program just played.  Reports leave unverified games out by default.
         ``encoded``: the game's events already packed by :func:`encode_events`, with
         ``trace["events"]`` empty.

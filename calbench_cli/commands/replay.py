@@ -1,6 +1,6 @@
 """``calbench replay [GAME|TRACE.json]``: step through a saved game in the terminal.
 
-The trace is folded (``engine.replay.fold_trace``) — no persona is ever called — and
+The trace is folded (``engine.trace.fold_trace``) — no persona is ever called — and
 shown on :class:`calbench_tui.screens.replay.ReplayScreen`.  GAME is a saved game id (a
 unique prefix is enough) looked up in the save database; TRACE.json is a trace file,
 ours or the paper authors'.  Without an argument the list of saved games opens, from
@@ -59,7 +59,7 @@ def load_trace(source: str, db: str | None, reveal: bool = False) -> dict[str, A
 
 def check_trace(trace: dict[str, Any], seat: int | None, source: str) -> None:
     """Fail early, in one line, on a trace that cannot be folded or a seat it does not have."""
-    from engine.replay import TraceError, fold_trace
+    from engine.trace import TraceError, fold_trace
 
     try:
         res = fold_trace(trace)

@@ -328,14 +328,15 @@ def handle_import(args) -> int:
 
 async def import_verified(store, trace: dict[str, Any], where: str, keep_unverified: bool, *,
                           reveal: bool = False) -> tuple[str, str, str]:
-    """Fold and check ``trace`` (``engine.replay.verify_trace``), then import it.
+    """Fold and check ``trace`` (``engine.verify.verify_trace``), then import it.
 
     A trace that verifies is stored ``verified``.  One that does not is refused — or, with
     ``keep_unverified``, stored marked ``unverified`` with its problems.  Returns one
     ``(where, outcome, detail)`` line for the summary.  A game a person is still playing
     (saved mid-game) is left out unless ``reveal`` (the one guard, ``saves.guard``).
     """
-    from engine.replay import TraceError, verify_trace
+    from engine.trace import TraceError
+    from engine.verify import verify_trace
     from saves.guard import admit, skip_line
     from saves.checks import check_trace
 
@@ -431,7 +432,8 @@ def _cell(item) -> str:
 
 def handle_trace(args) -> int:
     from engine.model import calendar_to_json
-    from engine.replay import TraceError, fold_trace, verify_trace
+    from engine.trace import TraceError, fold_trace
+    from engine.verify import verify_trace
 
     trace = _load_for_trace(args)
     last = len(trace.get("events") or []) - 1

@@ -115,7 +115,7 @@ class SavedGamesScreen(Screen):
 
     @work(exclusive=True, group="games-open")
     async def _open(self, game_id: str) -> None:
-        from engine.replay import TraceError
+        from engine.trace import TraceError
 
         from .replay import ReplayScreen
 

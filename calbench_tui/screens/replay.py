@@ -1,6 +1,6 @@
 """Replay: step through a saved game, event by event (``calbench replay``; ``v`` on the end screen).
 
-Everything shown is *folded* from the trace — ``engine.replay.fold_trace`` for the
+Everything shown is *folded* from the trace — ``engine.trace.fold_trace`` for the
 calendars and ``engine.privacy.belief_updates`` for the beliefs — and no persona is ever
 called.  Our traces and the paper authors' (their event types, no task row) both work.
 
@@ -41,12 +41,13 @@ from textual.widgets import OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
 from engine.channels import channel_label
+from engine.events import MESSAGE_EVENTS
 from engine.model import Errand, MeetingCopy
 
 from ..widgets.calendar import CalendarView
 from ..widgets.keybar import KeyBar
 
-MESSAGE_TYPES = ("dm_sent", "participant_groupchat_sent", "all_groupchat_sent")
+MESSAGE_TYPES = MESSAGE_EVENTS  # (declared once, in engine.events)
 REPLY_TYPES = ("turn_end", "decide_end")
 PROMPT_TYPES = ("turn_start", "decide_start")
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)  # events per second
@@ -114,7 +115,7 @@ class ReplayModel:
 
     def __init__(self, trace: dict[str, Any]) -> None:
         from engine.privacy import belief_updates, tally
-        from engine.replay import fold_trace
+        from engine.trace import fold_trace
 
         from engine.trace import task_for_trace
 

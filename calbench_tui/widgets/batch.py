@@ -149,9 +149,6 @@ class BatchPlan:
         self.moves[from_slot] = options[(i + delta) % len(options)]
         return self.moves[from_slot]
 
-    def set_destination(self, from_slot: int, to_slot: int) -> None:
-        self.moves[from_slot] = to_slot
-
     def describe(self) -> list[str]:
         """The plan in plain words, one line per step."""
         lines = []

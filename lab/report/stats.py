@@ -203,7 +203,7 @@ def trace_facts(trace: dict[str, Any], task=None) -> dict[str, Any] | None:
     """
     from engine.model import Errand
     from engine.privacy import vps_sums
-    from engine.replay import TraceError, fold_trace
+    from engine.trace import TraceError, fold_trace
     from engine.state import batch_cost_levels, is_scheduled
 
     task = task or task_for_trace(trace)

@@ -598,10 +598,6 @@ def load_study(path: str | Path) -> Study:
     return parse_study(text, source=str(p), base=p.parent)
 
 
-def study_id_of(study: Study) -> str:
-    return study.name
-
-
 def pool_tasks(study: Study) -> list[Any]:
     """The pool's tasks, in order, labels hydrated."""
     from engine.taskref import hydrate_labels, resolve_tasks

@@ -359,8 +359,11 @@ async def _bounded(aw: Awaitable[Any], seconds: float, kind: str, limit: float, 
             aw.close()
         raise StreamTimeout(kind, limit, what)
     try:
-        return await asyncio.wait_for(aw, seconds)
-    except asyncio.TimeoutError:
+        # asyncio.timeout, not wait_for: on Python 3.11, wait_for returns the result when the
+        # awaited chunk lands in the same loop turn as a cancel (ctrl+q), and the cancel is lost
+        async with asyncio.timeout(seconds):
+            return await aw
+    except TimeoutError:
         raise StreamTimeout(kind, limit, what) from None
 
 

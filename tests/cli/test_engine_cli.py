@@ -17,17 +17,14 @@ def calbench(*args, check=True):
     return proc
 
 
-def test_help_is_fast_and_lists_commands():
-    t0 = time.perf_counter()
+def test_help_lists_commands_without_heavy_imports():
     proc = calbench("--help")
-    elapsed = time.perf_counter() - t0
     for cmd in ("scenario", "oracle"):
         assert cmd in proc.stdout
     heavy = subprocess.run([sys.executable, "-c", "import sys; from calbench_cli.cli import build_parser; build_parser(); "
                             "print(sorted(m for m in ('ortools','openai','textual','aiosqlite') if m in sys.modules))"],
                            capture_output=True, text=True, check=True)
-    assert heavy.stdout.strip() == "[]"
-    assert elapsed < 5  # generous bound for a loaded machine; the import check above is the real guard
+    assert heavy.stdout.strip() == "[]"  # what keeps --help quick (no wall-clock bound: it fails on a loaded machine)
 
 
 def test_scenario_json_is_deterministic_and_well_formed():

@@ -378,7 +378,23 @@ def test_llm_seats_with_settings_and_no_key_in_the_database(tmp_path, capsys, mo
 
 def test_llm_games_run_concurrently(tmp_path, capsys, monkeypatch, mock_url):
     url, server = mock_url
-    server.latency = 0.05  # a model's time per request: long beside a game's own work, so both games' calls overlap
+    server.latency = 0.05
+    # The first request waits at the endpoint until a second one comes (bounded, so a run that plays
+    # one game at a time fails below instead of hanging): the games overlap however loaded the machine is.
+    chat, state = server._chat, {"asked": 0, "two": None}
+
+    async def held(req, messages):
+        state["two"] = state["two"] or asyncio.Event()
+        state["asked"] += 1
+        if state["asked"] >= 2:
+            state["two"].set()
+        try:
+            await asyncio.wait_for(state["two"].wait(), 60)
+        except asyncio.TimeoutError:
+            pass
+        return await chat(req, messages)
+
+    server._chat = held
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     doc = run_json(capsys, "--tasks", "canonical:0-1", "--agents", "llm:m,imap,imap,imap,imap", "--base-url", url,
                    "--concurrency", "2", "--max-turns", "4", "--db", str(tmp_path / "r.db"))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from engine.actions import Message, Reschedule, Schedule
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
-from engine.replay import fold_trace
+from engine.trace import fold_trace
 from engine.rules import BatchOutcome, check_batch
 from engine.seats import Reply
 

@@ -197,7 +197,7 @@ async def test_persona_crash_and_garbage_never_stop_the_game():
 
 
 async def test_fold_reproduces_every_round():
-    from engine.replay import fold_trace
+    from engine.trace import fold_trace
 
     res = await play([PlanPersona({1: 2, 2: 4}) for _ in range(4)])
     folded = fold_trace(res.trace)
@@ -211,7 +211,7 @@ def test_wrong_number_of_seats_is_a_clear_error():
 
 
 async def test_fold_detects_a_tampered_state_hash_alone():
-    from engine.replay import fold_trace
+    from engine.trace import fold_trace
 
     res = await play([PlanPersona({1: 2, 2: 4}) for _ in range(4)])
     trace = json.loads(json.dumps(res.trace))

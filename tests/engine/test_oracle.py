@@ -385,15 +385,12 @@ def test_feasible_fraction_dp_equals_brute_force_count():
         assert ff.low == ff.high == ff.value
 
 
-def test_feasible_fraction_dp_on_canonical_size_is_fast_and_exact():
-    import time
-
+def test_feasible_fraction_dp_on_canonical_size_is_exact():
+    # (its speed is measured by benchmarks/oracle.py, not asserted here)
     rng = random.Random(8)
     cals = [[None if rng.random() < 0.3 else E(a * 100 + t, 1, rng.random() < 0.2) for t in range(16)] for a in range(5)]
     task = make_task(cals, [sorted(rng.sample(range(5), 3)) for _ in range(5)])
-    t0 = time.perf_counter()
     ff = oracle.feasible_fraction(task)
-    assert time.perf_counter() - t0 < 0.05
     allowed = oracle._allowed_slots(task)
     count = sum(len(set(p)) == 5 for p in itertools.product(*allowed))
     assert ff.count == count

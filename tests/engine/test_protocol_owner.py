@@ -45,15 +45,23 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_message_events_are_declared_once():
-    where = []
+    """By content, not by name: no tuple, list or set anywhere lists two or more of the message
+    event types again (a copy under another name is a second declaration)."""
+    where, copies = [], []
     for path in _sources():
         tree = ast.parse(path.read_text(), filename=str(path))
+        rel = str(path.relative_to(REPO))
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else \
                 [node.target] if isinstance(node, ast.AnnAssign) else []
             if any(isinstance(t, ast.Name) and t.id == "MESSAGE_EVENTS" for t in targets):
-                where.append(str(path.relative_to(REPO)))
+                where.append(rel)
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                named = {e.value for e in node.elts if isinstance(e, ast.Constant)} & set(MESSAGE_EVENTS)
+                if len(named) >= 2:
+                    copies.append(f"{rel}:{node.lineno}")
     assert where == ["engine/events.py"]
+    assert copies == [], "the message event types are listed again; import engine.events.MESSAGE_EVENTS"
     assert set(MESSAGE_EVENTS) == {"dm_sent", "participant_groupchat_sent", "all_groupchat_sent"}
     assert MESSAGE_EVENTS == tuple(MESSAGE_EVENT_TYPES.values())
 

@@ -12,7 +12,7 @@ from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
 from engine.model import Errand, MeetingCopy, Task, calendar_to_json
 from engine.oracle import solve
-from engine.replay import TraceError, fold_trace
+from engine.trace import TraceError, fold_trace
 from engine.seats import Reply
 
 

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from engine.game import GameConfig, run_game
-from engine.replay import fold_trace
+from engine.trace import fold_trace
 from engine.taskref import hydrate_labels, resolve_tasks
 from engine.wire import WireError, observation_from_wire, observation_to_wire
 from lab.remote_bot import RemoteBot

@@ -41,7 +41,8 @@ async def test_429_with_retry_after_is_waited_out(mock, make_settings, task):
     t0 = time.perf_counter()
     reply = await p.speak(obs_for(task, seat))
     waited = time.perf_counter() - t0
-    assert waited >= 1.0 and waited < 4.0  # the server's Retry-After, not our backoff
+    assert waited >= 1.0  # at least the server's Retry-After ...
+    assert reply.extra["waits"] == [1.0]  # ... and no more: not our 5 s backoff
     assert reply.error is None and reply.actions  # the lead offers its slots
     assert reply.extra["retried"] == ["rate_limit"] and reply.extra["waits"] == [1.0]
     assert p.counters["rate_limited"] == 1 and p.counters["requests"] == 2 and p.counters["infra_failures"] == 0
@@ -58,11 +59,11 @@ async def test_500_is_retried_with_backoff(mock, make_settings, task):
 
 async def test_a_timeout_is_retried(mock, make_settings, task):
     p, seat = await seated(make_settings(mock, timeout=0.3), task)
-    mock.inject("hang", seconds=3)
-    t0 = time.perf_counter()
+    mock.inject("hang", seconds=30)
     reply = await p.speak(obs_for(task, seat))
     assert reply.error is None and reply.extra["retried"] == ["timeout"]
-    assert p.counters["timeouts"] == 1 and time.perf_counter() - t0 < 2.5
+    assert p.counters["timeouts"] == 1
+    assert mock.records[0].status == 0 and mock.records[0].ended == 0.0  # the hung request was not waited out
 
 
 async def test_a_context_length_400_teaches_the_window_and_the_call_is_fitted_again(mock, make_settings, task):

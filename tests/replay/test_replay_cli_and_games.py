@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import time
 
 import pytest
 from textual.app import App
@@ -83,11 +84,10 @@ class GamesHost(App):
 
 
 async def wait_until(pilot, pred, timeout=20.0):
-    t = 0.0
+    t0 = time.monotonic()  # the timeout bounds a broken test; counting pauses undercounts on a loaded machine
     while not pred():
-        await pilot.pause(0.05)
-        t += 0.05
-        assert t < timeout, "timed out"
+        await asyncio.sleep(0.02)
+        assert time.monotonic() - t0 < timeout, "timed out"
 
 
 async def test_saved_games_list_opens_replay_and_report(db):
@@ -98,21 +98,18 @@ async def test_saved_games_list_opens_replay_and_report(db):
         async with app.run_test(size=SIZE) as pilot:
             screen = app.screen
             assert isinstance(screen, SavedGamesScreen)
-            await wait_until(pilot, lambda: screen.loaded)
-            await pilot.pause()
-            text = screen_text(app)
-            assert "2 saved game(s)." in text and games[0]["game_id"][:8] in text
+            # wait for what is painted, not for the screen's flags (a loaded machine paints late)
+            await wait_until(pilot, lambda: "2 saved game(s)." in screen_text(app))
+            assert games[0]["game_id"][:8] in screen_text(app)
             await pilot.press("down", "enter")
-            await wait_until(pilot, lambda: isinstance(app.screen, ReplayScreen))
+            await wait_until(pilot, lambda: isinstance(app.screen, ReplayScreen) and "✓ verified" in screen_text(app))
             assert app.screen.model.trace["game_id"] == games[1]["game_id"]
-            assert "✓ verified" in screen_text(app)
             await pilot.press("escape")
             await wait_until(pilot, lambda: isinstance(app.screen, SavedGamesScreen))
             await pilot.press("r")
-            await wait_until(pilot, lambda: isinstance(app.screen, ReportScreen) and app.screen.report is not None)
-            await pilot.pause()
-            text = screen_text(app)
-            assert "Report over 2 completed game(s), 10 seats" in text and "Table 1" in text
+            await wait_until(pilot, lambda: isinstance(app.screen, ReportScreen)
+                             and "Report over 2 completed game(s), 10 seats" in screen_text(app))
+            assert "Table 1" in screen_text(app)
     finally:
         await store.close()
 
@@ -128,5 +125,5 @@ async def test_replay_without_a_game_opens_the_saved_games_list(db):
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, SavedGamesScreen))
         await pilot.press("escape")
-        await pilot.pause()
+        await wait_until(pilot, lambda: app.return_code is not None)
         assert app.return_code == 0

@@ -30,6 +30,8 @@ from engine.oracle import solve
 from engine.privacy import belief_updates
 from personas.registry import make_personas
 
+from ..tui.helpers import wait_for, wait_painted
+
 SIZE = (150, 44)
 
 
@@ -104,7 +106,7 @@ async def test_steps_round_jumps_and_ends(ours):
         s = app.screen
         assert isinstance(s, ReplayScreen) and s.pos == 0
         n = len(ours["events"])
-        assert f"event 1/{n} (seq 0)" in screen_text(app)
+        await wait_painted(pilot, f"event 1/{n} (seq 0)")
         await pilot.press("right")
         assert s.pos == 1
         await pilot.press("left", "left")
@@ -171,10 +173,9 @@ async def test_seat_view_is_that_seat_at_that_moment(chatty):
         s = app.screen
         await goto(pilot, s, msg)
         await pilot.press(str(other))  # seat view on the recipient
-        await pilot.pause()
-        assert s.active_view() == "seat" and s.view_seat == other
-        text = screen_text(app)
         content = trace["events"][msg]["data"]["content"]
+        text = await wait_painted(pilot, f"Agent {other} (chatty)", "Inbox this round (1)", content)
+        assert s.active_view() == "seat" and s.view_seat == other
         assert f"Agent {other} (chatty)" in text
         assert "Inbox this round (1)" in text and content in text
         assert "PROMPT for seat" not in text  # it has not had its turn yet at this moment
@@ -182,7 +183,7 @@ async def test_seat_view_is_that_seat_at_that_moment(chatty):
         turn = next(k for k in range(msg, len(trace["events"])) if trace["events"][k]["type"] == "turn_start"
                     and trace["events"][k]["data"]["agent_id"] == other)
         await goto(pilot, s, turn)
-        text = screen_text(app)
+        text = await wait_painted(pilot, f"PROMPT for seat {other}, round 0, turn 0")
         assert f"PROMPT for seat {other}, round 0, turn 0" in text
         # Its own calendar, as it was then, with its own private labels.
         cv = s.query_one("#seat-calendar", CalendarView)
@@ -194,8 +195,7 @@ async def test_seat_view_is_that_seat_at_that_moment(chatty):
             assert own.text[:30] in text
         # The first speaker at that moment: its reply, thinking and raw reply.
         await pilot.press(str(first))
-        await pilot.pause()
-        text = screen_text(app)
+        text = await wait_painted(pilot, f"seat {first} ponders round 0", "Inbox this round (0)")
         assert f"seat {first} ponders round 0" in text and "RAW-REPLY" in text
         assert "Inbox this round (0)" in text
         # The same seat one round later sees that round's prompt, not the old one.
@@ -204,7 +204,7 @@ async def test_seat_view_is_that_seat_at_that_moment(chatty):
         await pilot.pause()
         r1 = trace["events"][s.pos]["data"]["round"]
         assert r1 == 1
-        assert "round 1" in screen_text(app)
+        await wait_painted(pilot, "round 1")
 
 
 async def test_messages_and_beliefs_views(ours):
@@ -221,14 +221,11 @@ async def test_messages_and_beliefs_views(ours):
         s = app.screen
         await goto(pilot, s, i)
         await pilot.press("m")
-        await pilot.pause()
-        text = screen_text(app)
+        text = await wait_painted(pilot, "1 message(s) so far")
         assert "1 message(s) so far" in text and trace["events"][i]["data"]["content"][:30] in text
         await goto(pilot, s, costs)
         await pilot.press("b")
-        await pilot.pause()
-        text = screen_text(app)
-        assert f"Belief updates caused by event {trace['events'][costs]['seq']}" in text
+        text = await wait_painted(pilot, f"Belief updates caused by event {trace['events'][costs]['seq']}")
         assert "imap_costs" in text
         moved = sum(abs(u["after"] - 0.5) - abs(u["before"] - 0.5) for u in rows)
         assert f"VPS moved by {moved:+.3f}" in text
@@ -238,7 +235,7 @@ async def test_messages_and_beliefs_views(ours):
         # A non-message event moves nothing.
         await pilot.press("home")
         await pilot.pause()
-        assert "This event moves no belief." in screen_text(app)
+        await wait_painted(pilot, "This event moves no belief.")
         # By the end, the running VPS per target is the game's per-target VPS.
         await pilot.press("end")
         await pilot.pause()
@@ -250,21 +247,20 @@ async def test_badge_verified_and_where_a_tampered_copy_stops_matching(ours):
     app = ReplayApp(ours)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert "✓ verified: all 5 rounds match" in screen_text(app)
+        await wait_painted(pilot, "✓ verified: all 5 rounds match")
     bad = copy.deepcopy(ours)
     k = first_index(bad, "batch_applied", round=2)
     del bad["events"][k]  # a batch of round 2 goes missing
     app = ReplayApp(bad)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
         s = app.screen
         assert not s.model.verified
-        text = screen_text(app)
         res2 = first_index(bad, "resolution", round=2)
+        text = await wait_painted(pilot, "✗ stops matching")
         # (shown from 1, as in the game: the trace's round 2 is the third round)
         assert f"✗ stops matching at round 3 (event {bad['events'][res2]['seq']})" in text
         await goto(pilot, s, res2)
-        assert "✗ differs from the record" in screen_text(app)
+        await wait_painted(pilot, "✗ differs from the record")
         # Earlier rounds still verify.
         assert [r["matches"] for r in s.model.fold.rounds[:2]] == [True, True]
     # Only the recorded state hash of round 1 changed: still caught.
@@ -274,7 +270,7 @@ async def test_badge_verified_and_where_a_tampered_copy_stops_matching(ours):
     app = ReplayApp(bad)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert f"✗ stops matching at round 2 (event {bad['events'][k]['seq']})" in screen_text(app)
+        await wait_painted(pilot, f"✗ stops matching at round 2 (event {bad['events'][k]['seq']})")
 
 
 async def test_autoplay_speed_and_pause(ours):
@@ -285,7 +281,7 @@ async def test_autoplay_speed_and_pause(ours):
         await pilot.press("plus", "plus", "plus")  # 32 events a second
         await pilot.press("space")
         assert s.playing
-        await pilot.pause(0.4)
+        await wait_for(pilot, lambda: s.pos > 2, what="autoplay to move")  # not a fixed sleep: a loaded machine plays less in it
         await pilot.press("space")
         assert not s.playing
         moved = s.pos
@@ -293,7 +289,7 @@ async def test_autoplay_speed_and_pause(ours):
         await pilot.pause(0.2)
         assert s.pos == moved  # paused means paused
         await pilot.press("minus")
-        assert "paused at 16 events/s" in screen_text(app)
+        await wait_painted(pilot, "paused at 16 events/s")
 
 
 async def test_the_authors_traces_replay_by_folding(compat_dir):
@@ -301,9 +297,8 @@ async def test_the_authors_traces_replay_by_folding(compat_dir):
         trace = json.loads(path.read_text())
         app = ReplayApp(trace)
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
             s = app.screen
-            text = screen_text(app)
+            text = await wait_painted(pilot, "✓ verified")
             assert "✓ verified" in text and "authors' harness" in text, path.name
             # Their events carry no seq: the index stands in for it.
             await pilot.press("end")
@@ -320,13 +315,12 @@ async def test_the_authors_traces_replay_by_folding(compat_dir):
             await pilot.press(str(seat))
             await pilot.pause()
             prompt = trace["events"][i]["data"]["prompt_sent"]
-            assert prompt.strip().splitlines()[0] in screen_text(app)
+            await wait_painted(pilot, prompt.strip().splitlines()[0])
             # An IMAP costs reply moves the requester's belief about the replier.
             j = next(k for k, e in enumerate(trace["events"]) if e["type"] == "dm_sent" and '"costs"' in e["data"]["content"])
             await goto(pilot, s, j)
             await pilot.press("b")
-            await pilot.pause()
-            text = screen_text(app)
+            text = await wait_painted(pilot, f"Belief updates caused by event {j}")
             assert f"Belief updates caused by event {j}" in text and "imap_costs" in text
     # A tampered authors' trace is caught too.
     trace = json.loads(sorted(compat_dir.glob("authors_trace_*imap*.json"))[0].read_text())
@@ -334,8 +328,8 @@ async def test_the_authors_traces_replay_by_folding(compat_dir):
     trace["events"][k]["data"]["actions"][-1]["slot"] = (trace["events"][k]["data"]["actions"][-1]["slot"] + 1) % 16
     app = ReplayApp(trace)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert "✗" in screen_text(app) and not app.screen.model.verified
+        await wait_painted(pilot, "✗")
+        assert not app.screen.model.verified
 
 
 async def test_escape_closes_and_seat_argument_opens_the_seat_view(ours):
@@ -347,7 +341,7 @@ async def test_escape_closes_and_seat_argument_opens_the_seat_view(ours):
         assert "A3 (you)" not in screen_text(app)  # the seat view, not the calendars table
         await pilot.press("c")
         await pilot.pause()
-        assert "A3 (you)" in screen_text(app)
+        await wait_painted(pilot, "A3 (you)")
         await pilot.press("escape")
         await pilot.pause()
         assert app.return_code == 0

@@ -11,7 +11,7 @@ from engine.events import ListSink
 from engine.game import GameConfig, resume_point, run_game
 from engine.generate import generate_scenario
 from engine.oracle import solve
-from engine.replay import fold_trace
+from engine.trace import fold_trace
 from saves.store import GameNotFound, Store, StoreError
 
 GID = "reopen-1"

@@ -16,12 +16,33 @@ from calbench_tui.screens.end import EndScreen
 from engine.rules import BatchOutcome
 
 
-async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "a condition") -> None:
+#: How long a wait may take before the test fails: a bound on a broken test, never a speed check,
+#: so it is generous (two CPU-burning processes beside the suite slow a game by keys several times).
+PATIENCE = 120.0
+
+
+async def wait_for(pilot, predicate, timeout: float = PATIENCE, what: str = "a condition") -> None:
     t0 = time.monotonic()
     while not predicate():
         if time.monotonic() - t0 > timeout:
             raise AssertionError(f"timed out waiting for {what}; screen:\n{screen_text(pilot.app)}")
         await asyncio.sleep(0.005)  # (pilot.pause would force a full repaint each time)
+
+
+async def wait_painted(pilot, *texts: str, timeout: float = PATIENCE, what: str | None = None,
+                       flat: bool = False) -> str:
+    """Wait until every one of ``texts`` is on the screen as painted (``screen_text``), not
+    merely in a widget's state; returns that screen.  ``flat``: compare with the screen's
+    words joined by single spaces (text wrapped over lines).  ``timeout`` only bounds a broken test."""
+    t0 = time.monotonic()
+    while True:
+        text = screen_text(pilot.app)
+        seen = " ".join(text.split()) if flat else text
+        if all(t in seen for t in texts):
+            return text
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"timed out waiting for {what or texts!r} on the screen; screen:\n{text}")
+        await asyncio.sleep(0.02)
 
 
 def human_waiting(app: CalBenchApp) -> bool:
@@ -89,7 +110,7 @@ async def decide(pilot, app: CalBenchApp, log: list[str] | None = None) -> None:
         await pilot.press("s")  # submit anyway: the engine rejects it and we retry
 
 
-async def play_to_end(pilot, app: CalBenchApp, *, log: list[str] | None = None, timeout: float = 60.0,
+async def play_to_end(pilot, app: CalBenchApp, *, log: list[str] | None = None, timeout: float = 4 * PATIENCE,
                       stop_after_rounds: int | None = None) -> None:
     """Play the human seat by keys until the end screen (or until ``stop_after_rounds``)."""
     t0 = time.monotonic()
@@ -98,6 +119,7 @@ async def play_to_end(pilot, app: CalBenchApp, *, log: list[str] | None = None, 
             raise AssertionError(f"the game did not finish in {timeout}s; screen:\n{screen_text(app)}")
         await wait_for(pilot, lambda: human_waiting(app), what="the human's turn")
         if isinstance(app.screen, EndScreen):
+            await wait_painted(pilot, "GAME OVER", what="the end screen painted")  # not only pushed
             return
         if app.status in ("failed", "stopped"):
             raise AssertionError(f"game {app.status}: {app.error}")

@@ -49,14 +49,14 @@ async def _child(base_url: str, db: str) -> None:
     from calbench_tui.settings import Settings
     from saves.store import Store
 
-    from helpers import play_to_end, wait_for  # noqa: E402
+    from helpers import PATIENCE, play_to_end, wait_for  # noqa: E402
 
     store = await Store.open(db)
     app = make_app(settings=Settings(seat=2, seed=7, deterministic=True, max_turns_per_round=4), store=store,
                    seats=make_seats(base_url))
     async with app.run_test(size=(80, 24)) as pilot:
-        await play_to_end(pilot, app, stop_after_rounds=1, timeout=120)
-        await wait_for(pilot, lambda: app.game_screen.pending is not None, what="a turn in round 2", timeout=60)
+        await play_to_end(pilot, app, stop_after_rounds=1, timeout=4 * PATIENCE)
+        await wait_for(pilot, lambda: app.game_screen.pending is not None, what="a turn in round 2", timeout=PATIENCE)
         print("READY", app.game_id, flush=True)
         await asyncio.sleep(3600)  # killed here with SIGKILL
 

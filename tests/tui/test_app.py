@@ -12,7 +12,7 @@ from calbench_tui.screens.help import HelpScreen
 from calbench_tui.settings import Settings
 from calbench_tui.widgets.calendar import CalendarView
 
-from .helpers import wait_for
+from .helpers import wait_for, wait_painted
 
 SIZE = (80, 24)
 
@@ -57,7 +57,7 @@ async def test_the_instructions_open_before_every_game_until_the_player_turns_th
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen) and app.screen.intro
-        assert "Each round has four phases" in screen_text(app)
+        await wait_painted(pilot, "Each round has four phases")
         await pilot.press("escape")
         await _first_turn(pilot, app)
         await app._stop_game()  # (as if the game had ended)
@@ -171,7 +171,7 @@ async def test_saved_games_are_reachable_from_the_setup_screen(tmp_path):
             await pilot.press("ctrl+g")
             await wait_for(pilot, lambda: type(app.screen).__name__ == "SavedGamesScreen" and app.screen.loaded,
                            what="the saved games list")
-            assert "No saved games yet" in screen_text(app)
+            await wait_painted(pilot, "No saved games yet")
             await pilot.press("escape")
             assert isinstance(app.screen, SetupScreen)
     finally:

@@ -26,7 +26,7 @@ from calbench_tui.settings import Settings
 from calbench_devtools.mock_endpoint import MockLLMServer
 from saves.store import Store
 
-from .helpers import play_to_end, wait_for
+from .helpers import PATIENCE, play_to_end, wait_for
 from .llm_resume_child import make_seats, seat_settings
 
 SIZE = (80, 24)
@@ -52,8 +52,8 @@ async def resume_and_finish(store, game_id: str, base_url: str) -> tuple[list, d
     real = again.make_seats
     again.make_seats = lambda task: made.extend(real(task)) or made  # type: ignore[method-assign]
     async with again.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: again.game_screen is not None, what="the resumed game", timeout=30)
-        await play_to_end(pilot, again, timeout=120)
+        await wait_for(pilot, lambda: again.game_screen is not None, what="the resumed game", timeout=PATIENCE)
+        await play_to_end(pilot, again, timeout=4 * PATIENCE)
         assert isinstance(again.screen, EndScreen)
     assert again.game_id == game_id
     return made, await store.load_trace(game_id)
@@ -84,11 +84,11 @@ async def test_resume_after_ctrl_q_restores_every_llm_seat(store):
         app = make_app(settings=Settings(seat=2, seed=7, deterministic=True, max_turns_per_round=4), store=store,
                        seats=make_seats(server.base_url))
         async with app.run_test(size=SIZE) as pilot:
-            await play_to_end(pilot, app, stop_after_rounds=1, timeout=120)
+            await play_to_end(pilot, app, stop_after_rounds=1, timeout=4 * PATIENCE)
             await wait_for(pilot, lambda: app.game_screen.pending is not None, what="a turn in round 2")
             game_id = app.game_id
             await pilot.press("ctrl+q")
-            await pilot.pause()
+            await wait_for(pilot, lambda: app.status == "stopped", what="the game stopped")
         assert app.status == "stopped"
         before = len(server.records)
         made, final = await resume_and_finish(store, game_id, server.base_url)
@@ -132,7 +132,7 @@ async def test_an_unreachable_endpoint_at_resume_is_refused_in_one_line(tmp_path
             app = make_app(settings=Settings(seat=2, seed=7, deterministic=True, max_turns_per_round=2),
                            store=store, seats=make_seats(url))
             async with app.run_test(size=SIZE) as pilot:
-                await play_to_end(pilot, app, stop_after_rounds=1, timeout=120)
+                await play_to_end(pilot, app, stop_after_rounds=1, timeout=4 * PATIENCE)
                 game_id = app.game_id
                 await pilot.press("ctrl+q")
                 await pilot.pause()

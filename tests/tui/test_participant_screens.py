@@ -9,7 +9,7 @@ from calbench_tui.app import make_app, screen_text
 from calbench_tui.screens.decision import DecisionScreen
 from calbench_tui.settings import Settings
 
-from .helpers import speak_turn, wait_for
+from .helpers import speak_turn, wait_for, wait_painted
 
 WIDE = (160, 50)
 SMALL = (80, 24)
@@ -44,7 +44,7 @@ async def test_messages_that_arrive_in_a_hidden_thread_wrap_at_the_pane_width():
         await pilot.pause()
         # the feed shows every message: reading it there leaves nothing unread
         assert not any(th.unread for th in chat.threads.values())
-        assert "▸Feed│DM0│DM1│DM3│DM4" in screen_text(app)
+        await wait_painted(pilot, "▸Feed│DM0│DM1│DM3│DM4")
         text = screen_text(app)
         # The bots' answers arrived while the feed was hidden: each reads on one wide line.
         assert "Agent 4 → you (DM): Agent 4's costs for meeting M1 — free:" in text, text
@@ -157,8 +157,7 @@ async def test_setup_varied_costs_apply_to_seed_refs_and_are_flagged_for_fixed_t
         assert isinstance(setup, SetupScreen)
         setup.query_one("#cost", Select).value = "varied"
         await pilot.press(*"canonical:3")
-        await pilot.pause()
-        assert "canonical:3 keeps the costs it was made with" in " ".join(screen_text(app).split())
+        await wait_painted(pilot, "canonical:3 keeps the costs it was made with", flat=True)
         setup.query_one("#task", Input).value = ""
         await pilot.click("#task")
         await pilot.press(*"seed:11")
@@ -229,8 +228,7 @@ async def test_end_screen_headers_and_legend_at_80x24():
     app = make_app(settings=_settings())
     async with app.run_test(size=SMALL) as pilot:
         await play_to_end(pilot, app)
-        await pilot.pause()
-        text = screen_text(app)
+        text = await wait_painted(pilot, " who ")
         header = next(line for line in text.splitlines() if " who " in line)
         for col in ("meetings", "paid", "best", "extra", "±", "fair", "VPS (typed+text)", "leaks"):
             assert col in header, (col, header)
@@ -310,8 +308,7 @@ async def test_meeting_title_and_the_slot_under_the_cursor_are_read_whole_at_80x
         flat = " ".join(screen_text(app).split())
         assert full.split()[-1] in flat  # the detail is on screen, not scrolled away
         await pilot.press("up", "up", "up", "up", "up", "up")  # wraps to the last slots: the calendar scrolls ...
-        await pilot.pause()
-        flat = " ".join(screen_text(app).split())
+        flat = await wait_painted(pilot, f"{gs.calendar.cursor} ", "cost so far", flat=True)
         assert f"{gs.calendar.cursor} " in flat and "cost so far" in flat  # ... and the meeting card stays
 
 
@@ -339,12 +336,11 @@ async def test_replay_numbers_rounds_from_1_and_says_how_a_meeting_failed_in_wor
     failed = next(e for e in trace["events"] if e["type"] == "resolution" and not e["data"]["coordinated"])
     app = ReplayApp(trace)
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
         s = app.screen
-        text = screen_text(app)
-        assert "── Round 1 · M" in text and "── Round 0" not in text
+        text = await wait_painted(pilot, "── Round 1 · M")
+        assert "── Round 0" not in text
         await pilot.press("right_square_bracket")
-        assert "round 1/5" in screen_text(app)
+        await wait_painted(pilot, "round 1/5")
         line = s.model.describe(trace["events"].index(failed)).plain
         assert f"M{failed['data']['meeting_id']} failed: copies at " in line
         assert "{" not in line and "✓" not in line
@@ -366,9 +362,8 @@ async def test_replay_of_a_game_without_a_finished_round_does_not_claim_all_0_ro
     short = {**trace, "events": trace["events"][:cut], "stopped": True, "final_state": None, "metrics": None}
     app = ReplayApp(short)
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
-        text = screen_text(app)
-        assert "all 0 rounds" not in text and "nothing to verify" in text
+        text = await wait_painted(pilot, "nothing to verify")
+        assert "all 0 rounds" not in text
 
 
 async def test_replay_key_bar_fits_80_columns():
@@ -376,8 +371,7 @@ async def test_replay_key_bar_fits_80_columns():
 
     app = ReplayApp(_trace_with_a_failed_meeting())
     async with app.run_test(size=SMALL) as pilot:
-        await pilot.pause()
-        lines = screen_text(app).splitlines()
+        lines = (await wait_painted(pilot, "How to read", "Close")).splitlines()
         assert "How to read" in lines[-1] and "Close" in lines[-1]
         assert "[ ] round" in lines[-2]
 
@@ -398,7 +392,7 @@ async def test_a_stopped_game_is_continued_from_the_saved_games_list(tmp_path):
             assert app.status == "stopped"
             app.push_screen(SavedGamesScreen(store))
             await wait_for(pilot, lambda: isinstance(app.screen, SavedGamesScreen) and app.screen.loaded)
-            assert "stopped" in screen_text(app)
+            await wait_painted(pilot, "stopped")
             await pilot.press("c")
             await wait_for(pilot, lambda: app.status == "running" and _my_turn(app), what="the continued game")
             assert app.game_id == first and app.game_screen.round == 1

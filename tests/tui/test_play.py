@@ -16,10 +16,10 @@ from calbench_tui.app import make_app, screen_text
 from calbench_tui.screens.decision import DecisionScreen
 from calbench_tui.screens.end import EndScreen
 from calbench_tui.settings import Settings
-from engine.replay import fold_trace
+from engine.trace import fold_trace
 from saves.store import Store
 
-from .helpers import play_to_end, wait_for
+from .helpers import play_to_end, wait_for, wait_painted
 
 SIZE = (80, 24)
 
@@ -37,8 +37,7 @@ async def test_seat2_plays_a_whole_game_against_imap_and_it_is_saved(store, tmp_
     async with app.run_test(size=SIZE) as pilot:
         await play_to_end(pilot, app)
         assert isinstance(app.screen, EndScreen)
-        text = screen_text(app)
-        assert "GAME OVER" in text and "meetings scheduled" in text
+        await wait_painted(pilot, "GAME OVER", "meetings scheduled")
         result = app.result
         # Export the trace, try the replay.
         await pilot.press("x")
@@ -206,7 +205,7 @@ async def test_ctrl_q_stops_and_resume_finishes_the_game(store, tmp_path):
         assert "Round 1/5" in feed and "Round 3/5" in feed and "/?" not in feed
         # the person is told that the round cut short starts again (issue 20 item 1)
         assert "stopped during round 3, so round 3 starts again" in " ".join(feed.split())
-        assert "Round 3/5" in screen_text(again)
+        await wait_painted(pilot, "Round 3/5")
         await play_to_end(pilot, again)
         assert isinstance(again.screen, EndScreen)
     assert again.game_id == game_id
@@ -255,7 +254,8 @@ async def test_play_again_after_the_end_screen(store):
         from calbench_tui.screens.setup import SetupScreen
 
         await wait_for(pilot, lambda: isinstance(app.screen, SetupScreen), what="the setup screen")
-        assert app.screen.query_one("#seed").value == "8" and "Next game" in screen_text(app)
+        await wait_painted(pilot, "Next game")
+        assert app.screen.query_one("#seed").value == "8"
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.game_id != first and app.game_screen is not None
                        and app.game_screen.pending is not None, what="a new game")

@@ -13,7 +13,7 @@ from calbench_tui.settings import Settings
 from calbench_devtools.mock_endpoint import MockLLMServer
 from saves.store import Store
 
-from .helpers import play_to_end, wait_for
+from .helpers import PATIENCE, play_to_end, wait_for
 
 SIZE = (80, 24)
 
@@ -78,9 +78,9 @@ async def test_sampling_per_seat_is_sent_saved_and_restored_and_options_typed_ag
                                              agents="imap,llm:m,human,llm:m,imap"), store=store, llm=base)
             app.llm_per_seat = per_seat
             async with app.run_test(size=SIZE) as pilot:
-                await play_to_end(pilot, app, stop_after_rounds=1, timeout=120)
+                await play_to_end(pilot, app, stop_after_rounds=1, timeout=4 * PATIENCE)
                 await wait_for(pilot, lambda: app.game_screen.pending is not None, what="a turn in round 2",
-                               timeout=60)
+                               timeout=PATIENCE)
                 game_id = app.game_id
                 await pilot.press("ctrl+q")
                 await pilot.pause()
@@ -102,8 +102,8 @@ async def test_sampling_per_seat_is_sent_saved_and_restored_and_options_typed_ag
             again.make_seats = lambda task: made.extend(real(task)) or made  # type: ignore[method-assign]
             before = len(server.records)
             async with again.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: again.game_screen is not None, what="the resumed game", timeout=30)
-                await play_to_end(pilot, again, timeout=180)
+                await wait_for(pilot, lambda: again.game_screen is not None, what="the resumed game", timeout=PATIENCE)
+                await play_to_end(pilot, again, timeout=4 * PATIENCE)
                 assert isinstance(again.screen, EndScreen)
             s1, s3 = made[1].settings, made[3].settings
             assert (s1.top_p, s1.seed, s1.stop, s1.timeout) == (0.9, 7, ["END"], 300)

@@ -22,7 +22,7 @@ from lab.study.example import EXAMPLE
 from lab.study.model import load_study
 from saves.store import Store
 
-from .helpers import wait_for
+from .helpers import PATIENCE, wait_for
 from .test_study_run import is_waiting, step_by_keys
 
 
@@ -49,7 +49,7 @@ def study_file(tmp_path, *, partners: str = '"imap"', llm: str = "", extra: dict
 async def to_first_game(pilot, app) -> None:
     seen: list[str] = []
     while not isinstance(app.screen, GameScreen):
-        await wait_for(pilot, lambda: is_waiting(app) or app.error, timeout=30, what="the next step")
+        await wait_for(pilot, lambda: is_waiting(app) or app.error, timeout=PATIENCE, what="the next step")
         assert not app.error, app.error
         if isinstance(app.screen, GameScreen):
             break
@@ -74,7 +74,7 @@ async def test_partners_are_agent_n_everywhere_in_a_study_game(tmp_path, monkeyp
         async with app.run_test(size=(160, 50)) as pilot:
             await to_first_game(pilot, app)
             await wait_for(pilot, lambda: "Agent" in seat_bar(app), what="the seat bar")
-            await wait_for(pilot, lambda: "did not answer" in screen_text(app), timeout=30,
+            await wait_for(pilot, lambda: "did not answer" in screen_text(app), timeout=PATIENCE,
                            what="the failed partner's note")
             bar, text = seat_bar(app), screen_text(app)
             for word in ("imap", "mock", "llm", "infra", "IMAP"):
@@ -171,7 +171,7 @@ async def test_timeout_and_rejections_in_the_participants_words_and_the_thanks_s
             picked = False
             # the practice game: pass every talk turn, never place the meeting
             while app.current_step == "game:0":
-                await wait_for(pilot, lambda: is_waiting(app) or app.current_step != "game:0", timeout=30,
+                await wait_for(pilot, lambda: is_waiting(app) or app.current_step != "game:0", timeout=PATIENCE,
                                what="a turn")
                 s = app.screen
                 if isinstance(s, DecisionScreen) and s.decision and not picked and s.plan.target is None:
@@ -180,7 +180,7 @@ async def test_timeout_and_rejections_in_the_participants_words_and_the_thanks_s
                                    what="the participant's words")
                     picked = True
                     assert "schedule action" not in screen_text(app)
-                    await wait_for(pilot, lambda: not isinstance(app.screen, DecisionScreen), timeout=10,
+                    await wait_for(pilot, lambda: not isinstance(app.screen, DecisionScreen), timeout=PATIENCE,
                                    what="the decision to run out")
                 elif isinstance(s, GameScreen) and s.pending is not None and not s.pending.done:
                     await pilot.press("e")
@@ -189,7 +189,7 @@ async def test_timeout_and_rejections_in_the_participants_words_and_the_thanks_s
                 await asyncio.sleep(0.05)
             seen: list[str] = []
             while not app.finished:
-                await wait_for(pilot, lambda: is_waiting(app) or app.finished, timeout=60, what="the next step")
+                await wait_for(pilot, lambda: is_waiting(app) or app.finished, timeout=PATIENCE, what="the next step")
                 if app.finished:
                     break
                 if isinstance(app.screen, ThanksScreen):

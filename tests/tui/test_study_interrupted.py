@@ -13,7 +13,7 @@ from engine.protocol import MESSAGE_EVENTS
 from lab.study.export import export_study
 from saves.store import Store
 
-from .helpers import wait_for
+from .helpers import PATIENCE, wait_for
 from .test_study_run import is_waiting, small_study, step_by_keys
 
 WORDS = "I am free at slots 5 and 13"
@@ -32,7 +32,7 @@ async def test_quit_mid_round_then_resume_keeps_the_message_and_says_the_round_r
         seen: list[str] = []
         async with app.run_test(size=(120, 40)) as pilot:
             while not my_turn(app):
-                await wait_for(pilot, lambda: is_waiting(app), timeout=30, what="the next step")
+                await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
                 if my_turn(app):
                     break
                 await step_by_keys(pilot, app, seen)
@@ -41,7 +41,7 @@ async def test_quit_mid_round_then_resume_keeps_the_message_and_says_the_round_r
             await pilot.press("i", *WORDS, "enter", "escape", "e")
             # the partners answer; the next request of this round comes (a turn or the decision)
             await wait_for(pilot, lambda: is_waiting(app) and app.screen is not gs or
-                           (my_turn(app) and gs.pending.obs.turn > 0), timeout=30, what="the partners' answers")
+                           (my_turn(app) and gs.pending.obs.turn > 0), timeout=PATIENCE, what="the partners' answers")
             assert app.game_screen.round == rnd and app.current_step == step
             await pilot.press("ctrl+q")
         gid = next(s for s in await app.runner.db.steps("P010") if s["name"] == step)["game_id"]
@@ -52,7 +52,7 @@ async def test_quit_mid_round_then_resume_keeps_the_message_and_says_the_round_r
         app2 = make_study_app(study, participant="P010", store=store, base=tmp_path)
         async with app2.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: isinstance(app2.screen, GameScreen)
-                           and "starts again" in screen_text(app2), timeout=30,
+                           and "starts again" in screen_text(app2), timeout=PATIENCE,
                            what="the notice that the round starts again")
             text = " ".join(screen_text(app2).split())
             assert f"stopped during round {rnd + 1}, so round {rnd + 1} starts again" in text
@@ -78,7 +78,7 @@ async def test_ctrl_q_on_the_belief_grid_then_the_same_command_shows_the_grid_ag
         seen: list[str] = []
         async with app.run_test(size=(120, 40)) as pilot:
             while not isinstance(app.screen, BeliefGridScreen):
-                await wait_for(pilot, lambda: is_waiting(app), timeout=30, what="the next step")
+                await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
                 if isinstance(app.screen, BeliefGridScreen):
                     break
                 await step_by_keys(pilot, app, seen)
@@ -88,12 +88,12 @@ async def test_ctrl_q_on_the_belief_grid_then_the_same_command_shows_the_grid_ag
         app2 = make_study_app(study, participant="P011", store=store, base=tmp_path)
         async with app2.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: isinstance(app2.screen, BeliefGridScreen)
-                           and "After round 2" in screen_text(app2), timeout=30,
+                           and "After round 2" in screen_text(app2), timeout=PATIENCE,
                            what="the belief grid that was cut short")
             assert app2.current_step == step
             await pilot.press("7", "enter")
             await wait_for(pilot, lambda: is_waiting(app2) and not isinstance(app2.screen, BeliefGridScreen),
-                           timeout=30, what="the step after the grid")
+                           timeout=PATIENCE, what="the step after the grid")
             await pilot.press("ctrl+q")
         gid = next(s for s in await app2.runner.db.steps("P011") if s["name"] == step)["game_id"]
         async with store._db.execute("SELECT round, MAX(belief) FROM study_beliefs WHERE game_id = ? GROUP BY round",

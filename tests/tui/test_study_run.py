@@ -23,7 +23,7 @@ from lab.study.example import EXAMPLE
 from lab.study.model import load_study
 from saves.store import Store
 
-from .helpers import decide, speak_turn, wait_for
+from .helpers import PATIENCE, decide, speak_turn, wait_for
 
 
 def small_study(tmp_path, *, talk_seconds: str = "90") -> object:
@@ -97,7 +97,7 @@ async def test_one_participant_through_every_step_by_keys(tmp_path):
         app = make_study_app(study, participant="P001", store=store, base=tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
             while not app.finished:
-                await wait_for(pilot, lambda: is_waiting(app) or app.finished or app.error, timeout=30,
+                await wait_for(pilot, lambda: is_waiting(app) or app.finished or app.error, timeout=PATIENCE,
                                what="the next step")
                 if app.error:
                     raise AssertionError(app.error)
@@ -137,7 +137,7 @@ async def test_ctrl_q_in_a_game_then_the_same_command_resumes_there(tmp_path):
         seen: list[str] = []
         async with app.run_test(size=(120, 40)) as pilot:
             while True:
-                await wait_for(pilot, lambda: is_waiting(app), timeout=30, what="the next step")
+                await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
                 if isinstance(app.screen, GameScreen) and app.current_step == "game:1":
                     break
                 await step_by_keys(pilot, app, seen)
@@ -154,7 +154,7 @@ async def test_ctrl_q_in_a_game_then_the_same_command_resumes_there(tmp_path):
         seen2: list[str] = []
         async with app2.run_test(size=(120, 40)) as pilot:
             while not app2.finished:
-                await wait_for(pilot, lambda: is_waiting(app2) or app2.finished, timeout=30, what="the next step")
+                await wait_for(pilot, lambda: is_waiting(app2) or app2.finished, timeout=PATIENCE, what="the next step")
                 if app2.finished:
                     break
                 await step_by_keys(pilot, app2, seen2)
@@ -177,7 +177,7 @@ async def test_a_participant_who_does_nothing_in_a_game_times_out_visibly(tmp_pa
         shown: list[str] = []
         async with app.run_test(size=(120, 40)) as pilot:
             while not (isinstance(app.screen, GameScreen) and app.current_step == "game:0"):
-                await wait_for(pilot, lambda: is_waiting(app), timeout=30, what="the next step")
+                await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
                 await step_by_keys(pilot, app, seen)
             # hands off the keyboard for the whole practice game
             while app.current_step == "game:0":
@@ -186,9 +186,9 @@ async def test_a_participant_who_does_nothing_in_a_game_times_out_visibly(tmp_pa
                 if isinstance(app.screen, NoticeScreen):
                     break
                 await asyncio.sleep(0.05)
-            await wait_for(pilot, lambda: isinstance(app.screen, NoticeScreen), timeout=30, what="the game's end")
+            await wait_for(pilot, lambda: isinstance(app.screen, NoticeScreen), timeout=PATIENCE, what="the game's end")
             await pilot.press("enter")
-            await wait_for(pilot, lambda: app.current_step == "game:1", timeout=30, what="the next game")
+            await wait_for(pilot, lambda: app.current_step == "game:1", timeout=PATIENCE, what="the next game")
             await pilot.press("ctrl+q")
     assert any("left for your talk turn" in s for s in shown)
     assert any("timeouts so far" in s for s in shown)
@@ -223,5 +223,5 @@ async def test_a_participant_who_finished_gets_the_same_code_again(tmp_path):
         await StudyRunner(study, store, "P9", drv).run()
         app = make_study_app(study, participant="P9", store=store, base=tmp_path)
         async with app.run_test(size=(100, 30)) as pilot:
-            await wait_for(pilot, lambda: app.finished, timeout=10, what="the app to see it is done")
+            await wait_for(pilot, lambda: app.finished, timeout=PATIENCE, what="the app to see it is done")
         assert app.code == completion_code(study, "P9")

@@ -16,7 +16,7 @@ from engine.model import Errand
 from engine.seats import Reply
 from personas.scripted.imap import IMAPPersona
 
-from .helpers import play_to_end, wait_for
+from .helpers import play_to_end, wait_for, wait_painted
 
 SIZE = (80, 24)
 
@@ -51,11 +51,12 @@ async def test_a_contacted_non_participant_may_move_its_own_items():
         await wait_for(pilot, lambda: app.game_screen.pending is not None, what="our turn in round 4")
         obs = app.game_screen.pending.obs
         assert obs.round == 3 and not obs.is_participant and obs.inbox[0].sender == 0
-        assert "not you" in screen_text(app)
+        await wait_painted(pilot, "not you")
         await pilot.press("i", *"ok", "enter", "escape", "e")  # the reply goes to agent 0, who wrote
         await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen), what="the voluntary panel")
         ds = app.screen
-        assert not ds.decision and "VOLUNTARY" in screen_text(app)
+        await wait_painted(pilot, "VOLUNTARY")
+        assert not ds.decision
         assert "Meet here" not in screen_text(app) and "Do nothing" in screen_text(app)
         src = next(s for s, it in enumerate(ds.plan.calendar) if isinstance(it, Errand) and not it.blocked)
         while ds.builder.cursor != src:
