@@ -160,7 +160,9 @@ async def test_timeout_and_rejections_in_the_participants_words_and_the_thanks_s
     rule text; the batch builder says "Pick a slot for the meeting first"; the completion
     screen shows the payment and the pool's return link."""
     study = study_file(tmp_path, extra={
-        "decision_seconds = 120": "decision_seconds = 1.5",
+        # long enough for a loaded machine to paint the decision and the test to press a key
+        # before it runs out; short enough to wait out the practice game's other decisions
+        "decision_seconds = 120": "decision_seconds = 15",
         'on_decision_timeout = "submit"': 'on_decision_timeout = "no_move"',
         '# return_url = "https://app.prolific.com/submissions/complete?cc={code}"':
             'return_url = "https://pool.example/done?cc={code}"'})
