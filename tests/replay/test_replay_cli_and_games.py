@@ -83,7 +83,7 @@ class GamesHost(App):
         self.push_screen(SavedGamesScreen(self.store))
 
 
-async def wait_until(pilot, pred, timeout=20.0):
+async def wait_until(pilot, pred, timeout=120.0):
     t0 = time.monotonic()  # the timeout bounds a broken test; counting pauses undercounts on a loaded machine
     while not pred():
         await asyncio.sleep(0.02)
@@ -99,8 +99,9 @@ async def test_saved_games_list_opens_replay_and_report(db):
             screen = app.screen
             assert isinstance(screen, SavedGamesScreen)
             # wait for what is painted, not for the screen's flags (a loaded machine paints late)
-            await wait_until(pilot, lambda: "2 saved game(s)." in screen_text(app))
-            assert games[0]["game_id"][:8] in screen_text(app)
+            # the count is painted before the table's rows: wait for both
+            await wait_until(pilot, lambda: "2 saved game(s)." in screen_text(app)
+                             and games[0]["game_id"][:8] in screen_text(app))
             await pilot.press("down", "enter")
             await wait_until(pilot, lambda: isinstance(app.screen, ReplayScreen) and "✓ verified" in screen_text(app))
             assert app.screen.model.trace["game_id"] == games[1]["game_id"]
