@@ -56,7 +56,7 @@ def sources(root: Path, with_tests: bool = False) -> list[Path]:
     return files
 
 
-def _callee(node: ast.Call) -> str | None:
+def callee(node: ast.Call) -> str | None:
     f = node.func
     if isinstance(f, ast.Name):
         return f.id
@@ -119,8 +119,8 @@ def count(root: Path = REPO, *, with_tests: bool = False, top: int = 15, largest
         modules.append((rel, len(text.splitlines())))
         functions += _functions(tree, rel)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and _callee(node) in calls:
-                calls[_callee(node)].append(f"{rel}:{node.lineno}")
+            if isinstance(node, ast.Call) and callee(node) in calls:
+                calls[callee(node)].append(f"{rel}:{node.lineno}")
             targets = node.targets if isinstance(node, ast.Assign) else \
                 [node.target] if isinstance(node, ast.AnnAssign) else []
             if any(isinstance(t, ast.Name) and t.id == "P0" for t in targets):

@@ -76,7 +76,8 @@ class _App(AppService):
 
     async def stop_bounded(self, timeout: float = 10.0) -> None:
         try:
-            await asyncio.wait_for(self.stop(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.stop()
         except (asyncio.TimeoutError, Exception):
             process = self._process
             if process is not None and process.returncode is None:

@@ -199,11 +199,11 @@ class _Game:
         fn = getattr(self.seats[seat], method)
         t0 = time.perf_counter()
         try:
-            if self.config.seat_timeout:
-                reply = await asyncio.wait_for(fn(obs), self.config.seat_timeout)
-            else:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the seat's reply when
+            # it lands in the same loop turn as a cancel (a stopped game), and the cancel is lost
+            async with asyncio.timeout(self.config.seat_timeout or None):
                 reply = await fn(obs)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             reply = Reply(error="seat_timeout", error_detail=f"no answer within {self.config.seat_timeout} s")
         except asyncio.CancelledError:
             raise
@@ -454,10 +454,9 @@ class _Game:
                                         tuple(a for a in range(task.num_agents) if a != seat), seat in participants,
                                         start_view=start)
             try:
-                if cfg.seat_timeout:
-                    return await asyncio.wait_for(fn(obs), cfg.seat_timeout)
-                return await fn(obs)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(cfg.seat_timeout or None):
+                    return await fn(obs)
+            except TimeoutError:
                 return {"error": "seat_timeout", "error_detail": f"no answer within {cfg.seat_timeout} s"}
             except asyncio.CancelledError:
                 raise

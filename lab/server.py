@@ -57,12 +57,13 @@ class _WsConnection:
 
     async def send(self, frame: dict[str, Any]) -> None:
         async with self.lock:
-            await asyncio.wait_for(self.ws.send_str(json.dumps(frame, separators=(",", ":"), default=str)),
-                                   self.timeout)
+            async with asyncio.timeout(self.timeout):
+                await self.ws.send_str(json.dumps(frame, separators=(",", ":"), default=str))
 
     async def close(self, reason: str) -> None:
         try:
-            await asyncio.wait_for(self.ws.close(message=reason.encode()[:120]), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                await self.ws.close(message=reason.encode()[:120])
         except asyncio.TimeoutError:
             self.abort()
 
@@ -183,8 +184,8 @@ class TableServer:
 
         async def close(ws: web.WebSocketResponse) -> None:
             try:
-                await asyncio.wait_for(ws.close(code=WSCloseCode.GOING_AWAY, message=b"the server is stopping"),
-                                       limit)
+                async with asyncio.timeout(limit):
+                    await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the server is stopping")
             except Exception:
                 transport = self._transports.get(ws)
                 if transport is not None:
@@ -194,7 +195,8 @@ class TableServer:
             await asyncio.gather(*(close(ws) for ws in list(self._sockets)))
         if self._runner is not None:
             try:
-                await asyncio.wait_for(self._runner.cleanup(), limit + 2)
+                async with asyncio.timeout(limit + 2):
+                    await self._runner.cleanup()
             except asyncio.TimeoutError:
                 pass
             self._runner = None

@@ -118,7 +118,8 @@ class _Outbox:
                 await self._close("taken over")
                 return
             try:
-                await asyncio.wait_for(self.conn.send(frame), self.table.send_timeout)
+                async with asyncio.timeout(self.table.send_timeout):
+                    await self.conn.send(frame)
             except asyncio.CancelledError:
                 raise
             except asyncio.TimeoutError:
@@ -146,7 +147,8 @@ class _Outbox:
 
     async def _close(self, reason: str) -> None:
         try:
-            await asyncio.wait_for(self.conn.close(reason), self.table.send_timeout)
+            async with asyncio.timeout(self.table.send_timeout):
+                await self.conn.close(reason)
         except Exception:
             abort = getattr(self.conn, "abort", None)
             if abort is not None:
@@ -405,7 +407,8 @@ class Table:
 
     async def _run(self) -> SessionOutcome | None:
         try:
-            await asyncio.wait_for(self.full.wait(), self.lobby_wait)
+            async with asyncio.timeout(self.lobby_wait):
+                await self.full.wait()
         except asyncio.TimeoutError:
             missing = sorted(rs.seat for rs in self.remote.values() if not rs.present)
             self.lobby_record = {"waited_s": self.lobby_wait, "missing": missing}

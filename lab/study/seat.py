@@ -160,14 +160,14 @@ class StudySeat:
         self.deadline_phase = phase
         timed_out = False
         try:
-            if limit:
-                try:
-                    reply = await asyncio.wait_for(fn(obs), limit)
-                except asyncio.TimeoutError:
-                    timed_out = True
-                    reply = self._timeout_reply(phase, limit)
-            else:
-                reply = await fn(obs)
+            try:
+                # asyncio.timeout, not wait_for: a cancel (the study stopped) that lands with the
+                # participant's answer must not be lost (Python 3.11's wait_for drops it)
+                async with asyncio.timeout(limit or None):
+                    reply = await fn(obs)
+            except TimeoutError:
+                timed_out = True
+                reply = self._timeout_reply(phase, limit)
         finally:
             self.deadline = None
             self.deadline_phase = None

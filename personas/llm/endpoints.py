@@ -131,8 +131,10 @@ class EndpointSet:
         if wait_max is None:
             return await self._acquire(avoid)
         try:
-            return await asyncio.wait_for(self._acquire(avoid), max(0.0, wait_max))
-        except asyncio.TimeoutError:
+            # asyncio.timeout, not wait_for: a cancel that lands as an endpoint frees must win
+            async with asyncio.timeout(max(0.0, wait_max)):
+                return await self._acquire(avoid)
+        except TimeoutError:
             errors = "; ".join(f"{e.url}: {e.last_error}" for e in self.endpoints if e.last_error) or "none recorded"
             raise AllResting(f"every endpoint of {len(self.endpoints)} is resting after failures or busy, and none "
                              f"came back within {wait_max:g} s (last errors: {errors})"[:500]) from None
@@ -154,8 +156,9 @@ class EndpointSet:
                 resting = [e.rested_until for e in self.endpoints if e.rested_until > now]
                 timeout = max(0.0, min(resting) - now) if resting else None
                 try:
-                    await asyncio.wait_for(cond.wait(), timeout)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(timeout):
+                        await cond.wait()
+                except TimeoutError:
                     pass
 
     async def release(self, ep: EndpointState, failure: str | None = None, detail: str | None = None,

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from .astkit import called_name
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("engine", "lab", "personas", "saves", "calbench_tui")
 
@@ -34,19 +36,10 @@ def _modules() -> tuple[tuple[str, ast.AST], ...]:
                  for pkg in PACKAGES for path in sorted((ROOT / pkg).rglob("*.py")))
 
 
-def _called_name(node: ast.Call) -> str | None:
-    f = node.func
-    if isinstance(f, ast.Name):
-        return f.id
-    if isinstance(f, ast.Attribute):
-        return f.attr
-    return None
-
-
 def _calls(name: str) -> set[str]:
     """The modules that call ``name(...)`` or ``something.name(...)``."""
     return {rel for rel, tree in _modules()
-            if any(isinstance(node, ast.Call) and _called_name(node) == name for node in ast.walk(tree))}
+            if any(isinstance(node, ast.Call) and called_name(node) == name for node in ast.walk(tree))}
 
 
 def test_a_session_is_made_only_by_the_game_spec():

@@ -8,14 +8,17 @@ and the house counts that measure the other steps.
 * One wait for the paint in Pilot tests: ``tests/tui/helpers.py`` (``wait_painted``).
 * The dead code removed in this step stays out.
 * ``benchmarks/house_counts.py`` counts McCabe's complexity as its docstring says.
+* No ``asyncio.wait_for`` in the product: on Python 3.11 it returns the awaited result when
+  the result and a cancel land in the same loop turn, and the cancel (ctrl+q, a stopped run,
+  table or study) is lost; ``asyncio.timeout`` lets the cancel win (tests/*/test_cancel_wins.py).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 from pathlib import Path
+
+from .astkit import called_name, house_counts
 
 REPO = Path(__file__).resolve().parents[2]
 CLOCKS = {"perf_counter", "monotonic", "time", "perf_counter_ns", "monotonic_ns"}
@@ -96,16 +99,8 @@ def test_the_dead_code_stays_out():
         assert "engine.replay import" not in text and "from engine import replay" not in text, path
 
 
-def _house_counts():
-    spec = importlib.util.spec_from_file_location("house_counts", REPO / "benchmarks" / "house_counts.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("house_counts", mod)  # (its dataclass looks itself up there)
-    spec.loader.exec_module(sys.modules["house_counts"])
-    return sys.modules["house_counts"]
-
-
 def test_house_counts_mccabe_on_a_known_function():
-    hc = _house_counts()
+    hc = house_counts()
     src = ("def f(xs, y):\n"
            "    if y and xs or not y:\n"          # if +1, and/or +2
            "        return [x for x in xs if x if x > 1]\n"  # two comprehension ifs +2
@@ -131,7 +126,7 @@ def test_house_counts_mccabe_on_a_known_function():
 
 
 def test_house_counts_counts_call_sites_and_p0(tmp_path):
-    hc = _house_counts()
+    hc = house_counts()
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -144,3 +139,25 @@ def test_house_counts_counts_call_sites_and_p0(tmp_path):
     assert c["p0_definitions"]["sites"] == ["pkg/a.py:2"]
     assert c["largest_modules"][0] == {"module": "pkg/a.py", "lines": 5}
     assert hc.count(tmp_path, with_tests=True)["session_calls"]["count"] == 3
+
+
+PRODUCT = ("engine", "personas", "lab", "saves", "calbench_tui", "calbench_cli", "calbench_devtools")
+
+
+def wait_for_calls(path: Path) -> list[int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and called_name(node) == "wait_for"
+            and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "asyncio"]
+
+
+def test_no_asyncio_wait_for_in_the_product():
+    found = {f"{path.relative_to(REPO)}:{line}" for pkg in PRODUCT for path in sorted((REPO / pkg).rglob("*.py"))
+             for line in wait_for_calls(path)}
+    assert not found, f"asyncio.wait_for can lose a cancel on Python 3.11; use asyncio.timeout: {sorted(found)}"
+
+
+def test_the_wait_for_check_sees_the_call(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import asyncio\nasync def f(x):\n    await asyncio.wait_for(x, 1)\n    await cond.wait_for(x)\n")
+    assert wait_for_calls(f) == [3]

@@ -41,3 +41,30 @@ async def test_silence_past_the_limit_is_a_stream_timeout():
     never = asyncio.get_running_loop().create_future()
     with pytest.raises(StreamTimeout):
         await _bounded(never, 0.01, "silence", 0.01, "the next chunk")
+
+
+async def test_a_cancel_that_lands_as_an_endpoint_frees_takes_no_endpoint():
+    """A request waiting for a busy endpoint (``wait_max`` set) is cancelled in the loop turn
+    the endpoint is released: the cancel wins and the endpoint is not left held."""
+    from personas.llm.endpoints import EndpointSet
+
+    pool = EndpointSet(["http://127.0.0.1:9/v1"], 1)
+    busy = await pool.acquire()
+    got: list[object] = []
+
+    async def waiter() -> None:
+        got.append(await pool.acquire(wait_max=600))
+        await asyncio.sleep(3600)  # the request would go on from here
+
+    task = asyncio.create_task(waiter())
+    for _ in range(5):
+        await asyncio.sleep(0)  # the waiter now waits on the pool's condition
+    await pool.release(busy)
+    task.cancel()  # in the same loop turn
+    await asyncio.wait([task], timeout=10)
+    try:
+        assert got == [], "the cancelled request went on with an endpoint"
+        assert task.cancelled()
+        assert pool.endpoints[0].in_flight == 0
+    finally:
+        task.cancel()

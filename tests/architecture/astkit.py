@@ -1,0 +1,32 @@
+"""The project's source read as syntax trees, for the architecture tests.
+
+The counting itself lives once, in ``benchmarks/house_counts.py`` (the benchmark prints the
+house's counts; these tests hold them): :func:`house_counts` loads it, and
+:func:`called_name` is its reading of a call's name.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def house_counts() -> ModuleType:
+    """``benchmarks/house_counts.py`` as a module (it is a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("house_counts", ROOT / "benchmarks" / "house_counts.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("house_counts", mod)  # (its dataclass looks itself up there)
+    spec.loader.exec_module(sys.modules["house_counts"])
+    return sys.modules["house_counts"]
+
+
+def called_name(node: ast.Call) -> str | None:
+    """``f`` for ``f(...)`` and ``x.f(...)``; None for anything else called."""
+    return house_counts().callee(node)
