@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -24,7 +25,11 @@ from textual.widgets import DataTable, Static
 
 from personas.spec import compact_label as compact_agents
 
+from ..safe_text import SHOW_ID_CHARS, cell
 from ..widgets.keybar import KeyBar
+
+#: The columns, numbers first: at 80 columns the table scrolls sideways and must not hide them.
+COLUMNS = ("game", "status", "coord.", "excess", "task", "agents", "started", "costs", "source")
 
 
 def _pct(v: Any) -> str:
@@ -33,6 +38,34 @@ def _pct(v: Any) -> str:
 
 def _num(v: Any) -> str:
     return "—" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+
+
+def _row(g: dict[str, Any]) -> list[Text]:
+    """A saved game's cells, one per :data:`COLUMNS`, as plain ``Text`` (a stored label is
+    never read as markup, so the width measured below is the width painted)."""
+    values = (g["game_id"][:8], g.get("status") or "—", _pct(g.get("coordination")),
+              _num(g.get("excess_cost")), g.get("task_id") or "—", compact_agents(g.get("agents")),
+              (g.get("started_at") or "—")[:16].replace("T", " "), g.get("cost_mode") or "—",
+              g.get("source") or "—")
+    return [cell(v, 4 * SHOW_ID_CHARS) for v in values]
+
+
+def fill_table(table: DataTable, rows: list[tuple[str, list[Text]]]) -> None:
+    """Lay the table out for ``rows`` (``(key, cells)``) in one step: every column gets an
+    explicit width, the widest of its label and its cells.
+
+    Textual's DataTable sizes auto-width columns later, in its idle handler, and caches the
+    lines it renders under a counter that this resize does not bump (Textual issues #4470,
+    #3533): a frame painted between ``add_row`` and that handler lays the columns out at their
+    labels' widths (``game`` → an id cut to 4 characters, ``status`` → ``stoppe``) and keeps
+    them so until a key moves the cursor.  With the widths given here, every frame painted
+    after this call — early or late, on a loaded machine or not — shows the same layout."""
+    table.clear(columns=True)
+    for i, label in enumerate(COLUMNS):
+        width = max([cell_len(label), *(cells[i].cell_len for _, cells in rows)])
+        table.add_column(label, key=label, width=width)
+    for key, cells in rows:
+        table.add_row(*cells, key=key)
 
 
 class SavedGamesScreen(Screen):
@@ -70,9 +103,7 @@ class SavedGamesScreen(Screen):
 
     def on_mount(self) -> None:
         t = self.query_one("#games-table", DataTable)
-        # The numbers first: at 80 columns the table scrolls sideways and must not hide them.
-        for col in ("game", "status", "coord.", "excess", "task", "agents", "started", "costs", "source"):
-            t.add_column(col, key=col)
+        fill_table(t, [])  # the header while the list loads
         t.focus()
         self.action_reload()
 
@@ -88,13 +119,7 @@ class SavedGamesScreen(Screen):
             note.update(Text(f"Could not read the saved games: {exc}", style="red"))
             return
         self.games = games
-        t = self.query_one("#games-table", DataTable)
-        t.clear()
-        for g in games:
-            t.add_row(g["game_id"][:8], g.get("status") or "—", _pct(g.get("coordination")),
-                      _num(g.get("excess_cost")), g.get("task_id") or "—", compact_agents(g.get("agents")),
-                      (g.get("started_at") or "—")[:16].replace("T", " "), g.get("cost_mode") or "—",
-                      g.get("source") or "—", key=g["game_id"])
+        fill_table(self.query_one("#games-table", DataTable), [(g["game_id"], _row(g)) for g in games])
         note.update(Text(f"{len(games)} saved game(s)." if games else
                          "No saved games yet: play one (calbench-play), run a suite (calbench run) or import "
                          "traces (calbench import).", style="dim"))
