@@ -99,10 +99,9 @@ async def test_saved_games_list_opens_replay_and_report(db):
             screen = app.screen
             assert isinstance(screen, SavedGamesScreen)
             # wait for what is painted, not for the screen's flags (a loaded machine paints late)
-            # the count is painted before the table's rows: wait for both (the id column may be
-            # laid out as narrow as 4 characters, so only the id's first 4 are sure to be painted)
+            # the count and the rows, ids whole (tests/tui/test_games_table_layout.py pins the layout)
             await wait_until(pilot, lambda: "2 saved game(s)." in screen_text(app)
-                             and games[0]["game_id"][:4] in screen_text(app))
+                             and all(g["game_id"][:8] in screen_text(app) for g in games))
             await pilot.press("down", "enter")
             await wait_until(pilot, lambda: isinstance(app.screen, ReplayScreen) and "✓ verified" in screen_text(app))
             assert app.screen.model.trace["game_id"] == games[1]["game_id"]

@@ -392,8 +392,7 @@ async def test_a_stopped_game_is_continued_from_the_saved_games_list(tmp_path):
             assert app.status == "stopped"
             app.push_screen(SavedGamesScreen(store))
             await wait_for(pilot, lambda: isinstance(app.screen, SavedGamesScreen) and app.screen.loaded)
-            # the row as painted: at 80 columns the status column may be cut to "stoppe"
-            await wait_painted(pilot, first[:4], "stopp")
+            await wait_painted(pilot, first[:8], "stopped")  # the row as painted, whole
             await pilot.press("c")
             await wait_for(pilot, lambda: app.status == "running" and _my_turn(app), what="the continued game")
             assert app.game_id == first and app.game_screen.round == 1
