@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .astkit import called_name
+
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "calbench_tui"
 FILLER = ("calbench_tui/screens/games.py", "fill_table")
@@ -30,19 +32,16 @@ def _modules_with_a_datatable() -> list[Path]:
     return out
 
 
-def _layout_calls(tree: ast.AST) -> list[tuple[str, ast.Call, str | None]]:
-    """(method, call, name of the enclosing top-level function or None) for each layout call."""
-    found = []
-    for top in getattr(tree, "body", []):
-        scopes = [top] if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
-            ([*top.body] if isinstance(top, ast.ClassDef) else [top])
-        for scope in scopes:
-            owner = top.name if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
-                getattr(scope, "name", None)
-            for node in ast.walk(scope):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                        and node.func.attr in LAYOUT_CALLS:
-                    found.append((node.func.attr, node, owner))
+def _layout_calls(tree: ast.Module) -> list[tuple[str, ast.Call, str | None]]:
+    """(method, call, the top-level function or method it is in, else None) for each layout call."""
+    scopes = [(n.name, n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    scopes += [(m.name, m) for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+               if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    found = [(called_name(n), n, name) for name, scope in scopes for n in ast.walk(scope)
+             if isinstance(n, ast.Call) and called_name(n) in LAYOUT_CALLS]
+    inside = {id(n) for _, n, _ in found}
+    found += [(called_name(n), n, None) for n in ast.walk(tree)
+              if isinstance(n, ast.Call) and called_name(n) in LAYOUT_CALLS and id(n) not in inside]
     return found
 
 
