@@ -151,15 +151,21 @@ async def _run_session(session: Session, *, store: Any, stream: bool, listeners:
     if resume_upto is not None and (store is None or not stream):
         raise ValueError("resuming a game needs a store and a streamed session")
     if store is not None and stream:
-        if resume_upto is not None:
-            # One transaction sets the round cut short aside (kept, marked interrupted) and
-            # marks the game running again; the engine says the round restarts and plays it again.
-            resume_events = await store.reopen_game(gid, resume_upto)
-            interrupted = await store.interrupted_events(gid)
-        else:
-            await store.create_game(gid, task_row=session.task.to_row(), config=session.config_json(),
-                                    agents=session.agents, settings_key=session.settings_key,
-                                    started_at=wall_clock())
+        try:
+            if resume_upto is not None:
+                # One transaction sets the round cut short aside (kept, marked interrupted) and
+                # marks the game running again; the engine says the round restarts and plays it again.
+                resume_events = await store.reopen_game(gid, resume_upto)
+                interrupted = await store.interrupted_events(gid)
+            else:
+                await store.create_game(gid, task_row=session.task.to_row(), config=session.config_json(),
+                                        agents=session.agents, settings_key=session.settings_key,
+                                        started_at=wall_clock())
+        except asyncio.CancelledError:
+            # stopped while the game was being filed (ctrl+c as a table fills): its transaction
+            # either committed (the game is then stopped, not left running) or rolled back
+            await asyncio.shield(_mark_stopped(store, gid))
+            raise
         store_sink = store.sink(gid, durable=True)
     if resume_events:
         for ev in resume_events:

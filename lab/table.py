@@ -397,13 +397,24 @@ class Table:
         except asyncio.CancelledError:
             if self.status == "over":  # stopped while telling the seats the game is over: it is saved as it ended
                 raise
-            started = self.status == "playing"
+            started = self.status == "playing" and await self._game_saved()
             self.status = "stopped" if started else "cancelled"
             message = ("the host stopped the table; the game so far is saved" if started
                        else "the host stopped the table before the game started")
             for rs in self.remote.values():
                 await self._send(rs, {"type": "stopped", "message": message})
             raise
+
+    async def _game_saved(self) -> bool:
+        """Whether the game made it into the store: a stop that lands while the session is
+        still filing it (ctrl+c as the last seat joins) leaves nothing saved, and the table
+        then says it stopped before the game started, not that the game is saved."""
+        if self.store is None:
+            return True
+        try:
+            return await asyncio.shield(self.store.game_status(self.game_id)) is not None
+        except Exception:
+            return True  # the store cannot tell: say what was meant to happen
 
     async def _run(self) -> SessionOutcome | None:
         try:

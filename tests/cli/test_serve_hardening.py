@@ -206,6 +206,12 @@ def test_ctrl_c_stops_the_host_while_a_client_does_not_read(tmp_path):
         async def main():
             bot = RemoteBot(info["url"], code2)
             play = asyncio.ensure_future(bot.run())
+            # the game is under way (filed, playing) before the stop: a stop while it is being
+            # filed is tests/lab/test_stop_while_filing.py's case
+            for _ in range(1200):  # a bound on a broken server, not a speed check
+                if any(f.get("type") in ("event", "request") for f in bot.frames) or play.done():
+                    break
+                await asyncio.sleep(0.05)
             await asyncio.to_thread(stalled.flood)  # returns once the server no longer reads us
             proc.send_signal(signal.SIGINT)
             await asyncio.wait([play], timeout=30)
