@@ -437,7 +437,7 @@ class Table:
 
     def spec(self) -> GameSpec:
         """The table's game as a ``lab.gamespec.GameSpec`` (its seats as they are now)."""
-        return GameSpec(self.task, ",".join(self.agents), self.config, self.game_id, self.settings_key,
+        return GameSpec(self.task, AgentsSpec.of_names(self.agents), self.config, self.game_id, self.settings_key,
                         extra_config=self.extra_config, remote_seats=tuple(sorted(self.remote)))
 
     def _seats(self) -> list[Any]:
