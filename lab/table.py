@@ -54,6 +54,7 @@ from engine.observe import seat_event
 from engine.seats import Reply
 from engine.wire import observation_to_wire
 from personas.human import HumanPersona, HumanRequest
+from personas.spec import AgentsSpec
 
 from .gamespec import GameSpec, settings_key as key_of
 from .session import SessionOutcome
