@@ -17,6 +17,9 @@ by each driver its own way is here once:
   fields: ``lab.runner.RunSettings.key_fields``).  Keys saved by earlier versions
   (``play:...``, ``study:...``, ``serve``) stay as they are and are still read
   (:attr:`Resume.served` knows ``serve``);
+* **the agents**: ``GameSpec.agents`` is the parsed ``personas.spec.AgentsSpec`` — each driver
+  parses its agents once where it starts (the suite runner: ``lab.runner.agents_of``) and the
+  label the game is filed under is derived from it (:attr:`GameSpec.label`);
 * **human and remote seats**, recorded in the game's config (``human_seat``,
   ``remote_seats``) and read back by ``engine.seating.human_seats``;
 * **a resume**: :func:`load_resume` — the saved game, its task, seats, rules, the LLM
