@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from .astkit import called_name
+
 ROOT = Path(__file__).resolve().parents[2]
 
 #: (file, function) -> where ``AgentsSpec.parse(`` may be called: each driver's entry point,
@@ -45,7 +47,7 @@ def _parse_sites() -> set[tuple[str, str]]:
         def walk(node: ast.AST, fn: str) -> None:
             for ch in ast.iter_child_nodes(node):
                 name = ch.name if isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
-                if (isinstance(ch, ast.Call) and isinstance(ch.func, ast.Attribute) and ch.func.attr == "parse"
+                if (isinstance(ch, ast.Call) and called_name(ch) == "parse" and isinstance(ch.func, ast.Attribute)
                         and isinstance(ch.func.value, ast.Name) and ch.func.value.id == "AgentsSpec"):
                     out.add((rel.as_posix(), fn))
                 walk(ch, name)
