@@ -203,6 +203,10 @@ class CalBenchApp(App):
 
     def agents_spec(self, num_agents: int) -> str:
         """The persona spec string of this game, one entry per seat ("human" at the player's seat)."""
+        return ",".join(self._seat_names(num_agents))
+
+    def _seat_names(self, num_agents: int) -> list[str]:
+        """One persona name per seat ("human" at the player's seat): ``--agents`` parsed here, once a game."""
         s = self.settings
         spec = AgentsSpec.parse(s.agents if s.agents and s.agents.strip() else "imap")
         base = spec.seats * num_agents if len(spec.seats) == 1 else spec.seats
@@ -214,7 +218,7 @@ class CalBenchApp(App):
                 out.append("human")
             else:
                 out.append(s.seat_personas.get(i, base[i].name if base[i].kind != "human" else "imap"))
-        return ",".join(out)
+        return out
 
     def make_seats(self, task: Task) -> list[Any]:
         seat = self.settings.seat
@@ -228,11 +232,11 @@ class CalBenchApp(App):
         else:
             from personas.registry import make_personas  # type: ignore
 
-            spec = self.agents_spec(task.num_agents)
+            spec = AgentsSpec.of_names(self._seat_names(task.num_agents))
             try:
                 seats = list(make_personas(spec, task.num_agents, llm=self.llm, humans={seat: self.human}))
             except (ValueError, KeyError, TypeError, ImportError) as exc:
-                raise GameSetupError(f"cannot seat {spec!r}: {exc}") from None
+                raise GameSetupError(f"cannot seat {spec.label!r}: {exc}") from None
         if len(seats) != task.num_agents:
             raise GameSetupError(f"{len(seats)} personas for a task with {task.num_agents} seats")
         if self.llm_per_seat and not self._resume_llm:  # --personas: a seat's own model, endpoint, sampling
@@ -295,11 +299,11 @@ class CalBenchApp(App):
         stopped.
         """
         config = self.game_config()
-        spec = ",".join("human" if i == self.settings.seat else str(getattr(p, "model", None) or p.kind)
-                        for i, p in enumerate(seats))
+        spec = AgentsSpec.of_names(["human" if i == self.settings.seat else str(getattr(p, "model", None) or p.kind)
+                                    for i, p in enumerate(seats)])  # the seats as made, named as saved before
         resume_upto = self.resume_trace["_keep_upto_seq"] if self.resume_trace is not None else None
         game = GameSpec(task, spec, config, self._new_game_id(task, seats),
-                        settings_key({"app": "calbench-play", "agents": spec, "channels": list(config.channels),
+                        settings_key({"app": "calbench-play", "agents": spec.label, "channels": list(config.channels),
                                       "max_turns": config.max_turns_per_round, "retries": config.decision_retries,
                                       "deterministic": config.deterministic}),
                         extra_config={"app": "calbench-play"}, human_seat=self.settings.seat,

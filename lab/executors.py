@@ -156,7 +156,7 @@ def _pools(settings: Any) -> list[Any]:
 class _Chunk:
     tasks: tuple[Task, ...]
     ids: tuple[str, ...]
-    agents: Any  # the spec (AgentsSpec or str) — never a seat factory: that cannot travel
+    agents: Any  # the parsed AgentsSpec (pickled as it is) — never a seat factory: that cannot travel
     settings: Any
     concurrency: int
     gates: bool  # LLM seats: limit requests per endpoint through the cluster's gates
@@ -345,8 +345,9 @@ class _Driver:
         from lab import runner
 
         self.store, self.settings, self.progress = store, settings, progress
-        self.label = runner.spec_label(agents_spec)
-        self.key = runner.settings_key(self.label, settings)
+        self.agents = runner.game_agents(runner.agents_of(agents_spec))  # parsed by run_cli_suite
+        self.label = self.agents.label
+        self.key = runner.settings_key(self.agents, settings)
         self.tasks, self.ids = list(tasks), list(ids)
         self.saver = runner.BurstSaver(store)
         self.written: set[str] = set()
@@ -386,7 +387,7 @@ class _Driver:
 
         for i in indices:
             task, gid = self.tasks[i], self.ids[i]
-            spec = GameSpec(task, self.label, self.settings.game_config(), gid, self.key,
+            spec = GameSpec(task, self.agents, self.settings.game_config(), gid, self.key,
                             extra_config={"agents_spec": self.label, "settings_key": self.key})
             trace = spec.failed_trace(ExecutorError(reason))
             summary = runner.GameSummary(gid, task.task_id, task.cost_mode, self.label, "failed",
@@ -424,9 +425,9 @@ async def play_on_ray(tasks: Sequence[Task], ids: Sequence[str], agents_spec: An
     if callable(agents_spec):
         raise ExecutorError("--executor ray needs a persona spec (a seat factory cannot be sent to a worker)")
     ray = init_ray(options)
-    from personas.spec import AgentsSpec
+    from lab.runner import agents_of
 
-    agents_spec = AgentsSpec.parse(agents_spec) if isinstance(agents_spec, str) else agents_spec
+    agents_spec = agents_of(agents_spec)  # run_cli_suite parsed it; the parsed spec is pickled to the workers
     uses_llm = agents_spec.uses_llm
     chunk_size = options.chunk or (max(1, concurrency) if uses_llm else 8)
     portable = portable_settings(settings)
@@ -569,9 +570,9 @@ class ProcessExecutor:
             return
         if callable(agents_spec):
             raise ExecutorError("worker processes need a persona spec, not a seat factory")
-        from personas.spec import AgentsSpec
+        from lab.runner import agents_of
 
-        agents_spec = AgentsSpec.parse(agents_spec) if isinstance(agents_spec, str) else agents_spec
+        agents_spec = agents_of(agents_spec)  # run_cli_suite parsed it; the workers inherit the parsed spec
         ctx = mp.get_context("fork")
         tasks, ids = list(tasks), list(ids)
         for _ in range(self.processes):

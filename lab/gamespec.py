@@ -17,6 +17,9 @@ by each driver its own way is here once:
   fields: ``lab.runner.RunSettings.key_fields``).  Keys saved by earlier versions
   (``play:...``, ``study:...``, ``serve``) stay as they are and are still read
   (:attr:`Resume.served` knows ``serve``);
+* **the agents**: ``GameSpec.agents`` is the parsed ``personas.spec.AgentsSpec`` — each driver
+  parses its agents once where it starts (the suite runner: ``lab.runner.agents_of``) and the
+  label the game is filed under is derived from it (:attr:`GameSpec.label`);
 * **human and remote seats**, recorded in the game's config (``human_seat``,
   ``remote_seats``) and read back by ``engine.seating.human_seats``;
 * **a resume**: :func:`load_resume` — the saved game, its task, seats, rules, the LLM
@@ -37,6 +40,7 @@ from engine.events import LogicalClock
 from engine.game import GameConfig
 from engine.gameid import game_id
 from engine.model import Task
+from personas.spec import AgentsSpec
 
 from .session import Saver, Session, SessionOutcome, failure_trace, fail_session, run_session, saved_trace
 
@@ -140,7 +144,9 @@ def _llm_config(seats: Sequence[Any]) -> dict[str, Any]:
 class GameSpec:
     """What one game is, before its seats are made: task, who sits where, rules, id, key.
 
-    ``agents`` is the table's spec label as filed with the game (``imap,llm:gpt-4o,...``);
+    ``agents`` is the parsed agents spec (``personas.spec.AgentsSpec``): each driver parses
+    its agents once where it starts and hands the parsed value down; the text the game is
+    filed under (``imap,llm:gpt-4o,...``) is its :attr:`label`;
     ``extra_config`` is merged into the trace's ``config`` (public settings only, never a
     key); ``human_seat`` / ``remote_seats`` are recorded there too (``human_seat`` first,
     ``remote_seats`` after the LLM settings); ``logical_clock`` gives the game a logical
@@ -148,7 +154,7 @@ class GameSpec:
     """
 
     task: Task
-    agents: str
+    agents: AgentsSpec
     config: GameConfig
     game_id: str
     settings_key: str
@@ -157,13 +163,22 @@ class GameSpec:
     remote_seats: tuple[int, ...] = ()
     logical_clock: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.agents, AgentsSpec):  # parsed once by the driver, never here
+            raise TypeError(f"GameSpec.agents is a parsed AgentsSpec, not {type(self.agents).__name__}")
+
+    @property
+    def label(self) -> str:
+        """The spec label the game is filed under (``saved.agents``)."""
+        return self.agents.label
+
     def session(self, seats: Sequence[Any] = (), **more: Any) -> Session:
         """The session of this game with ``seats`` (none: a game that could not start);
         ``more`` is added to the recorded config last (e.g. the lobby of a table)."""
         extra = {**({"human_seat": self.human_seat} if self.human_seat is not None else {}),
                  **self.extra_config, **_llm_config(seats),
                  **({"remote_seats": sorted(self.remote_seats)} if self.remote_seats else {}), **more}
-        return Session(self.task, seats, self.config, self.game_id, self.agents, self.settings_key, extra,
+        return Session(self.task, seats, self.config, self.game_id, self.label, self.settings_key, extra,
                        clock=LogicalClock() if self.logical_clock else None)
 
     async def play(self, seats: Sequence[Any], *, store: Any = None, stream: bool = True,

@@ -42,7 +42,8 @@ from personas.spec import AgentsSpec, PersonaSpecError
 
 
 __all__ = ["RunSettings", "GameSummary", "RunError", "run_suite", "run_cli_suite", "summarise", "failure_counts", "shard",
-           "settings_key", "make_seats", "make_seats_for", "prime_oracle", "spec_label"]
+           "settings_key", "make_seats", "make_seats_for", "prime_oracle", "spec_label",
+           "agents_of", "game_agents"]
 
 # Settings added after runs were first saved, left out of the run's key at their default
 # so that `calbench run --resume` still finds the games of an earlier version.
@@ -76,10 +77,13 @@ class RunSettings:
         return game_config(max_turns=self.max_turns, retries=self.retries, channels=self.channels,
                            seat_timeout=self.seat_timeout, deterministic=self.deterministic)
 
-    def key_fields(self, agents_spec: str) -> dict[str, Any]:
-        """The settings that define a run (never keys): what :func:`settings_key` hashes."""
+    def key_fields(self, agents_spec: str | AgentsSpec) -> dict[str, Any]:
+        """The settings that define a run (never keys): what :func:`settings_key` hashes.
+
+        ``agents_spec``: the parsed spec (its label is hashed) or a label as saved."""
+        label = agents_spec.label if isinstance(agents_spec, AgentsSpec) else agents_spec
         d: dict[str, Any] = {
-            "agents": agents_spec,
+            "agents": label,
             "channels": list(self.channels),
             "max_turns": self.max_turns,
             "retries": self.retries,
@@ -89,7 +93,7 @@ class RunSettings:
             d["judge"] = _llm_fields(self.judge)
         if self.fidelity != "ours":  # the default leaves every existing key as it was
             d["fidelity"] = self.fidelity
-        if _uses_llm(agents_spec):
+        if agents_spec.uses_llm if isinstance(agents_spec, AgentsSpec) else _uses_llm(agents_spec):
             if self.llm is not None:
                 d["llm"] = _llm_fields(self.llm)
             if self.personas:
@@ -101,7 +105,7 @@ class RunSettings:
         await close_pools(self.llm, self.judge, *(self.personas or {}).values())
 
 
-def settings_key(agents_spec: str, settings: RunSettings) -> str:
+def settings_key(agents_spec: str | AgentsSpec, settings: RunSettings) -> str:
     """A short stable id of (agents, settings): ``--resume`` matches games on it (``lab.gamespec.settings_key``)."""
     return gamespec_key(settings.key_fields(agents_spec))
 
@@ -140,7 +144,7 @@ def make_seats_for(agents_spec: str | AgentsSpec, n: int, settings: RunSettings)
     """
     from personas.registry import make_personas
 
-    spec = AgentsSpec.parse(agents_spec)
+    spec = agents_of(agents_spec)
     if not settings.personas and not spec.has_bare_llm:
         return make_personas(spec, n, llm=settings.llm, fidelity=settings.fidelity)
     out = []
@@ -155,16 +159,31 @@ def make_seats_for(agents_spec: str | AgentsSpec, n: int, settings: RunSettings)
     return out
 
 
+def agents_of(agents_spec: str | AgentsSpec | SeatFactory) -> AgentsSpec | SeatFactory:
+    """The one parse of a suite's agents: :func:`run_suite` and :func:`run_cli_suite` call it
+    where they start and hand the parsed spec down (a parsed spec or a seat factory passes
+    through; a string reaching a function below is parsed here, once)."""
+    if callable(agents_spec) or isinstance(agents_spec, AgentsSpec):
+        return agents_spec
+    return AgentsSpec.parse(agents_spec)
+
+
+def game_agents(agents: AgentsSpec | SeatFactory) -> AgentsSpec:
+    """What a ``GameSpec`` carries: the parsed spec, or a seat factory's label (its ``spec``
+    attribute or its name) as one seat name kept as it is."""
+    if isinstance(agents, AgentsSpec):
+        return agents
+    return AgentsSpec.of_names([str(getattr(agents, "spec", getattr(agents, "__name__", "custom")))])
+
+
 def spec_label(agents_spec: str | AgentsSpec | SeatFactory) -> str:
     """The label games are filed under: the spec's canonical text, or a seat factory's ``spec`` / name."""
-    if callable(agents_spec):
-        return str(getattr(agents_spec, "spec", getattr(agents_spec, "__name__", "custom")))
-    return AgentsSpec.parse(agents_spec).label
+    return game_agents(agents_of(agents_spec)).label
 
 
 def _uses_llm(label: str) -> bool:
     try:
-        return AgentsSpec.parse(label).uses_llm
+        return agents_of(label).uses_llm
     except PersonaSpecError:
         return False
 
@@ -262,8 +281,8 @@ async def run_suite(
     game (it may be a coroutine function).
     """
     settings = settings or RunSettings()
-    label = spec_label(agents_spec)
-    key = settings_key(label, settings)
+    agents_spec = agents_of(agents_spec)  # parsed once for the whole suite; everything below uses it
+    key = settings_key(game_agents(agents_spec), settings)
     tasks = list(tasks)
     ids = _game_ids(key, tasks, settings.deterministic)
     units = _units(tasks)
@@ -349,11 +368,11 @@ async def play_one(task: Task, gid: str, agents_spec: str | AgentsSpec | SeatFac
     back to the driver.  A game whose seats cannot be made is filed ``failed``, like one
     that raised.
     """
-    if not callable(agents_spec) and not isinstance(agents_spec, AgentsSpec):
-        agents_spec = AgentsSpec.parse(agents_spec)
-    label = label or spec_label(agents_spec)
-    key = key or settings_key(label, settings)
-    spec = GameSpec(task, label, config or settings.game_config(), gid, key,
+    agents_spec = agents_of(agents_spec)  # a parsed spec passes through (the suite parsed it once)
+    agents = game_agents(agents_spec)
+    label = label or agents.label
+    key = key or settings_key(agents, settings)
+    spec = GameSpec(task, agents, config or settings.game_config(), gid, key,
                     extra_config={"agents_spec": label, "settings_key": key})
     t0 = time.perf_counter()
     try:
@@ -399,10 +418,9 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
                     lease: tuple | None = None) -> list[GameSummary]:
     """Play ``tasks``; with ``lease = (units, skip_done, run_pid)`` each task is claimed in the
     store first (``lab.lease.Claimer``) and skipped when done or held by a live process."""
-    if not callable(agents_spec):
-        agents_spec = AgentsSpec.parse(agents_spec)  # once for the whole suite
-    label = spec_label(agents_spec)
-    key = settings_key(label, settings)
+    agents_spec = agents_of(agents_spec)  # parsed by the entry point; a string from elsewhere once here
+    label = game_agents(agents_spec).label
+    key = settings_key(game_agents(agents_spec), settings)
     config = settings.game_config()
     results: list[GameSummary | None] = [None] * len(tasks)
     next_index = iter(range(len(tasks)))
@@ -488,6 +506,7 @@ def run_cli_suite(tasks: Sequence[Task], agents_spec: str | AgentsSpec, *, db: s
     suite, which waits on the network, wants).
     """
     tasks = list(tasks)
+    agents_spec = agents_of(agents_spec)  # parsed once; the executors and workers get the parsed spec
     todo, ids, previous, units, report = asyncio.run(_prepare(tasks, agents_spec, db=db, settings=settings,
                                                               resume=resume))
     if report is not None and notice is not None:
@@ -518,7 +537,7 @@ async def _open_store(db: str):
 
 async def _prepare(tasks: list[Task], agents_spec: str | AgentsSpec, *, db: str, settings: RunSettings, resume: bool):
     """Resume bookkeeping before any game starts: (tasks to play, their ids, previous games)."""
-    key = settings_key(spec_label(agents_spec), settings)
+    key = settings_key(game_agents(agents_of(agents_spec)), settings)
     ids = _game_ids(key, tasks, settings.deterministic)
     units = _units(tasks)
     store = await _open_store(db)

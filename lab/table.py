@@ -54,6 +54,7 @@ from engine.observe import seat_event
 from engine.seats import Reply
 from engine.wire import observation_to_wire
 from personas.human import HumanPersona, HumanRequest
+from personas.spec import AgentsSpec
 
 from .gamespec import GameSpec, settings_key as key_of
 from .session import SessionOutcome
@@ -448,7 +449,7 @@ class Table:
 
     def spec(self) -> GameSpec:
         """The table's game as a ``lab.gamespec.GameSpec`` (its seats as they are now)."""
-        return GameSpec(self.task, ",".join(self.agents), self.config, self.game_id, self.settings_key,
+        return GameSpec(self.task, AgentsSpec.of_names(self.agents), self.config, self.game_id, self.settings_key,
                         extra_config=self.extra_config, remote_seats=tuple(sorted(self.remote)))
 
     def _seats(self) -> list[Any]:

@@ -16,7 +16,8 @@ Errors are :class:`PersonaSpecError` / :class:`UnknownPersona` with one-line mes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Sequence
 
 __all__ = ["AgentsSpec", "SeatSpec", "PersonaSpecError", "UnknownPersona", "SCRIPTED_NAMES", "PERSONAS",
            "ALIASES", "canonical_name", "valid_names", "compact_label"]
@@ -116,6 +117,8 @@ class AgentsSpec:
     """A parsed agents spec: one :class:`SeatSpec` per comma entry (a single entry means every seat)."""
 
     seats: tuple[SeatSpec, ...]
+    #: the label as given when it is not the canonical text (:meth:`of_names`); not compared
+    text: str | None = field(default=None, compare=False)
 
     @classmethod
     def parse(cls, text: "str | AgentsSpec") -> "AgentsSpec":
@@ -127,9 +130,23 @@ class AgentsSpec:
                                    f"(valid: {valid_names()})")
         return cls(tuple(SeatSpec.parse(p) for p in text.split(",")))
 
+    @classmethod
+    def of_names(cls, names: "Sequence[str]") -> "AgentsSpec":
+        """The spec of seats already made, one name per seat, each name kept exactly as given.
+
+        For a driver whose seats come from elsewhere (the app's personas, a table whose
+        lobby filled a seat, a study condition's partners, a seat factory's label): the
+        label it files the game under is those names joined, byte for byte (as saved
+        before); each seat is read from its name once (one no persona has is ``unknown``)."""
+        names = list(names)
+        return cls(tuple(SeatSpec.parse(n) for n in names), text=",".join(names))
+
     @property
     def label(self) -> str:
-        """The canonical text: ``"IMAP, imap"`` and ``"imap,imap"`` are the same table (same --resume key)."""
+        """The canonical text: ``"IMAP, imap"`` and ``"imap,imap"`` are the same table (same --resume key);
+        for :meth:`of_names`, the names as given."""
+        if self.text is not None:
+            return self.text
         return ",".join(s.name for s in self.seats)
 
     def __str__(self) -> str:

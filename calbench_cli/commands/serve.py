@@ -211,9 +211,11 @@ def handle(args: argparse.Namespace) -> int:
     from saves.lease import LeaseHeld
     from saves.store import Store, StoreError
 
+    from personas.spec import AgentsSpec
+
     from .run import build_llm_settings
 
-    llm, per_seat = build_llm_settings(args, ",".join(names))  # (None, None) without llm seats
+    llm, per_seat = build_llm_settings(args, AgentsSpec.of_names(names))  # (None, None) without llm seats
     if resume is not None and saved_llm:  # each LLM seat of a resumed table: the settings it was saved with
         per_seat = {**(per_seat or {}), **saved_llm}
 

@@ -29,6 +29,7 @@ from engine.game import resume_point
 from engine.gameid import game_id as new_game_id
 
 from ..gamespec import GameSpec, close_pools, game_config, settings_key
+from personas.spec import AgentsSpec
 from ..session import SessionOutcome
 from .assign import Game, assignment
 from .model import Questionnaire, Study, condition_task, practice_task, pool_tasks
@@ -417,7 +418,7 @@ class StudyRunner:
         seat_persona = self._seat(ctx, answered)
         ctx.seat_persona = seat_persona  # on resume it owes the grids due but not stored (engine.game.reflect_again)
         names = cond.partner_names(task.num_agents, g.seat)
-        spec = ",".join(names)
+        spec = AgentsSpec.of_names(names)  # the condition's seats, as named: parsed here once
         seats = make_personas(spec, task.num_agents, llm=self._llm_settings(cond), humans={g.seat: seat_persona},
                               fidelity=cond.fidelity)
         config = game_config(max_turns=cond.max_turns, channels=cond.channel_names(), deterministic=self.deterministic)

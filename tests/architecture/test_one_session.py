@@ -193,11 +193,12 @@ async def test_a_running_game_records_the_seats_it_records_at_the_end(tmp_path):
 
     from engine.taskref import resolve_tasks
     from lab.gamespec import GameSpec, game_config
+    from personas.spec import AgentsSpec
     from personas.registry import make_personas
     from saves.store import Store
 
     task = resolve_tasks("canonical:3")[0]
-    spec = GameSpec(task, "imap", game_config(deterministic=True), "g-running", "k")
+    spec = GameSpec(task, AgentsSpec.parse("imap"), game_config(deterministic=True), "g-running", "k")
     async with await Store.open(tmp_path / "s.db") as store:
         started = asyncio.Event()
 
@@ -213,7 +214,7 @@ async def test_a_running_game_records_the_seats_it_records_at_the_end(tmp_path):
         play.cancel()
         with pytest.raises(asyncio.CancelledError):
             await play
-    done = await GameSpec(task, "imap", game_config(deterministic=True), "g-done", "k").play(
+    done = await GameSpec(task, AgentsSpec.parse("imap"), game_config(deterministic=True), "g-done", "k").play(
         make_personas("imap", task.num_agents), stream=False)
     assert running["saved"]["status"] == "running"
     assert running["config"]["agents"] == done.trace["config"]["agents"]
@@ -223,12 +224,13 @@ async def test_a_running_game_records_the_seats_it_records_at_the_end(tmp_path):
 async def test_a_resume_is_refused_in_one_place_with_one_line(tmp_path):
     from engine.taskref import resolve_tasks
     from lab.gamespec import GameSpec, SetupError, game_config, load_resume
+    from personas.spec import AgentsSpec
     from personas.registry import make_personas
     from saves.store import Store
 
     task = resolve_tasks("canonical:3")[0]
     async with await Store.open(tmp_path / "s.db") as store:
-        await GameSpec(task, "imap", game_config(), "g-done", "k").play(make_personas("imap", task.num_agents),
+        await GameSpec(task, AgentsSpec.parse("imap"), game_config(), "g-done", "k").play(make_personas("imap", task.num_agents),
                                                                         store=store)
         with pytest.raises(SetupError, match="g-done is already completed; nothing to resume"):
             await load_resume(store, "g-done")
