@@ -14,9 +14,9 @@ and the mock LLM (``calbench_cli/commands/{saves,report,replay,oracle,scenario,r
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 from pathlib import Path
+
+from .astkit import house_counts
 
 REPO = Path(__file__).resolve().parents[2]
 COMMANDS = REPO / "calbench_cli" / "commands"
@@ -28,20 +28,12 @@ MAX_HANDLER_COMPLEXITY = 8
 LAB = ("lab/archive.py", "lab/report/saved.py", "lab/oracle_check.py", "lab/scenario.py", "lab/rescore.py")
 
 
-def _complexity():
-    spec = importlib.util.spec_from_file_location("house_counts", REPO / "benchmarks" / "house_counts.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("house_counts", mod)  # (its dataclass looks itself up there)
-    spec.loader.exec_module(sys.modules["house_counts"])
-    return sys.modules["house_counts"].complexity
-
-
 def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def test_each_handler_is_parse_call_print():
-    complexity = _complexity()
+    complexity = house_counts().complexity
     handlers: dict[str, int] = {}
     for name in THIN:
         for node in ast.walk(_tree(COMMANDS / name)):
