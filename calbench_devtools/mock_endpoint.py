@@ -102,7 +102,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from engine.actions import EnvelopeError, parse_envelope
 from engine.freetext import slot_statements
@@ -112,7 +112,8 @@ from engine.render import parse_calendar_render
 
 from personas.llm.prompts import HEADER_RE
 
-__all__ = ["MockLLMServer", "POLICIES", "FAULTS", "RequestRecord", "SLOPPY_MODES"]
+__all__ = ["MockLLMServer", "MockOptionError", "POLICIES", "FAULTS", "RequestRecord", "SLOPPY_MODES",
+           "serve_until_stopped"]
 
 POLICIES = ("cooperative", "silent", "chaos", "sloppy", "judge")
 #: Modes of the ``sloppy`` policy that copy a small model's habits (``MockLLMServer(sloppy_mode=...)``).
@@ -1303,3 +1304,58 @@ async def _deliver(writer: asyncio.StreamWriter, status: int, headers: dict[str,
         rec.client_gone = True
     rec.ended = time.perf_counter()
     return False
+
+
+# -- ``calbench mock-llm``: one server until Ctrl-C ---------------------------------------------
+
+class MockOptionError(ValueError):
+    """An option of ``calbench mock-llm`` out of range, or a port that cannot be listened on (one line)."""
+
+
+def serve_until_stopped(*, port: int = 8765, policy: str = "cooperative", latency: float = 0.0, seed: int = 0,
+                        retry_after: float = 1.0, context_limit: int | None = None, context_style: str = "openai",
+                        advertise_context: bool = False, sloppy_mode: str | None = None,
+                        slowgen: float | None = None,
+                        ready: Callable[[MockLLMServer], None] | None = None) -> dict[str, Any]:
+    """Serve on 127.0.0.1:``port`` until SIGINT or SIGTERM (``ready(server)`` once it listens);
+    return the server's request statistics (:meth:`MockLLMServer.stats`)."""
+    import signal
+
+    if not 0 <= port <= 65535:
+        raise MockOptionError(f"--port must be 0..65535, not {port}")
+    if latency < 0:
+        raise MockOptionError("--latency must be 0 or more seconds")
+    if retry_after < 0:
+        raise MockOptionError(f"--retry-after must be 0 or more seconds, not {retry_after:g}")
+    if slowgen is not None and not 0 < slowgen <= 60:
+        raise MockOptionError(f"--slowgen must be more than 0 and at most 60 seconds, not {slowgen:g}")
+    if context_limit is not None and context_limit < 64:
+        raise MockOptionError(f"--context-limit must be at least 64 tokens, not {context_limit}")
+    server = MockLLMServer(policy=policy, latency=latency, seed=seed, port=port, retry_after=retry_after,
+                           context_limit=context_limit, context_style=context_style,
+                           advertise_context=advertise_context, sloppy_mode=sloppy_mode, slowgen=slowgen)
+
+    async def serve() -> None:
+        try:
+            await server.start()
+        except OSError as exc:
+            raise MockOptionError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+        if ready:
+            ready(server)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
+                pass
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:  # pragma: no cover - platforms without add_signal_handler
+        pass
+    return server.stats()

@@ -21,7 +21,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Rescored", "rescore_games", "diff_scores"]
+__all__ = ["RescoreRefused", "Rescored", "diff_scores", "rescore_db", "rescore_games"]
 
 
 class RescoreRefused(Exception):
@@ -131,3 +131,16 @@ async def rescore_games(store: Any, game_ids: list[str] | None = None, *, dry_ru
         await store.finish_game(rec.game_id, new, status="completed")
         rec.written = True
     return out
+
+
+def rescore_db(db: str, game_ids: list[str] | None = None, *, dry_run: bool = False) -> list[Rescored]:
+    """:func:`rescore_games` over the save database at ``db`` (opened and closed here).
+
+    An empty id among ``game_ids`` raises :class:`RescoreRefused` before the database is
+    opened; the store's one-line errors (an unknown id, ...) are its ``StoreError``.
+    """
+    if game_ids is not None and any(not g.strip() for g in game_ids):
+        raise RescoreRefused("--games: an empty game id")
+    from lab.archive import with_store
+
+    return with_store(db, lambda store: rescore_games(store, game_ids, dry_run=dry_run))

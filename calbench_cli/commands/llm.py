@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..lab_errors import one_line
 from . import UserError
 
 
@@ -73,52 +74,19 @@ def register(subparsers) -> None:
 
 
 def handle_mock(args) -> int:
-    import asyncio
-    import signal
+    from calbench_devtools.mock_endpoint import MockOptionError, serve_until_stopped
 
-    from calbench_devtools.mock_endpoint import MockLLMServer
-
-    if not 0 <= args.port <= 65535:
-        raise UserError(f"--port must be 0..65535, not {args.port}")
-    if args.latency < 0:
-        raise UserError("--latency must be 0 or more seconds")
-    if args.retry_after < 0:
-        raise UserError(f"--retry-after must be 0 or more seconds, not {args.retry_after:g}")
-    if args.slowgen is not None and not 0 < args.slowgen <= 60:
-        raise UserError(f"--slowgen must be more than 0 and at most 60 seconds, not {args.slowgen:g}")
-    if args.context_limit is not None and args.context_limit < 64:
-        raise UserError(f"--context-limit must be at least 64 tokens, not {args.context_limit}")
-    server = MockLLMServer(policy=args.policy, latency=args.latency, seed=args.seed, port=args.port,
-                           retry_after=args.retry_after, context_limit=args.context_limit,
-                           context_style=args.context_style, advertise_context=args.advertise_context,
-                           sloppy_mode=getattr(args, "sloppy_mode", None), slowgen=args.slowgen)
-
-    async def serve() -> None:
-        try:
-            await server.start()
-        except OSError as exc:
-            raise UserError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
+    def ready(server) -> None:
         print(f"CalBench mock LLM at {server.base_url}  (policy={args.policy}, latency={args.latency:g}s, "
               f"seed={args.seed})", flush=True)
         print(f"Use it with: --base-url {server.base_url}   (any model name; no key needed). Ctrl-C to stop.",
               flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop.set)
-            except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
-                pass
-        try:
-            await stop.wait()
-        finally:
-            await server.stop()
 
-    try:
-        asyncio.run(serve())
-    except KeyboardInterrupt:  # pragma: no cover - platforms without add_signal_handler
-        pass
-    st = server.stats()
+    with one_line(MockOptionError):
+        st = serve_until_stopped(port=args.port, policy=args.policy, latency=args.latency, seed=args.seed,
+                                 retry_after=args.retry_after, context_limit=args.context_limit,
+                                 context_style=args.context_style, advertise_context=args.advertise_context,
+                                 sloppy_mode=args.sloppy_mode, slowgen=args.slowgen, ready=ready)
     print(f"\n{st['requests']} request(s); status {st['by_status']}; faults {st['faults']}; "
           f"prefix reuse {st['prefix_reuse_weighted']:.1%}")
     return 0

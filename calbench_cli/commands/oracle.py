@@ -1,12 +1,12 @@
-"""``calbench oracle``: solve every task of a file and compare with the file's optimum."""
+"""``calbench oracle``: solve every task of a file and compare with the file's optimum
+(the work is :mod:`lab.oracle_check`; this parses, shows a progress bar and prints)."""
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 
-from . import UserError
+from ..lab_errors import one_line
 
 
 def register(sub) -> None:
@@ -24,76 +24,18 @@ def register(sub) -> None:
     p.set_defaults(handler=handle)
 
 
-def check_task(task) -> dict:
-    from engine.oracle import difficulty_from_fraction, feasible_fraction, solve
-
-    t0 = time.perf_counter()
-    res = solve(task)
-    frac = feasible_fraction(task)
-    seconds = time.perf_counter() - t0
-    file_cost = (task.row.get("optimal") or {}).get("cost")
-    if file_cost is None:
-        status, reason = "unknown", "the file records no optimal.cost"
-    elif not res.feasible:
-        status = "disagree"
-        reason = ("no schedule fits every agent's errands (our exact errand-capacity constraint binds; "
-                  f"the relaxation without it costs {res.relaxed_cost})" if res.capacity_binds
-                  else "no feasible schedule exists")
-    elif res.cost == file_cost:
-        status, reason = "agree", ""
-    elif res.capacity_binds:
-        status = "disagree"
-        reason = (f"our exact errand-capacity constraint binds: without it the optimum is {res.relaxed_cost}, "
-                  "but that schedule leaves some displaced errand nowhere to go")
-    else:
-        status = "disagree"
-        reason = ("our optimum is lower than the file's" if res.cost < file_cost else "our optimum is higher than the file's")
-    return {
-        "task_id": task.task_id,
-        "optimal_cost": res.cost if res.feasible else None,
-        "file_optimal_cost": file_cost,
-        "agent_costs": list(res.agent_costs) if res.feasible else None,
-        "feasible_fraction": frac.value,
-        "feasible_fraction_exact": frac.exact,
-        "feasible_fraction_interval": [frac.low, frac.high],
-        "difficulty": difficulty_from_fraction(frac.value),
-        "seconds": round(seconds, 4),
-        "status": status,
-        "reason": reason,
-    }
-
-
 def handle(args) -> int:
-    from engine.model import TaskError
-    from engine.taskref import TaskRefError, resolve_tasks
-
-    try:
-        tasks = resolve_tasks(args.tasks)
-    except (TaskRefError, TaskError, OSError) as exc:
-        raise UserError(str(exc)) from None
-    rows = []
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("solving"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  transient=True, disable=len(tasks) < 5 or not sys.stderr.isatty()) as progress:
-        bar = progress.add_task("oracle", total=len(tasks))
-        from engine import oracle
+    from lab.oracle_check import OracleCheckError, check_tasks, load_tasks
 
-        if not args.time_limit > 0:
-            raise UserError("--time-limit must be a positive number of seconds")
-        old = oracle.set_time_limit(args.time_limit)
-        try:
-            for task in tasks:
-                try:
-                    rows.append(check_task(task))
-                except oracle.OracleTimeout:
-                    raise UserError(f"task {task.task_id}: the oracle did not solve it within "
-                                    f"{args.time_limit:g} s; give a longer --time-limit") from None
-                progress.advance(bar)
-        finally:
-            oracle.set_time_limit(old)
-    agree = sum(r["status"] == "agree" for r in rows)
-    disagree = sum(r["status"] == "disagree" for r in rows)
+    with one_line(OracleCheckError):
+        tasks = load_tasks(args.tasks)
+        with Progress(TextColumn("solving"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      transient=True, disable=len(tasks) < 5 or not sys.stderr.isatty()) as progress:
+            bar = progress.add_task("oracle", total=len(tasks))
+            done = check_tasks(tasks, time_limit=args.time_limit, advance=lambda: progress.advance(bar))
+    rows, agree, disagree = done.rows, done.agree, done.disagree
     if args.json:
         json.dump({"tasks": rows, "agree": agree, "disagree": disagree}, sys.stdout)
         sys.stdout.write("\n")

@@ -4,16 +4,14 @@ The trace is folded (``engine.trace.fold_trace``) — no persona is ever called 
 shown on :class:`calbench_tui.screens.replay.ReplayScreen`.  GAME is a saved game id (a
 unique prefix is enough) looked up in the save database; TRACE.json is a trace file,
 ours or the paper authors'.  Without an argument the list of saved games opens, from
-which any game can be replayed (and the report screen reached with ``r``).
+which any game can be replayed (and the report screen reached with ``r``).  The trace is
+loaded and checked by :mod:`lab.archive` (one call), then shown.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-from typing import Any
-
-from . import UserError, add_db_option, require_terminal, with_store
+from ..lab_errors import one_line
+from . import UserError, add_db_option, require_terminal
 
 
 def register(sub) -> None:
@@ -41,48 +39,21 @@ def _existing_db(arg: str | None) -> str:
     return path
 
 
-def load_trace(source: str, db: str | None, reveal: bool = False) -> dict[str, Any]:
-    """The trace named on the command line: a file if it exists, else a saved game
-    (refused while a human is still playing it, unless ``reveal``)."""
-    from .saves import read_trace_file, refuse_peeking
-
-    if os.path.exists(source):
-        if os.path.isdir(source):
-            raise UserError(f"{source} is a directory; give a trace file or a game id")
-        return read_trace_file(source)
-    if source.lower().endswith(".json") or os.sep in source:
-        raise UserError(f"{source}: no such file (and it does not look like a game id)")
-    trace = with_store(_existing_db(db), lambda store: store.load_trace(source))
-    refuse_peeking(trace, argparse.Namespace(reveal_all_seats=reveal), "replaying")
-    return trace
-
-
-def check_trace(trace: dict[str, Any], seat: int | None, source: str) -> None:
-    """Fail early, in one line, on a trace that cannot be folded or a seat it does not have."""
-    from engine.trace import TraceError, fold_trace
-
-    try:
-        res = fold_trace(trace)
-    except TraceError as exc:
-        raise UserError(f"{source}: {exc}") from None
-    n = len(res.initial_calendars)
-    if seat is not None and not 0 <= seat < n:
-        raise UserError(f"--seat {seat}: this game has seats 0-{n - 1}")
-
-
 def handle_replay(args) -> int:
+    from lab.archive import ArchiveError, check_replay, load_trace
+
     from calbench_tui.replay_app import ReplayApp
 
     if args.source is None:
         if args.seat is not None:
             raise UserError("--seat needs a GAME or TRACE.json to replay")
         app = ReplayApp(store_path=_existing_db(args.db), reveal_all_seats=args.reveal_all_seats)
-        require_terminal("calbench replay")
-        app.run()
-        return app.return_code or 0
-    trace = load_trace(args.source, args.db, args.reveal_all_seats)
-    check_trace(trace, args.seat, args.source)
-    app = ReplayApp(trace, seat=args.seat)
+    else:
+        with one_line(ArchiveError):
+            trace = load_trace(args.source, lambda: _existing_db(args.db), reveal=args.reveal_all_seats,
+                               what="replaying")
+            check_replay(trace, args.seat, args.source)
+        app = ReplayApp(trace, seat=args.seat)
     require_terminal("calbench replay")
     app.run()
     return app.return_code or 0

@@ -6,19 +6,18 @@ completion-conditioned regret and the first-speaker effect, split by cost settin
 ``--leaderboard`` adds OpenSkill ratings (SPEC §11); ``--plot FILE.png`` writes the
 privacy–cost plane to FILE.png, fairness to FILE-fairness.png and messages against
 excess to FILE-messages.png; ``--tui`` shows it all on the app's report screen.
-The numbers are defined in docs/reports.md and computed by :mod:`lab.report` and printed by ``calbench_tui/report_view.py``.
+The numbers are defined in docs/reports.md, gathered by one call to
+:func:`lab.report.saved.report_from_db` and printed by ``calbench_tui/report_view.py``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
-from . import UserError, add_db_option, db_path, existing_db, require_terminal, with_store
-
-GROUP_BY = ("persona", "model", "cost_mode")
+from ..lab_errors import one_line
+from . import UserError, add_db_option, existing_db, require_terminal
 
 
 def register(sub) -> None:
@@ -53,37 +52,6 @@ def register(sub) -> None:
     p.add_argument("--include-unverified", action="store_true",
                    help="also count imported traces that did not verify (stored with 'import --keep-unverified')")
     p.set_defaults(handler=handle_report)
-
-
-def task_ids(ref: str | None) -> list[str] | None:
-    if ref is None:
-        return None
-    from engine.taskref import TaskRefError, resolve_tasks
-
-    try:
-        tasks = resolve_tasks(ref)
-    except TaskRefError as exc:
-        raise UserError(str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"--tasks {ref}: {exc}") from None
-    return sorted({t.task_id for t in tasks})
-
-
-def load(path: str, ids: list[str] | None,
-         include_unverified: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(game_results rows, traces of those games) from the database at ``path``."""
-
-    async def main(store):
-        from saves.guard import admit
-
-        rows = await store.game_results(task_id=ids, include_unverified=include_unverified)
-        gids = list(dict.fromkeys(r["game_id"] for r in rows))
-        traces = [await store.load_trace(g) for g in gids]
-        # the one guard: a game a person is still playing never reaches a report
-        keep = {t["game_id"] for t in traces if admit(t, reveal=False)}
-        return [r for r in rows if r["game_id"] in keep], [t for t in traces if t["game_id"] in keep]
-
-    return with_store(path, main)
 
 
 def llm_table(llm: dict[str, Any]):
@@ -141,84 +109,56 @@ def handle_report(args) -> int:
         from .study import report_study
 
         return report_study(args)
-    if args.group_by not in GROUP_BY:
-        raise UserError(f"--group-by must be one of {', '.join(GROUP_BY)}, not {args.group_by!r}")
     if sum(map(bool, (args.json, args.csv, args.tui))) > 1:
         raise UserError("choose one of --json, --csv and --tui")
-    if args.plot is not None:
-        name = os.path.basename(os.path.normpath(args.plot)) if args.plot.strip() else ""
-        if not name or os.path.isdir(args.plot) or args.plot.endswith(("/", os.sep)) or name.startswith("."):
-            raise UserError(f"--plot {args.plot!r}: give a file name such as results.png "
-                            "(results-fairness.png and results-messages.png are written beside it)")
-        folder = os.path.dirname(os.path.abspath(args.plot))
-        if not os.path.isdir(folder):
-            raise UserError(f"cannot write {args.plot}: the folder {folder} does not exist")
-    prices = None
-    if args.prices:
-        from lab.llm_costs import PricesError, load_prices
+    from lab.report.saved import ReportError, report_from_db
 
-        try:
-            prices = load_prices(args.prices)
-        except PricesError as exc:
-            raise UserError(str(exc)) from None
     path = existing_db(args.db)
-    ids = task_ids(args.tasks)
-    rows, traces = load(path, ids, getattr(args, "include_unverified", False))
-
-    import lab.report as reporting
-
-    from calbench_tui import report_view
-
-    report = reporting.build_report(rows, traces, group_by=args.group_by, with_leaderboard=args.leaderboard)
-    from lab.llm_costs import llm_report
-
-    llm = llm_report(traces, prices)
-    if llm["rows"]:
-        report["llm"] = {"currency": llm["currency"], "rows": llm["rows"]}
-    from lab.llm_calls import llm_call_rows
-
-    calls = llm_call_rows(traces)  # per LLM setting: calls, retries, latency, failure kinds (issue 22.9)
-    if calls:
-        report["llm_calls"] = calls
-    written: list[str] = []
-    if args.plot:
-        try:
-            written = reporting.write_plots(report, args.plot)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"cannot write the plots to {args.plot}: {exc}") from None
-        report["plots"] = written
-
+    with one_line(ReportError):
+        saved = report_from_db(path, tasks=args.tasks, group_by=args.group_by, leaderboard=args.leaderboard,
+                               include_unverified=args.include_unverified, prices=args.prices, plot=args.plot)
     if args.tui:
         require_terminal("calbench report --tui")
-        from textual.app import App
+        _show_in_app(saved.rows, saved.traces, args.group_by)
+    elif args.json:
+        import lab.report as reporting
 
-        from calbench_tui.screens.report import ReportScreen
+        print(json.dumps(reporting.public(saved.report), indent=2, ensure_ascii=False))
+    elif args.csv:
+        import lab.report as reporting
 
-        class _ReportApp(App):
-            TITLE = "CalBench report"
-            ENABLE_COMMAND_PALETTE = False
+        sys.stdout.write(reporting.report_csv(saved.report))
+    else:
+        _print_report(saved.report, saved.written, path, args.tasks)
+    return 0
 
-            def on_mount(self) -> None:
-                self.push_screen(ReportScreen(rows=rows, traces=traces, group_by=args.group_by),
-                                 callback=lambda _: self.exit())
 
-        _ReportApp().run()
-        return 0
-    if args.json:
-        print(json.dumps(reporting.public(report), indent=2, ensure_ascii=False))
-        return 0
-    if args.csv:
-        sys.stdout.write(reporting.report_csv(report))
-        return 0
+def _show_in_app(rows: list[dict[str, Any]], traces: list[dict[str, Any]], group_by: str) -> None:
+    from textual.app import App
 
+    from calbench_tui.screens.report import ReportScreen
+
+    class _ReportApp(App):
+        TITLE = "CalBench report"
+        ENABLE_COMMAND_PALETTE = False
+
+        def on_mount(self) -> None:
+            self.push_screen(ReportScreen(rows=rows, traces=traces, group_by=group_by),
+                             callback=lambda _: self.exit())
+
+    _ReportApp().run()
+
+
+def _print_report(report: dict[str, Any], written: list[str], path: str, tasks: str | None) -> None:
     from rich.console import Console
+
+    from calbench_tui import report_view
+    from calbench_tui.safe_text import markup
 
     console = Console()
     if not console.is_terminal:  # piped or redirected: do not squeeze the tables into 80 columns
         console = Console(width=max(console.width, 150))
-    from calbench_tui.safe_text import markup
-
-    scope = f" (tasks {markup(args.tasks)})" if args.tasks else ""
+    scope = f" (tasks {markup(tasks)})" if tasks else ""
     console.print(f"[bold]CalBench report[/] — {markup(path)}{scope}", highlight=False)
     for part in report_view.report_renderables(report):
         console.print(part)
@@ -231,4 +171,3 @@ def handle_report(args) -> int:
         console.print()
     for f in written:
         console.print(f"wrote {markup(f)}", highlight=False)
-    return 0

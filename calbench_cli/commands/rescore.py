@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import UserError, add_db_option, existing_db, with_store
+from ..lab_errors import one_line
+from . import add_db_option, existing_db
 
 MAX_LINES_PER_GAME = 12
 
@@ -39,42 +40,35 @@ def _val(x: Any) -> str:
 
 
 def handle_rescore(args) -> int:
-    from lab.rescore import RescoreRefused, rescore_games
+    from lab.rescore import RescoreRefused, rescore_db
 
-    path = existing_db(args.db)
-    if args.games is not None:
-        bad = [g for g in args.games if not g.strip()]
-        if bad:
-            raise UserError("--games: an empty game id")
-
-    async def go(store):
-        try:
-            return await rescore_games(store, args.games, dry_run=args.dry_run)
-        except RescoreRefused as exc:
-            raise UserError(str(exc)) from None
-
-    results = with_store(path, go)
+    with one_line(RescoreRefused):
+        results = rescore_db(existing_db(args.db), args.games, dry_run=args.dry_run)
     counts = {"changed": 0, "unchanged": 0, "skipped": 0}
     for r in results:
         counts[r.status] += 1
-        gid = r.game_id[:8]
-        if r.status == "skipped":
-            print(f"{gid}  skipped: {r.reason}")
-            continue
-        versions = (f"scorers {_v(r.old_versions)}" if r.old_versions == r.new_versions
-                    else f"scorers {_v(r.old_versions)} -> {_v(r.new_versions)}")
-        if r.status == "unchanged":
-            print(f"{gid}  unchanged ({versions})")
-            continue
-        verb = "would change" if args.dry_run else "rescored"
-        what = f"{len(r.changes)} figure(s)" if r.changes else "no figure changed, versions recorded"
-        print(f"{gid}  {verb}: {what} ({versions})")
-        for i, (p, (old, new)) in enumerate(r.changes.items()):
-            if i == MAX_LINES_PER_GAME:
-                print(f"    ... and {len(r.changes) - i} more")
-                break
-            print(f"    {p}: {_val(old)} -> {_val(new)}")
+        _print_result(r, args.dry_run)
     tail = " (dry run: nothing written)" if args.dry_run else ""
     print(f"{len(results)} game(s): {counts['changed']} changed, {counts['unchanged']} unchanged, "
           f"{counts['skipped']} skipped{tail}")
     return 0
+
+
+def _print_result(r, dry_run: bool) -> None:
+    gid = r.game_id[:8]
+    if r.status == "skipped":
+        print(f"{gid}  skipped: {r.reason}")
+        return
+    versions = (f"scorers {_v(r.old_versions)}" if r.old_versions == r.new_versions
+                else f"scorers {_v(r.old_versions)} -> {_v(r.new_versions)}")
+    if r.status == "unchanged":
+        print(f"{gid}  unchanged ({versions})")
+        return
+    verb = "would change" if dry_run else "rescored"
+    what = f"{len(r.changes)} figure(s)" if r.changes else "no figure changed, versions recorded"
+    print(f"{gid}  {verb}: {what} ({versions})")
+    for i, (p, (old, new)) in enumerate(r.changes.items()):
+        if i == MAX_LINES_PER_GAME:
+            print(f"    ... and {len(r.changes) - i} more")
+            break
+        print(f"    {p}: {_val(old)} -> {_val(new)}")

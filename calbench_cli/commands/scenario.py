@@ -1,4 +1,5 @@
-"""``calbench scenario``: generate (or look up) one task row and show it."""
+"""``calbench scenario``: generate (or look up) one task row and show it (the task comes
+from one call to :func:`lab.scenario.scenario_task`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import json
 import sys
 
-from . import UserError
+from ..lab_errors import one_line
 
 
 def _number_or_list(kind):
@@ -46,49 +47,12 @@ def register(sub) -> None:
 
 
 def handle(args) -> int:
-    from engine import oracle
-    from engine.model import TaskError
+    from lab.scenario import ScenarioError, scenario_task
 
-    if not args.time_limit > 0:
-        raise UserError("--time-limit must be a positive number of seconds")
-    old = oracle.set_time_limit(args.time_limit)
-    try:
-        return _handle(args)
-    except oracle.OracleTimeout:
-        raise UserError(f"the oracle did not solve this scenario within {args.time_limit:g} s "
-                        f"({args.agents} agents, {args.slots} slots, {args.meetings} meetings); try a smaller "
-                        "scenario or a longer --time-limit") from None
-    except TaskError as exc:
-        raise UserError(str(exc)) from None
-    finally:
-        oracle.set_time_limit(old)
-
-
-def _handle(args) -> int:
-    from engine.model import TaskError
-
-    try:
-        if args.task is not None:
-            if not args.task.strip():
-                raise UserError("--task needs a reference, e.g. canonical:7, seed:7 or FILE.jsonl:ID")
-            from engine.taskref import TaskRefError, resolve_tasks
-
-            try:
-                tasks = resolve_tasks(args.task)
-            except TaskRefError as exc:
-                raise UserError(str(exc)) from None
-            if len(tasks) != 1:
-                raise UserError(f"--task {args.task!r} names {len(tasks)} tasks; name exactly one (e.g. canonical:7)")
-            task = tasks[0]
-        else:
-            from engine.generate import generate_scenario
-
-            task = generate_scenario(
-                args.seed if args.seed is not None else 0, num_agents=args.agents, num_slots=args.slots,
-                num_meetings=args.meetings, density=args.density, blocked=args.blocked, cost_mode=args.cost,
-                participants_per_meeting=args.participants)
-    except TaskError as exc:
-        raise UserError(str(exc)) from None
+    with one_line(ScenarioError):
+        task = scenario_task(task=args.task, seed=args.seed, agents=args.agents, slots=args.slots,
+                             meetings=args.meetings, participants=args.participants, density=args.density,
+                             blocked=args.blocked, cost=args.cost, time_limit=args.time_limit)
     if args.json:
         sys.stdout.write(json.dumps(task.to_row()) + "\n")
         return 0

@@ -64,7 +64,7 @@ def _mutate(obj, paths, picks, values):
 
 
 async def _import(trace):
-    from calbench_cli.commands.saves import import_verified
+    from lab.archive import import_verified
 
     async with await Store.open(":memory:") as store:
         try:
