@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from engine import suitegen
 from engine.model import Task
 from engine.suitegen import BUCKETS, Candidate, SuiteConfig
 
-__all__ = ["GeneratedSuite", "ProgressFn", "default_workers", "generate_suite", "inspect_suite"]
+__all__ = ["GeneratedSuite", "ProgressFn", "SuiteFileError", "default_workers", "generate_suite", "inspect_suite",
+           "generate_suite_files", "load_suite_file", "suite_outputs", "check_workers"]
 
 #: ``progress(phase, done, total)``; phases: "scoring", "building", "checking".
 ProgressFn = Callable[[str, int, int], None]
@@ -241,3 +243,109 @@ def inspect_suite(tasks: Sequence[Task], *, workers: int | None = None,
         "unbalanced_cells": unbalanced,
         "rows": checked,
     }
+
+
+# ---------------------------------------------------------------------------------
+# Files: what ``calbench suite generate`` / ``show`` read and write
+# ---------------------------------------------------------------------------------
+class SuiteFileError(ValueError):
+    """A suite file (config, task file, output, summary) that cannot be used; one line."""
+
+
+def check_workers(n: int | None) -> int | None:
+    """``--workers``: None (every core) or 1 or more."""
+    if n is not None and n < 1:
+        raise SuiteFileError(f"--workers {n}: give 1 or more processes")
+    return n
+
+
+def _check_output(path: Path, what: str) -> None:
+    if path.is_dir():
+        raise SuiteFileError(f"{what} {path} is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise SuiteFileError(f"{what} {path}: the directory {path.parent} does not exist")
+
+
+def _make_folders(*paths: Path | None) -> None:
+    for path in paths:
+        if path is not None and not path.parent.exists():
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise SuiteFileError(f"cannot make the folder {path.parent}: {exc.strerror or exc}") from None
+
+
+def suite_outputs(config: SuiteConfig, config_path: str, *, output: str | None = None,
+                  summary: str | None = None) -> tuple[Path, Path | None]:
+    """Where a generated suite's rows (``.jsonl``) and summary (``.json``, or None) go: ``-o`` /
+    ``--summary``, else a taskgen config's own ``output`` / ``summary_output`` (relative to
+    the config file; their folders made if missing, as the authors' generator does)."""
+    if output is not None:
+        out = Path(output)
+        if out.suffix != ".jsonl":
+            raise SuiteFileError(f"-o {out}: a task file ends in .jsonl")
+    elif config.output is not None:
+        out = Path(config.output)
+        summary = summary if summary is not None else config.summary_output
+        _make_folders(out, Path(summary) if summary else None)
+    else:
+        raise SuiteFileError("-o FILE.jsonl is needed: this config names no output file")
+    _check_output(out, "-o")
+    summary_path = Path(summary) if summary else None
+    if summary_path is not None:
+        if summary_path.suffix != ".json":
+            raise SuiteFileError(f"--summary {summary_path}: the summary is a .json file")
+        _check_output(summary_path, "--summary")
+    if Path(config_path).resolve() in {out.resolve(), *([summary_path.resolve()] if summary_path else [])}:
+        raise SuiteFileError("the output would overwrite the config; give another file name")
+    return out, summary_path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it (never half a file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise SuiteFileError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def generate_suite_files(config_path: str, *, output: str | None = None, summary: str | None = None,
+                         workers: int | None = None,
+                         progress: ProgressFn | None = None) -> tuple[dict[str, Any], Path | None]:
+    """``calbench suite generate``: read the config, generate the suite, write the task file
+    (and the summary); returns the summary (with ``output``) and where it was written (or None).
+    Raises ``SuiteConfigError``, ``SuiteGenerationError`` or :class:`SuiteFileError` (one line each)."""
+    import json
+
+    config = suitegen.load_config(config_path)
+    out, summary_path = suite_outputs(config, config_path, output=output, summary=summary)
+    result = generate_suite(config, workers=check_workers(workers), progress=progress)
+    write_atomic(out, result.text)
+    doc = {**result.summary, "output": str(out)}
+    if summary_path is not None:
+        write_atomic(summary_path, json.dumps(doc, indent=2) + "\n")
+    return doc, summary_path
+
+
+def load_suite_file(raw: str) -> list[Task]:
+    """The tasks of a task file for ``calbench suite show`` (ours or the authors')."""
+    from engine.model import TaskError
+    from engine.taskref import load_task_file
+
+    path = Path(raw)
+    if not raw.strip():
+        raise SuiteFileError("suite show needs a task file, e.g. calbench suite show study.jsonl")
+    if path.is_dir():
+        raise SuiteFileError(f"{path} is a folder; give a task file (.jsonl) in it")
+    if not path.is_file():
+        raise SuiteFileError(f"no such file {path}")
+    try:
+        tasks = load_task_file(path)
+    except TaskError as exc:
+        raise SuiteFileError(str(exc)) from None
+    if not tasks:
+        raise SuiteFileError(f"{path} holds no tasks")
+    return tasks

@@ -14,12 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from . import ArgumentParser, UserError, add_db_option, check_db, db_path, game_options, require_terminal
-
-
-#: The environment variable a join code may be given in (the browser page's app processes
-#: get their code this way, so it never shows in the process list).
-CODE_ENV = "CALBENCH_JOIN_CODE"
+from . import ArgumentParser, UserError, add_db_option, db_path, game_options, require_terminal
 
 
 def code_argv(argv: list[str]) -> list[str]:
@@ -32,25 +27,9 @@ def code_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def _join_code(args: argparse.Namespace) -> str | None:
-    """The code from --code, --code-file or the environment (in that order); None to ask on screen."""
-    if args.code:
-        return args.code.strip() or None
-    if args.code_file:
-        try:
-            with open(args.code_file, encoding="utf-8") as fh:
-                text = fh.read(4096)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"--code-file {args.code_file}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
-        lines = text.strip().splitlines()
-        if not lines:
-            raise UserError(f"--code-file {args.code_file} is empty")
-        return lines[0].strip()
-    env = os.environ.get(CODE_ENV, "").strip()
-    return env or None
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from lab.launch import CODE_ENV  # the environment variable a join code may be given in
+
     p = ArgumentParser(
         prog="calbench-play",
         description="Play one seat of a CalBench game in the terminal: talk, propose, decide, and see how "
@@ -94,103 +73,85 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def join_url(raw: str) -> str:
-    """``ws://HOST:PORT/table`` from what a participant may paste (http links, a bare host:port)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    text = raw.strip()
-    if "://" not in text:
-        text = "ws://" + text
-    parts = urlsplit(text)
-    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
-    if scheme is None or not parts.hostname:
-        raise UserError(f"--join {raw!r} is not a table address; expected ws://HOST:PORT/table")
-    try:
-        parts.port
-    except ValueError:
-        raise UserError(f"--join {raw!r} has a bad port") from None
-    path = parts.path if parts.path not in ("", "/") else "/table"
-    return urlunsplit((scheme, parts.netloc, path, "", ""))
-
-
 def _handle_join(args: argparse.Namespace) -> int:
-    from calbench_tui.app import binding_ids, make_app
-    from calbench_tui.settings import Settings, SettingsError, load_keymap
+    from calbench_tui.app import make_app
+    from calbench_tui.settings import Settings
+    from lab.gamespec import SetupError
+    from lab.launch import prepare_join
 
-    url = join_url(args.join)
     local = [f"--{n.replace('_', '-')}" for n in ("seat", "agents", "task", "seed", "resume", "base_url")
              if getattr(args, n) is not None] + (["--setup"] if args.setup else [])
-    if local:
-        raise UserError(f"{', '.join(local)} set up a game on this machine; with --join the table decides "
-                        "(leave them out)")
-    code = _join_code(args)
     try:
-        keymap = load_keymap(args.keys, binding_ids())
-    except SettingsError as exc:
+        join = prepare_join(args.join, local_options=local, code=args.code, code_file=args.code_file)
+    except SetupError as exc:
         raise UserError(str(exc)) from None
-    app = make_app(settings=Settings(join=url, code=code, keymap=keymap,
+    app = make_app(settings=Settings(join=join.url, code=join.code, keymap=_keymap(args),
                                      show_help=args.help_screen or not args.no_intro))
+    _run_app(app)
+    if app.error:  # the table ended the seat: opened elsewhere, cancelled, or stopped by the host
+        print(f"The table closed your seat: {app.error}.")
+    elif app.status in ("running", "stopped"):
+        print(f"You left the table. Rejoin with: calbench-play --join {join.url} --code={app.settings.code or 'CODE'}")
+    return 0
+
+
+def _run_app(app) -> None:
+    """Run the full-screen app (a terminal is needed); a mistake it found (code 2) is one line."""
     require_terminal("calbench-play")
     app.run()
     if app.error and app.return_code == 2:
         raise UserError(app.error)
-    if app.error:  # the table ended the seat: opened elsewhere, cancelled, or stopped by the host
-        print(f"The table closed your seat: {app.error}.")
-    elif app.status in ("running", "stopped"):
-        print(f"You left the table. Rejoin with: calbench-play --join {url} --code={app.settings.code or 'CODE'}")
-    return 0
 
 
 def handle(args: argparse.Namespace) -> int:
-    from calbench_tui.settings import Settings, SettingsError, load_keymap, seed_of_ref
-
     if args.list_keys:
         return _list_keys(args)
-
     if args.join is not None:
         return _handle_join(args)
     if args.code or args.code_file:
         raise UserError("--code goes with --join URL")
 
-    if args.seat is not None and args.seat < 0:
-        raise UserError(f"--seat must be 0 or more, not {args.seat}")
-    channels = game_options(args)
+    from calbench_tui.app import make_app
+    from lab.gamespec import SetupError
+    from lab.launch import prepare_play
 
-    from calbench_tui.app import binding_ids, make_app
+    settings = _settings(args)
+    llm, per_seat, overrides = _llm_settings(args)  # used only by llm seats (also those of a resumed game)
+    store_path = db_path(args.db)
+    try:
+        launch = prepare_play(seat=args.seat, task_ref=args.task, resume=args.resume, agents=args.agents,
+                              db=store_path, llm=llm, per_seat=per_seat, overrides=overrides)
+    except SetupError as exc:
+        raise UserError(str(exc)) from None
+    app = make_app(settings=settings, task=launch.task, llm=llm, store_path=store_path)
+    app.resume_endpoints_checked = launch.resume_checked  # the app does not ask the endpoints a second time
+    app.llm_per_seat = per_seat  # --personas: seats with their own model, endpoint and sampling
+    app.llm_overrides = overrides  # --resume: LLM options given again replace the saved ones
+    _run_app(app)
+    if app.game_id and app.status in ("stopped", "running"):
+        print(f"Game {app.game_id} saved as stopped. Continue it with: {resume_command(app.game_id, args.db)}")
+    elif app.game_id and app.status == "completed":
+        print(f"Game {app.game_id} saved. Replay it with: calbench replay {app.game_id[:8]}")
+    return 0
+
+
+def _keymap(args: argparse.Namespace):
+    """The key bindings of --keys (or keys.toml), as a one-line error when the file is wrong."""
+    from calbench_tui.app import binding_ids
+    from calbench_tui.settings import SettingsError, load_keymap
 
     try:
-        keymap = load_keymap(args.keys, binding_ids())
+        return load_keymap(args.keys, binding_ids())
     except SettingsError as exc:
         raise UserError(str(exc)) from None
 
-    task = None
-    if args.task and seed_of_ref(args.task) is not None and not args.resume:
-        if args.seat is not None and args.seat >= 5:  # a generated scenario (with --cost), built by the app
-            raise UserError(f"--seat {args.seat} does not exist: a generated scenario has seats 0-4")
-    elif args.task and not args.resume:
-        from engine.model import TaskError
-        from engine.taskref import TaskRefError, hydrate_labels, resolve_tasks
 
-        try:
-            tasks = resolve_tasks(args.task)
-        except (TaskRefError, TaskError, OSError) as exc:
-            raise UserError(str(exc)) from None
-        if len(tasks) != 1:
-            raise UserError(f"--task {args.task!r} names {len(tasks)} tasks; name one (e.g. canonical:7)")
-        task = hydrate_labels(tasks[0])
-        if args.seat is not None and args.seat >= task.num_agents:
-            raise UserError(f"--seat {args.seat} does not exist: the task has seats 0-{task.num_agents - 1}")
-    elif args.seat is not None and args.seat >= 5 and not args.resume:
-        raise UserError(f"--seat {args.seat} does not exist: a generated scenario has seats 0-4")
+def _settings(args: argparse.Namespace):
+    """The app's ``Settings`` from the options (channels and key bindings read as one-line errors)."""
+    from calbench_tui.settings import Settings
 
-    llm_available = bool(args.base_url or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
-    llm, per_seat, overrides = _llm_settings(args)  # used only by llm seats (also those of a resumed game)
-    if args.agents and _spec_uses_llm(args.agents):
-        _check_llm_key(llm)  # an llm seat without a key: one line now, not a failure at every turn
-        for st in per_seat.values():
-            _check_llm_key(st)
-
-    settings = Settings(
+    channels = game_options(args)
+    return Settings(
         seat=args.seat,
         agents=args.agents,
         task=args.task,
@@ -203,53 +164,9 @@ def handle(args: argparse.Namespace) -> int:
         max_turns_per_round=args.max_turns,
         show_help=args.help_screen or not args.no_intro,
         setup=args.setup or (args.seat is None and not args.resume),
-        keymap=keymap,
-        llm_available=llm_available,
+        keymap=_keymap(args),
+        llm_available=bool(args.base_url or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")),
     )
-    store_path = db_path(args.db)
-    check_db(store_path)  # a bad --db is one line here, not a traceback from inside the app
-    checked = False
-    if args.resume:  # before the screen opens: an LLM endpoint of the saved game that does not answer is one line
-        checked = check_resume_endpoints(args.resume, store_path, llm, overrides)
-    app = make_app(settings=settings, task=task, llm=llm, store_path=store_path)
-    app.resume_endpoints_checked = checked  # the app does not ask the endpoints a second time
-    app.llm_per_seat = per_seat  # --personas: seats with their own model, endpoint and sampling
-    app.llm_overrides = overrides  # --resume: LLM options given again replace the saved ones
-    require_terminal("calbench-play")
-    app.run()
-    if app.error and app.return_code == 2:
-        raise UserError(app.error)
-    if app.game_id and app.status in ("stopped", "running"):
-        print(f"Game {app.game_id} saved as stopped. Continue it with: {resume_command(app.game_id, args.db)}")
-    elif app.game_id and app.status == "completed":
-        print(f"Game {app.game_id} saved. Replay it with: calbench replay {app.game_id[:8]}")
-    return 0
-
-
-def check_resume_endpoints(game: str, db: str, llm, overrides: dict | None = None) -> bool:
-    """Refuse (UserError, one line) to resume a game another process plays, one served to
-    remote players, or one whose LLM seats' endpoints do not answer (``lab.gamespec.load_resume``);
-    True when the game was found and checked.
-
-    An unknown id is left to the app, which says so in its own words."""
-    from lab.gamespec import SetupError, load_resume
-
-    from . import with_store
-
-    async def main(store):
-        try:
-            await store.load_trace(game)
-        except Exception:
-            return False
-        try:
-            await load_resume(store, game, llm=llm, overrides=overrides, served=False, db=db or None)
-        except SetupError as exc:
-            raise UserError(str(exc)) from None
-        return True
-
-    if db != ":memory:" and not db.startswith("file:") and not os.path.exists(db):
-        return False
-    return bool(with_store(db, main))
 
 
 def resume_command(game_id: str, db: str | None = None) -> str:
@@ -282,26 +199,6 @@ def _list_keys(args: argparse.Namespace) -> int:
         print(f"{ident:<24} {shown:<22} {desc}")
     print("\nRemap in keys.toml ([keys] id = \"key,key\"), e.g.  end_turn = \"ctrl+t\"")
     return 0
-
-
-def _spec_uses_llm(spec: str) -> bool:
-    from personas.spec import AgentsSpec, PersonaSpecError
-
-    try:
-        return AgentsSpec.parse(spec).uses_llm
-    except PersonaSpecError:  # an empty spec: the app says so
-        return False
-
-
-def _check_llm_key(llm) -> None:
-    """The same start-up checks as ``calbench run``: a usable endpoint URL and a key (or a local endpoint)."""
-    from personas.llm.settings import LLMConfigError
-
-    try:
-        llm.check_base_url()
-        llm.resolve_api_key()
-    except LLMConfigError as exc:
-        raise UserError(str(exc)) from None
 
 
 def _llm_settings(args: argparse.Namespace):

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import os
 import sys
 from typing import Any
 
-from personas.spec import AgentsSpec, PersonaSpecError
+from personas.spec import AgentsSpec
 
 from calbench_tui.safe_text import cell, markup, plain
 from . import UserError, add_db_option, db_path, game_options
@@ -95,19 +93,6 @@ def register(subparsers) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-def parse_shard(raw: str | None) -> tuple[int, int] | None:
-    if raw is None:
-        return None
-    try:
-        i_s, n_s = raw.split("/")
-        i, n = int(i_s), int(n_s)
-    except ValueError:
-        raise UserError(f"--shard must look like I/N (e.g. 1/4), got {raw!r}") from None
-    if n < 1 or not 1 <= i <= n:
-        raise UserError(f"--shard {raw}: need 1 ≤ I ≤ N")
-    return i, n
-
-
 def build_llm_settings(args, spec: AgentsSpec | str):
     """(LLMSettings, {seat: LLMSettings} from --personas or None) for a spec with LLM seats, else (None, None).
 
@@ -153,125 +138,49 @@ def build_judge_settings(args, llm):
     return judge
 
 
-def _check_spec(spec: AgentsSpec, num_agents: int, settings, task_id: str) -> None:
-    """Fail early, with the list of valid names, on an unknown persona or a wrong seat count."""
-    from personas.registry import UnknownPersona
-
-    from lab import runner
-
-    try:
-        runner.make_seats_for(spec, num_agents, settings)
-    except UnknownPersona as exc:
-        raise UserError(str(exc)) from None
-    except PersonaSpecError as exc:
-        raise UserError(f"{exc} (task {task_id} has {num_agents} agents)") from None
-    except ValueError as exc:  # LLMConfigError and friends
-        raise UserError(f"--agents {spec}: {exc}") from None
-
-
 def handle(args) -> int:
-    from engine.model import TaskError
-    from engine.taskref import TaskRefError, resolve_tasks
-
-    from lab import runner
-    from lab.executors import ExecutorError
-    from saves.store import StoreError
+    from lab.gamespec import SetupError
+    from lab.runner import RunError
+    from lab.runplan import plan_run, play_run
 
     from ..progress import progress_bar
 
-    channels = game_options(args)
-    if args.retries < 0:
-        raise UserError("--retries must be 0 or more")
-    if args.concurrency is not None and args.concurrency < 1:
-        raise UserError("--concurrency must be at least 1")
-    executor = None
-    if args.executor == "ray":
-        from lab.executors import RAY_MISSING, RayOptions, ray_available, ray_executor
+    try:
+        plan = plan_run(args.tasks, args.agents, channels=game_options(args), max_turns=args.max_turns,
+                        retries=args.retries, deterministic=args.deterministic, concurrency=args.concurrency,
+                        executor=args.executor, address=args.address, shard=args.shard)
+        llm, per_seat = build_llm_settings(args, plan.spec)
+        result = play_run(plan, db=db_path(args.db), llm=llm, personas=per_seat,
+                          judge=build_judge_settings(args, llm), fidelity=getattr(args, "fidelity", None),
+                          personas_file=getattr(args, "personas", None), resume=args.resume,
+                          progress_bar=progress_bar, notice=lambda line: print(plain(line), file=sys.stderr))
+    except (SetupError, RunError) as exc:
+        raise UserError(str(exc)) from None
+    _print_result(args, result)
+    return result.exit_code(keep_going=getattr(args, "keep_going", False))
 
-        if not ray_available():
-            raise UserError(RAY_MISSING)
-        executor = ray_executor(RayOptions(address=args.address))
-    elif args.address:
-        raise UserError("--address needs --executor ray")
-    sh = parse_shard(args.shard)
-    if not args.agents.strip():
-        raise UserError("--agents needs a persona name, e.g. imap")
-    try:
-        spec = AgentsSpec.parse(args.agents.strip())  # parsed once; everything below uses it
-    except PersonaSpecError as exc:
-        raise UserError(str(exc)) from None
-    try:
-        tasks = resolve_tasks(args.tasks)
-    except (TaskRefError, TaskError) as exc:
-        raise UserError(str(exc)) from None
-    if not tasks:
-        raise UserError(f"--tasks {args.tasks} names no tasks")
-    llm, per_seat = build_llm_settings(args, spec)
-    judge = build_judge_settings(args, llm)
-    fidelity = _fidelity(args)
-    settings = runner.RunSettings(channels=channels, max_turns=args.max_turns, retries=args.retries,
-                                  deterministic=args.deterministic, llm=llm, personas=per_seat, judge=judge,
-                                  fidelity=fidelity)
-    for n, tid in sorted({t.num_agents: t.task_id for t in reversed(tasks)}.items()):
-        _check_spec(spec, n, settings, tid)
-    if sh:
-        tasks = runner.shard(tasks, *sh)
-    path = db_path(args.db)
-    scripted = not spec.uses_llm
-    cpus = os.cpu_count() or 1
-    if args.concurrency:
-        k = args.concurrency
-    elif scripted:  # CPU-bound: one process per CPU, unless the suite is too small to bother
-        k = cpus if len(tasks) >= 16 else 1
-    else:
-        k = 4
-    # Scripted seats are CPU-bound: K > 1 means K processes (capped at the CPU count);
-    # LLM seats wait on the network: K games in flight in one process.
-    processes = min(k, cpus, len(tasks)) if scripted else 1
-    if executor is None and processes > 1 and "fork" in multiprocessing.get_all_start_methods():
-        from lab.executors import process_executor
 
-        executor = process_executor(processes)  # worker processes play, this one writes
-    try:
-        games = runner.run_cli_suite(tasks, spec, db=path, settings=settings,
-                                     concurrency=1 if scripted else k,
-                                     resume=args.resume, progress_bar=progress_bar,
-                                     notice=lambda line: print(plain(line), file=sys.stderr), executor=executor)
-    except runner.RunError as exc:
-        raise UserError(str(exc)) from None
-    except ExecutorError as exc:
-        raise UserError(str(exc)) from None
-    except StoreError as exc:
-        raise UserError(str(exc)) from None
-    summary = runner.summarise(games)
+def _print_result(args, result) -> None:
+    """The table (or the JSON document) on stdout; a line on stderr per kind of failure."""
     if args.json:
-        doc = {"games": [g.to_json() for g in games], "summary": summary}
         from engine.redact import redact
 
+        doc = {"games": [g.to_json() for g in result.games], "summary": result.summary}
         sys.stdout.write(redact(json.dumps(doc)) + "\n")
     else:
-        print_table(summary, games)
-        if fidelity != "ours":
-            print(f"fidelity: {fidelity} — DSM seats play the authors' rules (docs/protocols-dsm.md)")
-    failed = sum(1 for g in games if g.status == "failed")
-    code = 0
-    if failed:
-        print(f"calbench: {failed} game(s) failed; list them with 'calbench games --status failed --db {path}' "
-              "and read the error with 'calbench export GAME -o -'", file=sys.stderr)
-        if not getattr(args, "keep_going", False):  # a failed game is no result: say so in the exit status
-            code = 1
-    infra = sum(1 for g in games if g.infra_failures)
-    config = sum(1 for g in games if g.config_failures)
-    if infra:  # an endpoint down or failing: the numbers measure the infrastructure, not the agents
-        print(f"calbench: {infra} game(s) had infrastructure failures (the LLM endpoint was unreachable, rate "
-              "limited or failing); their scores do not measure the agents", file=sys.stderr)
-        code = 1
-    if config:  # the thread did not fit even trimmed: a setting to change, not the agent's fault
-        print(f"calbench: {config} game(s) had context overflows (a seat's conversation did not fit its model's "
-              "context window even with earlier rounds digested); use a longer-context model or lower "
+        print_table(result.summary, result.games)
+        if result.fidelity != "ours":
+            print(f"fidelity: {result.fidelity} — DSM seats play the authors' rules (docs/protocols-dsm.md)")
+    if result.failed:
+        print(f"calbench: {result.failed} game(s) failed; list them with 'calbench games --status failed --db "
+              f"{result.db}' and read the error with 'calbench export GAME -o -'", file=sys.stderr)
+    if result.infra:  # an endpoint down or failing: the numbers measure the infrastructure, not the agents
+        print(f"calbench: {result.infra} game(s) had infrastructure failures (the LLM endpoint was unreachable, "
+              "rate limited or failing); their scores do not measure the agents", file=sys.stderr)
+    if result.config:  # the thread did not fit even trimmed: a setting to change, not the agent's fault
+        print(f"calbench: {result.config} game(s) had context overflows (a seat's conversation did not fit its "
+              "model's context window even with earlier rounds digested); use a longer-context model or lower "
               "--max-tokens", file=sys.stderr)
-        code = 1
-    return code
 
 
 def print_table(summary: list[dict[str, Any]], games) -> None:
@@ -326,20 +235,3 @@ def print_table(summary: list[dict[str, Any]], games) -> None:
 
 def _fmt(v, scale, pattern) -> str:
     return "–" if v is None else pattern.format(v * scale)
-
-
-def _fidelity(args) -> str:
-    """``--fidelity``, else the personas file's ``fidelity``, else ``ours``; a conflict is one line."""
-    from personas.registry import personas_file_fidelity
-
-    flag = getattr(args, "fidelity", None)
-    path = getattr(args, "personas", None)
-    from_file = None
-    if path:
-        try:
-            from_file = personas_file_fidelity(path)
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
-    if flag and from_file and flag != from_file:
-        raise UserError(f"--fidelity {flag} contradicts fidelity = \"{from_file}\" in {path}; give one")
-    return flag or from_file or "ours"

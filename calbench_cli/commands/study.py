@@ -142,53 +142,61 @@ def handle_check(args) -> int:
     if args.mock and not args.dry_run:
         raise UserError("--mock goes with --dry-run (it starts the loopback mock LLM for the simulated participants)")
     if args.dry_run:
-        def progress(pid, results):
-            if not args.json:
-                games = [r for r in results if r.name.startswith("game:")]
-                ok = sum(r.status == "completed" and not r.data.get("partner_failures") for r in games)
-                lost = sum(int(r.data.get("partner_failures") or 0) for r in games)
-                print(f"  {pid}: {len(results)} steps, {ok}/{len(games)} games played without a problem"
-                      + (f" ({lost} partner call(s) unanswered)" if lost else ""), file=sys.stderr)
-
         if not args.json:
             print(f"Dry run: {d['participants_per_cycle']} simulated participants …", file=sys.stderr)
         result = with_store(db_path(args.db), lambda store: dry_run(study, store, base=Path(args.path).parent,
-                                                                   progress=progress, mock=args.mock))
+                                                                   progress=None if args.json else _progress,
+                                                                   mock=args.mock))
     if args.json:
-        out = {"conditions": d["conditions"], "participants_per_cycle": d["participants_per_cycle"],
-               "games_per_participant": d["games_per_participant"], "practice": d["practice"],
-               "expected_minutes": d["expected_minutes"], "method": d["method"], "cycle": d["cycle"]}
-        if result is not None:
-            out["dry_run"] = {"participants": result["participants"], "games": result["games"],
-                              "completed": result["completed"], "steps": result["steps"],
-                              "steps_completed": result["steps_completed"], "failures": result["failures"],
-                              "fixes": result["fixes"], "mock": result.get("mock")}
-        print(json.dumps(out, indent=2))
+        print(json.dumps(_check_json(d, result), indent=2))
     else:
         print(_format_design(d))
         if result is not None:
-            # failures first, then one verdict: never "12 completed" above a list of failures
-            for f in result["failures"]:
-                print(f"  FAILED {f}")
-            replaced = (f" (replaced {result['replaced_simulated']} earlier simulated participants)"
-                        if result["replaced_simulated"] else "")
-            mock = f"; LLM conditions on the loopback mock {result['mock']}" if result.get("mock") else ""
-            if result["ok"]:
-                print(f"Dry run: {result['participants']} simulated participants, {result['games']} games, "
-                      f"{result['completed']} completed, {result['steps_completed']}/{result['steps']} steps"
-                      f"{mock}{replaced}")
-            else:
-                unanswered = sum("partner call(s) failed" in f for f in result["failures"])
-                print(f"Dry run FAILED ({len(result['failures'])} problem(s) above): {result['participants']} "
-                      f"simulated participants, {result['completed']} of {result['games']} games ended"
-                      + (f" ({unanswered} with partner calls unanswered)" if unanswered else "")
-                      + f", {result['steps_completed']}/{result['steps']} steps{mock}{replaced}; "
-                      "the study is not ready for people")
-            for fix in result["fixes"]:
-                print(f"  FIX {fix}")
-    if result is not None and not result["ok"]:
-        return 1
-    return 0
+            _print_dry_run(result)
+    return 1 if result is not None and not result["ok"] else 0
+
+
+def _progress(pid, results) -> None:
+    """One line per simulated participant of a dry run, on stderr."""
+    games = [r for r in results if r.name.startswith("game:")]
+    ok = sum(r.status == "completed" and not r.data.get("partner_failures") for r in games)
+    lost = sum(int(r.data.get("partner_failures") or 0) for r in games)
+    print(f"  {pid}: {len(results)} steps, {ok}/{len(games)} games played without a problem"
+          + (f" ({lost} partner call(s) unanswered)" if lost else ""), file=sys.stderr)
+
+
+def _check_json(d, result) -> dict:
+    out = {"conditions": d["conditions"], "participants_per_cycle": d["participants_per_cycle"],
+           "games_per_participant": d["games_per_participant"], "practice": d["practice"],
+           "expected_minutes": d["expected_minutes"], "method": d["method"], "cycle": d["cycle"]}
+    if result is not None:
+        out["dry_run"] = {"participants": result["participants"], "games": result["games"],
+                          "completed": result["completed"], "steps": result["steps"],
+                          "steps_completed": result["steps_completed"], "failures": result["failures"],
+                          "fixes": result["fixes"], "mock": result.get("mock")}
+    return out
+
+
+def _print_dry_run(result) -> None:
+    # failures first, then one verdict: never "12 completed" above a list of failures
+    for f in result["failures"]:
+        print(f"  FAILED {f}")
+    replaced = (f" (replaced {result['replaced_simulated']} earlier simulated participants)"
+                if result["replaced_simulated"] else "")
+    mock = f"; LLM conditions on the loopback mock {result['mock']}" if result.get("mock") else ""
+    if result["ok"]:
+        print(f"Dry run: {result['participants']} simulated participants, {result['games']} games, "
+              f"{result['completed']} completed, {result['steps_completed']}/{result['steps']} steps"
+              f"{mock}{replaced}")
+    else:
+        unanswered = sum("partner call(s) failed" in f for f in result["failures"])
+        print(f"Dry run FAILED ({len(result['failures'])} problem(s) above): {result['participants']} "
+              f"simulated participants, {result['completed']} of {result['games']} games ended"
+              + (f" ({unanswered} with partner calls unanswered)" if unanswered else "")
+              + f", {result['steps_completed']}/{result['steps']} steps{mock}{replaced}; "
+              "the study is not ready for people")
+    for fix in result["fixes"]:
+        print(f"  FIX {fix}")
 
 
 def _format_design(d) -> str:
@@ -228,82 +236,47 @@ def _format_design(d) -> str:
 
 
 def handle_run(args) -> int:
+    from lab.study.admit import ParticipantError, admit
+
     from . import require_terminal
 
     study = _load(args.path)
-    pid = args.participant.strip()
-    from engine.inputs import MAX_ID_CHARS, printable
-
-    if not pid or not pid.replace("-", "").replace("_", "").isalnum() or pid.startswith("sim-") or \
-            len(pid) > MAX_ID_CHARS:
-        raise UserError(f"--participant {printable(args.participant, 48)!r}: use letters, digits, '-' or '_', "
-                        f"at most {MAX_ID_CHARS} (ids starting 'sim-' are for simulated participants)")
-    _check_participant_id(study, pid, args)
-    pool_id = (args.pool_id or "").strip() or None
-    if pool_id is not None and (len(pool_id) > 128 or not pool_id.isprintable()):
-        raise UserError(f"--pool-id {args.pool_id!r}: give the pool's id as it is (at most 128 printable characters)")
-    if any(c.uses_llm for c in study.conditions):
-        _check_llm(study)
+    try:
+        who = admit(study, args.participant, pool_id=args.pool_id, db=db_path(args.db))
+    except ParticipantError as exc:
+        raise UserError(str(exc)) from None
+    if who.like and not args.new_participant:
+        _confirm_new(study, who.participant, who.like)
     from calbench_tui.study_app import make_study_app
 
-    app = make_study_app(study, participant=pid, store_path=db_path(args.db), base=Path(args.path).parent,
-                         pool_id=pool_id)
+    app = make_study_app(study, participant=who.participant, store_path=db_path(args.db), base=Path(args.path).parent,
+                         pool_id=who.pool_id)
     require_terminal("calbench study run")
     app.run()
     if app.error:
         raise UserError(app.error)
-    if app.left == "declined":
-        print(f"Participant {pid} declined consent; nothing more is asked and their slot is free for the next "
-              "arrival.")
-        return 0
-    if app.left == "screened_out":
-        print(f"Participant {pid} was screened out by the quiz (recorded); their slot is free for the next "
-              "arrival.")
-        return 0
-    if app.finished:
-        print(f"Participant {pid} has completed the study. Completion code: {app.code}")
-    else:
-        print(f"Participant {pid} stopped at step {app.current_step!r}; run the same command to resume there.")
+    print(_farewell(app, who.participant))
     return 0
+
+
+def _farewell(app, pid: str) -> str:
+    if app.left == "declined":
+        return (f"Participant {pid} declined consent; nothing more is asked and their slot is free for the next "
+                "arrival.")
+    if app.left == "screened_out":
+        return f"Participant {pid} was screened out by the quiz (recorded); their slot is free for the next arrival."
+    if app.finished:
+        return f"Participant {pid} has completed the study. Completion code: {app.code}"
+    return f"Participant {pid} stopped at step {app.current_step!r}; run the same command to resume there."
 
 
 def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def _similar(a: str, b: str) -> bool:
-    """Ids a person could type for one another: the same but for case, '-' and '_'."""
-    def norm(x: str) -> str:
-        return x.casefold().replace("-", "").replace("_", "")
-
-    return a != b and norm(a) == norm(b)
-
-
-def _check_participant_id(study, pid: str, args) -> None:
-    """The id must match the study's pattern; one that looks like an existing participant's
-    (P001 / p001) is registered only when confirmed (asked at a terminal, or --new-participant)."""
-    import re
-
-    from saves.study import StudyStore
-
-    pattern = study.study.participant_pattern
-    if not re.fullmatch(pattern, pid):
-        raise UserError(f"--participant {pid!r} does not match the study's participant_pattern {pattern!r} "
-                        "([study] in the study file); check the id for a typo")
-    path = db_path(args.db)
-    if not Path(path).exists():
-        return
-
-    async def look(store):
-        db = StudyStore(store, study.name)
-        if await db.participant(pid) is not None:
-            return pid, []
-        return None, [p["participant"] for p in await db.participants(simulated=False)
-                      if _similar(pid, p["participant"])]
-
-    known, like = with_store(path, look)
-    if known or not like or args.new_participant:
-        return
+def _confirm_new(study, pid: str, like: list[str]) -> None:
+    """An id that looks like an existing participant's (P001 / p001) is registered only when
+    confirmed: asked at a terminal (without one, or on 'no', one line)."""
     question = (f"{pid!r} is not a participant of {study.name} yet, but {', '.join(map(repr, like))} is. "
                 f"Register {pid!r} as a NEW participant?")
     if not _interactive():
@@ -315,19 +288,6 @@ def _check_participant_id(study, pid: str, args) -> None:
         answer = ""
     if answer.strip().lower() not in ("y", "yes"):
         raise UserError(f"not registered; to continue that participant run with --participant {like[0]}")
-
-
-def _check_llm(study) -> None:
-    from personas.llm.settings import LLMConfigError, LLMSettings
-
-    for c in study.conditions:
-        if c.uses_llm:
-            try:
-                s = LLMSettings(base_url=c.llm.base_url, api_key_env=c.llm.api_key_env)
-                s.check_base_url()
-                s.resolve_api_key()
-            except (LLMConfigError, ValueError) as exc:
-                raise UserError(f"condition {c.name!r}: {str(exc).splitlines()[0]}") from None
 
 
 def handle_status(args) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -117,76 +116,19 @@ class _Bar:
             self.progress.__exit__(*exc)
 
 
-def _workers(n: int | None) -> int | None:
-    if n is not None and n < 1:
-        raise UserError(f"--workers {n}: give 1 or more processes")
-    return n
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _check_output(path: Path, what: str) -> None:
-    if path.is_dir():
-        raise UserError(f"{what} {path} is a directory; give a file name")
-    if not path.parent.is_dir():
-        raise UserError(f"{what} {path}: the directory {path.parent} does not exist")
-
-
 # ---------------------------------------------------------------------------------
 # generate
 # ---------------------------------------------------------------------------------
 def handle_generate(args) -> int:
-    from engine.suitegen import SuiteConfigError, SuiteGenerationError, load_config
-    from lab.suites import generate_suite
+    from engine.suitegen import SuiteConfigError, SuiteGenerationError
+    from lab.suites import SuiteFileError, generate_suite_files
 
     try:
-        config = load_config(args.config)
-    except SuiteConfigError as exc:
-        raise UserError(str(exc)) from None
-    summary_arg = args.summary
-    if args.output is not None:
-        out = Path(args.output)
-        if out.suffix != ".jsonl":
-            raise UserError(f"-o {out}: a task file ends in .jsonl")
-    elif config.output is not None:
-        # The taskgen config's own output (and summary_output), relative to the config file;
-        # their folders are made if missing, as the authors' generator does.
-        out = Path(config.output)
-        if summary_arg is None and config.summary_output is not None:
-            summary_arg = config.summary_output
-        for path in (out, Path(summary_arg) if summary_arg else None):
-            if path is not None and not path.parent.exists():
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise UserError(f"cannot make the folder {path.parent}: {exc.strerror or exc}") from None
-    else:
-        raise UserError("-o FILE.jsonl is needed: this config names no output file")
-    _check_output(out, "-o")
-    summary_path = Path(summary_arg) if summary_arg else None
-    if summary_path is not None:
-        if summary_path.suffix != ".json":
-            raise UserError(f"--summary {summary_path}: the summary is a .json file")
-        _check_output(summary_path, "--summary")
-    if Path(args.config).resolve() in {out.resolve(), *( [summary_path.resolve()] if summary_path else [])}:
-        raise UserError("the output would overwrite the config; give another file name")
-    try:
         with _Bar(sys.stderr.isatty()) as bar:
-            result = generate_suite(config, workers=_workers(args.workers), progress=bar)
-    except SuiteGenerationError as exc:
+            summary, summary_path = generate_suite_files(args.config, output=args.output, summary=args.summary,
+                                                         workers=args.workers, progress=bar)
+    except (SuiteConfigError, SuiteGenerationError, SuiteFileError) as exc:
         raise UserError(str(exc)) from None
-    _write_atomic(out, result.text)
-    summary = {**result.summary, "output": str(out)}
-    if summary_path is not None:
-        _write_atomic(summary_path, json.dumps(summary, indent=2) + "\n")
     if args.json:
         json.dump(summary, sys.stdout)
         sys.stdout.write("\n")
@@ -241,31 +183,20 @@ def _print_generated(summary: dict, summary_path: Path | None) -> None:
 # show
 # ---------------------------------------------------------------------------------
 def handle_show(args) -> int:
-    from engine.model import TaskError
-    from engine.taskref import load_task_file
-    from lab.suites import inspect_suite
+    from lab.suites import SuiteFileError, check_workers, inspect_suite, load_suite_file
 
-    path = Path(args.file)
-    if not args.file.strip():
-        raise UserError("suite show needs a task file, e.g. calbench suite show study.jsonl")
-    if path.is_dir():
-        raise UserError(f"{path} is a folder; give a task file (.jsonl) in it")
-    if not path.is_file():
-        raise UserError(f"no such file {path}")
     try:
-        tasks = load_task_file(path)
-    except TaskError as exc:
+        tasks = load_suite_file(args.file)
+        with _Bar(sys.stderr.isatty() and len(tasks) >= 20) as bar:
+            report = inspect_suite(tasks, workers=check_workers(args.workers), progress=bar)
+    except SuiteFileError as exc:
         raise UserError(str(exc)) from None
-    if not tasks:
-        raise UserError(f"{path} holds no tasks")
-    with _Bar(sys.stderr.isatty() and len(tasks) >= 20) as bar:
-        report = inspect_suite(tasks, workers=_workers(args.workers), progress=bar)
     ok = all(report["checks"].values())
     if args.json:
-        json.dump({"file": str(path), **report}, sys.stdout)
+        json.dump({"file": str(Path(args.file)), **report}, sys.stdout)
         sys.stdout.write("\n")
-        return 0 if ok else 1
-    _print_show(path, report)
+    else:
+        _print_show(Path(args.file), report)
     return 0 if ok else 1
 
 
