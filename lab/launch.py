@@ -91,10 +91,12 @@ def _one_task(ref: str) -> Task:
 
 
 def spec_uses_llm(spec: str) -> bool:
-    from personas.spec import AgentsSpec, PersonaSpecError
+    from personas.spec import PersonaSpecError
+
+    from .runner import agents_of
 
     try:
-        return AgentsSpec.parse(spec).uses_llm
+        return agents_of(spec).uses_llm  # the lab's one parse of an agents spec
     except PersonaSpecError:  # an empty spec: the app says so
         return False
 

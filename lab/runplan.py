@@ -99,7 +99,7 @@ def _spec(agents: str) -> AgentsSpec:
     if not agents.strip():
         raise SetupError("--agents needs a persona name, e.g. imap")
     try:
-        return AgentsSpec.parse(agents.strip())  # parsed once; everything below uses it
+        return runner.agents_of(agents.strip())  # parsed once (the lab's one parse); everything below uses it
     except PersonaSpecError as exc:
         raise SetupError(str(exc)) from None
 

@@ -149,16 +149,17 @@ def _resumed(ref: str, db: str, fill: str | None) -> TablePlan:
 
 
 def _new_table(agents: str, task_ref: str, fill: str, channels: Sequence[str], max_turns: int) -> TablePlan:
-    from personas.spec import AgentsSpec, PersonaSpecError
+    from personas.spec import PersonaSpecError
 
     from .gamespec import game_config, resolve_task
+    from .runner import agents_of
 
     try:
         task = resolve_task(task_ref)
     except SetupError as exc:
         raise SetupError(f"--task {exc}" if str(exc).startswith("'") else str(exc)) from None
     try:
-        seats = AgentsSpec.parse(agents).for_seats(task.num_agents)
+        seats = agents_of(agents).for_seats(task.num_agents)  # the lab's one parse of an agents spec
     except PersonaSpecError as exc:
         raise SetupError(str(exc)) from None
     if not any(s.kind == "human" for s in seats):
