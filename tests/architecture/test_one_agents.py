@@ -26,11 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: (file, function) -> where ``AgentsSpec.parse(`` may be called: each driver's entry point,
 #: the registry (a string handed to ``make_personas``) and the runner's one funnel.
 ENTRY_POINTS = {
-    ("lab/runner.py", "agents_of"),  # the suite runner + executors: run_suite / run_cli_suite call it once
-    ("calbench_cli/commands/run.py", "handle"),  # calbench run: --agents
+    ("lab/runner.py", "agents_of"),  # the lab's one funnel: the suite runner, executors, run/play/serve plans
     ("calbench_cli/commands/run.py", "build_llm_settings"),  # passes a parsed spec through
-    ("calbench_cli/commands/serve.py", "_options"),  # calbench serve: --agents
-    ("calbench_cli/commands/play.py", "_spec_uses_llm"),  # calbench-play: are LLM options needed
     ("calbench_tui/app.py", "_seat_names"),  # the app: --agents, once a game
     ("calbench_tui/screens/setup.py", "_default_persona"),  # the set-up form's first choice
     ("personas/registry.py", "parse_spec"),  # make_personas given a string
@@ -58,7 +55,7 @@ def _parse_sites() -> set[tuple[str, str]]:
 
 def test_agents_spec_is_parsed_only_at_the_named_entry_points():
     sites = _parse_sites()
-    assert sites - ENTRY_POINTS == set(), "AgentsSpec.parse( below a driver's entry point"
+    assert sites == ENTRY_POINTS, "AgentsSpec.parse( below a driver's entry point, or a named site gone stale"
     assert {s for s in sites if s[0].startswith("lab/")} == {("lab/runner.py", "agents_of")}
 
 
