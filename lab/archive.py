@@ -11,7 +11,6 @@ reported through the callbacks given.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from dataclasses import dataclass
@@ -32,21 +31,11 @@ class ArchiveError(Exception):
 
 
 def with_store(path: str, fn: Callable[[Any], Awaitable[T]]) -> T:
-    """Open the save database at ``path``, return ``await fn(store)``, close it.
+    """``await fn(store)`` on the database at ``path`` (``saves.store.on_store``); the store's
+    own errors are ``saves.errors.StoreError``: one line, raised as they are."""
+    from saves.store import on_store
 
-    The store's own errors (no such game, a database from a newer version, ...) are
-    ``saves.errors.StoreError``: one line, raised as they are.
-    """
-    from saves.store import Store
-
-    async def main():
-        store = await Store.open(path)
-        try:
-            return await fn(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
+    return on_store(path, fn)
 
 
 def _is_file_db(path: str) -> bool:

@@ -87,10 +87,11 @@ def seed_of_ref(ref: str | None) -> int | None:
         return None
 
 
-def resolve_task(ref: str | None, *, cost: str | None = None, seed: int | None = None) -> Task:
+def resolve_task(ref: str | None, *, cost: str | None = None, seed: int | None = None, option: str = "") -> Task:
     """One task: ``seed:N`` is a generated scenario with the cost setting ``cost``; any other
     reference names one task (``canonical:7``, ``FILE.jsonl:ID``); none gives a generated
-    scenario of ``seed`` (a random one without).  Raises :class:`SetupError` (one line)."""
+    scenario of ``seed`` (a random one without).  Raises :class:`SetupError` (one line;
+    ``option``, e.g. ``"--task "``, names where the reference came from)."""
     from engine.generate import generate_scenario
 
     n = seed_of_ref(ref)
@@ -105,7 +106,7 @@ def resolve_task(ref: str | None, *, cost: str | None = None, seed: int | None =
         except (TaskRefError, TaskError, OSError) as exc:
             raise SetupError(str(exc)) from None
         if len(tasks) != 1:
-            raise SetupError(f"{ref!r} names {len(tasks)} tasks; name one (e.g. canonical:7)")
+            raise SetupError(f"{option}{ref!r} names {len(tasks)} tasks; name one (e.g. canonical:7)")
         return hydrate_labels(tasks[0])
     import random
 

@@ -33,6 +33,7 @@ import contextlib
 import os
 import sqlite3
 from pathlib import Path
+from typing import Awaitable, Callable, TypeVar
 
 import aiosqlite
 
@@ -43,7 +44,9 @@ from .schema import migrate, refuse_foreign
 from .sinks import Sinks, StoreSink
 from .writes import GameWrites
 
-__all__ = ["Store", "StoreError", "GameNotFound"]
+T = TypeVar("T")
+
+__all__ = ["Store", "StoreError", "GameNotFound", "on_store"]
 
 
 class Store(Sinks, GameWrites, Claims, Queries):
@@ -146,3 +149,18 @@ class Store(Sinks, GameWrites, Claims, Queries):
                 raise
             else:
                 await self._db.execute("COMMIT")
+
+
+def on_store(path: str | Path, fn: Callable[["Store"], Awaitable[T]]) -> T:
+    """From synchronous code (a command, a lab call): open the database at ``path``, return
+    ``await fn(store)``, close it.  The store's own errors (no such game, a database from a
+    newer version, not a database at all) are :class:`StoreError`, one line, raised as they are."""
+
+    async def main() -> T:
+        store = await Store.open(path)
+        try:
+            return await fn(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())

@@ -77,19 +77,10 @@ def with_store(path: str, coro_fn):
     Store problems (no such game, a database from a newer version, ...) become one-line
     :class:`UserError`s.
     """
-    import asyncio
-
-    from saves.store import Store, StoreError
-
-    async def main():
-        store = await Store.open(path)
-        try:
-            return await coro_fn(store)
-        finally:
-            await store.close()
+    from saves.store import StoreError, on_store
 
     try:
-        return asyncio.run(main())
+        return on_store(path, coro_fn)
     except StoreError as exc:
         raise UserError(str(exc)) from None
 

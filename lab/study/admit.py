@@ -10,7 +10,6 @@ Refusals are one-line :class:`ParticipantError`.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,22 +80,17 @@ def similar_participants(study: Any, pid: str, db: str) -> list[str]:
     already or the database does not exist yet."""
     if not Path(db).exists():
         return []
-    from saves.store import Store, StoreError
+    from saves.store import StoreError, on_store
     from saves.study import StudyStore
 
-    async def look():
-        store = await Store.open(db)
-        try:
-            sdb = StudyStore(store, study.name)
-            if await sdb.participant(pid) is not None:
-                return []
-            return [p["participant"] for p in await sdb.participants(simulated=False)
-                    if _similar(pid, p["participant"])]
-        finally:
-            await store.close()
+    async def look(store):
+        sdb = StudyStore(store, study.name)
+        if await sdb.participant(pid) is not None:
+            return []
+        return [p["participant"] for p in await sdb.participants(simulated=False) if _similar(pid, p["participant"])]
 
     try:
-        return asyncio.run(look())
+        return on_store(db, look)
     except StoreError as exc:
         raise ParticipantError(str(exc)) from None
 
