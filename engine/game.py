@@ -199,9 +199,12 @@ class _Game:
         fn = getattr(self.seats[seat], method)
         t0 = time.perf_counter()
         try:
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the seat's reply when
-            # it lands in the same loop turn as a cancel (a stopped game), and the cancel is lost
-            async with asyncio.timeout(self.config.seat_timeout or None):
+            if self.config.seat_timeout:
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the seat's reply when
+                # it lands in the same loop turn as a cancel (a stopped game), and the cancel is lost
+                async with asyncio.timeout(self.config.seat_timeout):
+                    reply = await fn(obs)
+            else:  # no timeout, no context manager: ~7 µs a call on the scripted suites' hot path
                 reply = await fn(obs)
         except TimeoutError:
             reply = Reply(error="seat_timeout", error_detail=f"no answer within {self.config.seat_timeout} s")
@@ -454,8 +457,10 @@ class _Game:
                                         tuple(a for a in range(task.num_agents) if a != seat), seat in participants,
                                         start_view=start)
             try:
-                async with asyncio.timeout(cfg.seat_timeout or None):
-                    return await fn(obs)
+                if cfg.seat_timeout:
+                    async with asyncio.timeout(cfg.seat_timeout):
+                        return await fn(obs)
+                return await fn(obs)
             except TimeoutError:
                 return {"error": "seat_timeout", "error_detail": f"no answer within {cfg.seat_timeout} s"}
             except asyncio.CancelledError:
