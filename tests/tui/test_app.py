@@ -99,7 +99,7 @@ async def test_no_color_is_honoured_and_cues_do_not_rely_on_colour(monkeypatch):
         await wait_for(pilot, lambda: app.game_screen.pending is not None and app.game_screen.model.reported,
                        what="the costs")
         await pilot.press("p")  # propose the cheapest common slot: it is now the one talked about
-        text = screen_text(app)
+        text = await wait_painted(pilot, "▸»", "YOUR TURN")
         assert "▸»" in text  # the cursor and the slot under discussion are marked by characters
         assert "YOUR TURN" in text
 

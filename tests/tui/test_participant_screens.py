@@ -38,7 +38,7 @@ async def test_messages_that_arrive_in_a_hidden_thread_wrap_at_the_pane_width():
         await wait_for(pilot, lambda: _my_turn(app) and app.game_screen.model.reported, what="the answers")
         chat = app.game_screen.chat
         assert chat.threads["dm:3"].unread and chat.threads["dm:4"].unread  # answers arrived elsewhere
-        assert "▸DM0" in screen_text(app)  # the open thread is marked by a sign, not by style alone
+        await wait_painted(pilot, "▸DM0")  # the open thread is marked by a sign, not by style alone
         await pilot.press("left_square_bracket")
         assert app.game_screen.chat.active == "feed"
         await pilot.pause()
@@ -71,14 +71,14 @@ async def test_decision_warns_when_the_meeting_goes_to_a_slot_nobody_talked_abou
     async with app.run_test(size=WIDE) as pilot:
         ds = await _to_decision(pilot, app)
         assert ds.talk and ds.plan.target == ds.talk[0]
-        assert "✓ valid: the engine would accept this batch" in screen_text(app)
+        await wait_painted(pilot, "✓ valid: the engine would accept this batch")
         other = next(s for s, it in enumerate(ds.plan.calendar) if it is None and s not in ds.talk)
         from .helpers import press_to_slot
 
         await press_to_slot(pilot, ds.builder, other)
         await pilot.press("enter")
+        await wait_painted(pilot, "⚠")
         text = " ".join(str(ds.query_one("#check").render()).split())
-        assert "⚠" in screen_text(app)
         assert f"The talk was about slot {ds.talk[0]}, but you place M1 at slot {other}" in text
         await pilot.press("s")  # first press: the warning again, nothing sent
         assert app.screen is ds and not ds.request.done
@@ -115,7 +115,7 @@ async def test_a_message_typed_during_decision_is_sent_on_the_next_turn(tmp_path
         # Round 2 (M2 with 0, 1, 2): the message is still queued at seat 2's first turn ...
         await wait_for(pilot, lambda: _my_turn(app) and app.game_screen.round == 1, what="round 2's turn")
         assert [m.content for m in app.game_screen.model.outbox] == ["see you all"] * 2
-        assert "still queued" in screen_text(app)
+        await wait_painted(pilot, "still queued")
         await pilot.press("e")
         await wait_for(pilot, lambda: not app.game_screen.model.outbox)
         feed = "\n".join(line.text for line in app.game_screen.chat.log_for("feed").lines)
@@ -140,9 +140,8 @@ async def test_setup_focus_starts_on_the_first_field_and_tab_walks_the_fields():
             seen.append(app.focused.id)
         assert seen[:4] == ["seed", "cost", "seat", "ch-dm"] and "start" in seen
         # every protocol at the table is described in words, and the LLM seats' absence is explained
-        text = screen_text(app)
-        assert "imap: asks everyone's cost per slot" in text
-        assert "LLM seats appear here when an endpoint is configured" in text
+        await wait_painted(pilot, "imap: asks everyone's cost per slot",
+                           "LLM seats appear here when an endpoint is configured")
 
 
 async def test_setup_varied_costs_apply_to_seed_refs_and_are_flagged_for_fixed_tasks():
@@ -161,8 +160,7 @@ async def test_setup_varied_costs_apply_to_seed_refs_and_are_flagged_for_fixed_t
         setup.query_one("#task", Input).value = ""
         await pilot.click("#task")
         await pilot.press(*"seed:11")
-        await pilot.pause()
-        assert "keeps the costs" not in screen_text(app)
+        await wait_for(pilot, lambda: "keeps the costs" not in screen_text(app), what="the note to go")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.game_task is not None, what="the game to start")
         assert app.game_task.seed == 11 and app.game_task.cost_mode == "varied"
@@ -240,7 +238,7 @@ async def test_end_screen_headers_and_legend_at_80x24():
         from calbench_tui.screens.legend import LegendScreen
 
         assert isinstance(app.screen, LegendScreen)
-        assert "What the numbers mean" in screen_text(app)
+        await wait_painted(pilot, "What the numbers mean")
         box = app.screen.query_one("#legend")
         seen = []
         for y in range(0, int(box.max_scroll_y) + 6, 5):  # read it all, a screenful at a time
@@ -283,8 +281,8 @@ async def test_queued_message_is_shown_whole_at_80x24():
         await pilot.press("i")
         await pilot.press(*long)
         await pilot.press("enter", "escape")
-        await pilot.pause()
-        flat = " ".join(screen_text(app).split())
+        flat = await wait_painted(pilot, "queued: 2 messages", "→ Agents 3, 4 (DM): I can do slot 11", flat=True)
+        flat = " ".join(flat.split())
         box = " ".join(str(app.game_screen.chat.query_one("#outbox").render()).split())
         assert long in box and "…" not in box
         outbox = app.game_screen.chat.query_one("#outbox")
@@ -305,8 +303,7 @@ async def test_meeting_title_and_the_slot_under_the_cursor_are_read_whole_at_80x
         full = gs.calendar.label_for(gs.calendar.cursor)
         detail = " ".join(str(gs.query_one("#slot-detail").render()).split())
         assert full and full in detail
-        flat = " ".join(screen_text(app).split())
-        assert full.split()[-1] in flat  # the detail is on screen, not scrolled away
+        await wait_painted(pilot, full.split()[-1], flat=True)  # the detail is on screen, not scrolled away
         await pilot.press("up", "up", "up", "up", "up", "up")  # wraps to the last slots: the calendar scrolls ...
         flat = await wait_painted(pilot, f"{gs.calendar.cursor} ", "cost so far", flat=True)
         assert f"{gs.calendar.cursor} " in flat and "cost so far" in flat  # ... and the meeting card stays
@@ -345,7 +342,7 @@ async def test_replay_numbers_rounds_from_1_and_says_how_a_meeting_failed_in_wor
         assert f"M{failed['data']['meeting_id']} failed: copies at " in line
         assert "{" not in line and "✓" not in line
         await pilot.press("question_mark")
-        await pilot.pause()
+        await wait_painted(pilot, "How to read a replay")
         how = " ".join(screen_text(app).replace("│", " ").split())
         assert type(app.screen).__name__ == "ReplayHelp"
         assert "How to read a replay" in how and "Calendars (c)" in how and "[kind] names a" in how
