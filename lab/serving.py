@@ -127,22 +127,14 @@ def _resumed(ref: str, db: str, fill: str | None) -> TablePlan:
     """Only a game played at a table is continued here, and only when no live process owns
     it (``lab.gamespec.load_resume``); its human seats get new join codes."""
     from .gamespec import load_resume
-    from saves.store import Store, StoreError
+    from saves.store import StoreError, on_store
 
     if db != ":memory:" and not db.startswith("file:") and not os.path.exists(os.path.expanduser(db)):
         raise SetupError(f"no save database at {db}; give --db PATH")
-
-    async def load():
-        try:
-            store = await Store.open(db)
-        except StoreError as exc:
-            raise SetupError(str(exc)) from None
-        try:
-            return await load_resume(store, ref, served=True)
-        finally:
-            await store.close()
-
-    r = asyncio.run(load())
+    try:
+        r = on_store(db, lambda store: load_resume(store, ref, served=True))
+    except StoreError as exc:
+        raise SetupError(str(exc)) from None
     if len(r.agents) != r.task.num_agents or "human" not in r.agents:
         raise SetupError(f"game {r.game_id[:8]} has no human seat to serve")
     return TablePlan(r.task, r.agents, r.config, fill, resume_id=r.game_id, resume_upto=r.upto, saved_llm=r.llm)
