@@ -12,7 +12,8 @@ participant's own seat when a script plays it).
 ``typed_only`` (an LLM partner): a message is reduced to what the reader can tell in it —
 slots that work or not, costs, proposals, questions about slots, yes or no — and a
 message in which it can tell nothing (small talk, reasoning, a calendar label) is
-withheld from the participant (from the whole chat, for a group chat line).  A scripted
+withheld from the participant (from the whole chat, for a group chat line); the call's
+record in the trace counts them (``phrasebook_withheld``) beside the model's own reply.  A scripted
 partner's message is never withheld: one whose kind and words say nothing readable gets
 the phrasebook's "which slot do you mean?".
 
@@ -72,4 +73,8 @@ class Voice:
 
     async def speak(self, obs: Any) -> Any:
         reply = await self.inner.speak(obs)
-        return replace(reply, actions=self.render(tuple(reply.actions), obs))
+        before = self.withheld
+        out = replace(reply, actions=self.render(tuple(reply.actions), obs))
+        if self.withheld > before:  # recorded with the seat's call (engine.game: Reply.extra)
+            out.extra = {**(reply.extra or {}), "phrasebook_withheld": self.withheld - before}
+        return out

@@ -10,6 +10,7 @@ import pytest
 from lab.study.check import dry_run
 from lab.study.export import study_rows
 from lab.study.model import StudyFileError, parse_study
+from engine.phrasebook import act_of_text
 from lab.study.runner import with_phrasebook
 from personas.registry import make_personas
 from saves.store import Store
@@ -118,3 +119,32 @@ def test_study_check_says_what_the_wording_is(cli, tmp_path):
     p.write_text(example_text())
     rc, out, _ = cli("study", "check", str(p))
     assert "Phrasebook off in every condition" in out
+
+
+async def _llm_messages(tmp_path, mode: str, base_url: str):
+    """What simulated participants received from an LLM partner (the loopback mock, real HTTP)
+    in a study whose partners are one LLM and three IMAP seats; and the games' traces."""
+    text = example_text(base_url).replace('name = "scripted"', f'name = "scripted"\nphrasebook = "{mode}"') \
+        .replace('name = "llm"', f'name = "llm"\nphrasebook = "{mode}"')
+    study = parse_study(text)
+    async with await Store.open(tmp_path / f"llm-{mode}.db") as store:
+        r = await dry_run(study, store)
+        assert r["ok"], r["failures"]
+        rows = await study_rows(study, store)
+        traces = [await store.load_trace(g) for g in {m["game_id"] for m in rows["messages.csv"]}]
+    me = {g["game_id"]: int(g["seat"]) for g in rows["games.csv"] if g["is_participant_seat"] == 1}
+    return [m for m in _to_participant(me, rows["messages.csv"]) if m["sender_kind"] == "llm"], traces
+
+
+async def test_an_llm_partner_speaks_through_the_phrasebook_typed_only(tmp_path, mock_llm):
+    own, _ = await _llm_messages(tmp_path, "scripted", mock_llm.base_url)  # LLM partners keep their words
+    assert own and all(re.search(r"Meeting M\d|Agreed:|Let's schedule", m["text"]) for m in own)
+    mock_llm.inject("chatter", count=30, phase="CHEAP_TALK")  # small talk that names no slot
+    typed, traces = await _llm_messages(tmp_path, "all", mock_llm.base_url)
+    assert typed
+    for m in typed:
+        assert not re.search(r"Meeting M\d|Agreed:|Let's schedule|yyyy", m["text"]), m["text"]
+        assert act_of_text(m["text"], 16), m["text"]  # every line says something about slots
+    withheld = [(e.get("data") or {}).get("extra", {}).get("phrasebook_withheld") for t in traces
+                for e in t["events"]]
+    assert sum(w or 0 for w in withheld) >= 1  # the empty talk was withheld, and the record says so
