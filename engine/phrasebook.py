@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from .protocol import PENDING, TOP, as_int, read_text, typed_payload
+from .protocol import PENDING, TOP, as_int, fmt_slots, read_text, typed_payload
 
 __all__ = ["Act", "Phrasebook", "act_of_payload", "act_of_text", "person_tag", "VERBS", "PERSON_TAGS"]
 
@@ -212,20 +212,10 @@ def act_of_text(text: str, num_slots: int = 1000) -> Act:
 # Words
 # ---------------------------------------------------------------------------------------
 def _list(slots: Sequence[int], joiner: str = "and") -> str:
-    """"slot 5", "slots 3 and 5", "slots 3, 5 and 9", "slots 0-3 and 7" (a run of 3+ as a range)."""
-    xs = sorted(set(slots))
-    parts: list[str] = []
-    i = 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append(f"{xs[i]}-{xs[j]}")
-        else:
-            parts.extend(str(x) for x in xs[i:j + 1])
-        i = j + 1
-    if len(xs) == 1:
+    """"slot 5", "slots 3 and 5", "slots 3, 5 and 9", "slots 0-3 and 7" (a run of 3+ as a range,
+    as ``engine.protocol.fmt_slots`` writes it)."""
+    parts = fmt_slots(slots).replace("–", "-").split(", ")
+    if len(parts) == 1 and "-" not in parts[0]:
         return f"slot {parts[0]}"
     body = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} {joiner} {parts[-1]}"
     return f"slots {body}"
