@@ -79,8 +79,13 @@ class Act:
         return repr(self.clauses)
 
 
-def _slots(xs: Iterable[Any]) -> tuple[int, ...]:
-    return tuple(sorted({s for s in (as_int(x) for x in xs) if s is not None and s >= 0}))
+def _seq(v: Any) -> tuple[Any, ...]:
+    """A payload field read as a list (anything else, e.g. a number where a list belongs: empty)."""
+    return tuple(v) if isinstance(v, Iterable) and not isinstance(v, (str, bytes)) else ()
+
+
+def _slots(xs: Any) -> tuple[int, ...]:
+    return tuple(sorted({s for s in (as_int(x) for x in _seq(xs)) if s is not None and s >= 0}))
 
 
 # ---------------------------------------------------------------------------------------
@@ -136,7 +141,7 @@ def _one(p: dict, key: str = "slot") -> tuple[int, ...]:
 
 def _moves(p: dict) -> tuple[tuple[int, int, int], ...]:
     out = []
-    for mv in p.get("moves") or ():
+    for mv in _seq(p.get("moves")):
         if isinstance(mv, dict):
             m, f, t = as_int(mv.get("meeting_id")), as_int(mv.get("from_slot")), as_int(mv.get("to_slot"))
         elif isinstance(mv, (list, tuple)) and len(mv) == 3:
@@ -157,7 +162,7 @@ def _proposals_act(p: dict) -> Act | None:
         if slot is not None and mv:
             options.add((slot,) + mv[0])  # the first move of a chain names the meeting that gives way
     moved = {o[0] for o in options}
-    plain = [s for s in _slots(p.get("slots") or ()) if s not in moved]
+    plain = [s for s in _slots(p.get("slots")) if s not in moved]
     return Act.of(("ask", tuple(plain)), ("option", tuple(sorted(options))))
 
 
@@ -166,7 +171,7 @@ def _mid(p: dict) -> int:
 
 
 _PAYLOAD_READERS = {
-    "cost_request": lambda p: Act.of(("ask_costs", _slots(p.get("slots") or ()))),
+    "cost_request": lambda p: Act.of(("ask_costs", _slots(p.get("slots")))),
     "costs": lambda p: _costs_act(p.get("costs")),
     "scores": lambda p: _scores_act(p.get("scores")),
     "proposals": _proposals_act,
@@ -181,7 +186,8 @@ _PAYLOAD_READERS = {
     "propose_reschedule": lambda p: Act.of(("move_propose", (_mid(p),) + _one(p, "from_slot") + _one(p, "to_slot"))),
     "reschedule_reply": lambda p: Act.of(
         ("move_ok" if p.get("status", p.get("reply_status")) == PENDING else "move_no", (_mid(p),) + _one(p, "to_slot"))),
-    "confirm_reschedule": lambda p: Act.of(("move_confirm", ((_mid(p),) + _one(p, "from_slot") + _one(p, "to_slot"),))),
+    "confirm_reschedule": lambda p: Act.of(("move_confirm", tuple(
+        mv for mv in [(_mid(p),) + _one(p, "from_slot") + _one(p, "to_slot")] if len(mv) == 3))),
     "fail_reschedule": lambda p: Act.of(("move_fail", (_mid(p),))),
 }
 

@@ -83,3 +83,24 @@ def test_a_kind_the_phrasebook_does_not_know_is_read_from_its_words():
     text = Phrasebook("x").say(act, round=0, turn=0, sender=1)
     assert "IMPOSSIBLE" not in text and "Agent" not in text
     assert Phrasebook("x").say(act_of_payload(p, "", 16), round=0, turn=0, sender=1)  # nothing readable: still words
+
+
+def test_any_payload_of_any_kind_renders_without_raising():
+    """Whatever a payload holds (a field missing, the wrong type, a kind from elsewhere), the
+    phrasebook gives words: a partner's turn never fails in a blinded game."""
+    import random
+
+    from engine.protocol import KINDS
+
+    rng = random.Random(5)
+    junk = [None, "x", -3, 2.5, [], {}, [1, "a"], {"3": "z"}, True, 7, [{"meeting_id": 1}], [[1, 2]]]
+    book = Phrasebook("fuzz")
+    for proto, kinds in KINDS.items():
+        for kind, fields in list(kinds.items()) + [("brand_new_kind", ("slot",))]:
+            for i in range(40):
+                p = {"protocol": proto, "kind": kind, "meeting_id": rng.choice([1, None, "2"])}
+                for f in fields + ("slot", "slots", "moves", "status"):
+                    if rng.random() < 0.6:
+                        p[f] = rng.choice(junk)
+                text = book.say(act_of_payload(p, rng.choice(["", "slot 3?", "no"]), 16), round=i, turn=0, sender=1)
+                assert isinstance(text, str) and text
