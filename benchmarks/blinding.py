@@ -14,8 +14,11 @@ partners' own words) and with ``phrasebook = "all"`` (every partner through
 smoothing, lower-cased words plus one token for any number; written here in plain Python),
 with the classes balanced by sampling the larger one down and ``--folds``-fold stratified
 cross-validation, repeated ``--repeats`` times with different seeds.  Printed: messages
-per class, accuracy before (off) and after (all), mean ± spread over repeats, the chance
-level (50 %), and the words that most give a sender away after.
+per class, accuracy before (off) and after (all), mean and spread over repeats, the chance
+level (50 %), the words that most give a sender away, and the accuracy on the messages whose
+*act* (what they say: slots that work, costs, a proposal …, read by
+``engine.phrasebook.act_of_text``) occurs for both kinds, equally many of each — the
+wording alone.
 
 50 % is the goal after: the words then say nothing about who wrote them.  What remains is
 *what* partners say (an IMAP partner asks everyone's costs, a DSM partner asks about a few
@@ -161,6 +164,26 @@ def cross_validated(data: list[tuple[str, str]], folds: int, seed: int) -> tuple
     return right / total, full
 
 
+def same_acts(data: list[tuple[str, str]], seed: int = 0) -> list[tuple[str, str]]:
+    """The messages whose act (the verbs ``engine.phrasebook.act_of_text`` reads: works,
+    fails, costs, propose, ask …) occurs in both classes, as many of each class per act: what
+    is left to tell them apart is the wording, not what they say."""
+    from engine.phrasebook import act_of_text
+
+    by: dict[tuple, dict[str, list[tuple[str, str]]]] = {}
+    for text, y in data:
+        by.setdefault(act_of_text(text, 1000).verbs, {}).setdefault(y, []).append((text, y))
+    rng = random.Random(seed)
+    out: list[tuple[str, str]] = []
+    for verbs in sorted(by):
+        groups = by[verbs]
+        if len(groups) == 2:
+            n = min(len(g) for g in groups.values())
+            for y in sorted(groups):
+                out.extend(rng.sample(groups[y], n))
+    return out
+
+
 def evaluate(data: list[tuple[str, str]], folds: int, repeats: int) -> dict:
     accs = []
     model = None
@@ -180,6 +203,9 @@ async def main(args) -> None:
         data = await received(mode, args.cycles)
         results[mode] = evaluate(data, args.folds, args.repeats)
         results[mode]["examples"] = {k: [t for t, y in data if y == k][:3] for k in ("protocol", "llm")}
+        same = same_acts(data)
+        if len({y for _, y in same}) == 2 and len(same) >= 2 * args.folds:
+            results[mode]["same_acts"] = evaluate(same, args.folds, args.repeats)
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -188,6 +214,10 @@ async def main(args) -> None:
         print(f"{label}: accuracy {r['accuracy']:.1%} (repeats {r['min']:.1%}-{r['max']:.1%}); "
               f"messages {r['messages']}, {r['balanced_per_class']} per class after balancing; chance 50.0%")
         print("  most telling words: " + ", ".join(f"{w} ({c})" for w, c, _ in r["telling_words"]))
+        if r.get("same_acts"):
+            s = r["same_acts"]
+            print(f"  the same acts only (what they say held equal): accuracy {s['accuracy']:.1%} "
+                  f"(repeats {s['min']:.1%}-{s['max']:.1%}), {s['balanced_per_class']} per class")
         for k, texts in r["examples"].items():
             for t in texts[:2]:
                 print(f"  {k:>8}: {t}")
