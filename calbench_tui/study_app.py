@@ -55,14 +55,14 @@ class TerminalDriver:
     async def instructions(self, text: str) -> None:
         await self._show(StudyTextScreen(text, title="Instructions"))
 
-    async def quiz(self, questions) -> list[dict[str, Any]]:
-        return await self._show(QuizScreen(list(questions)))
+    async def quiz(self, questions, *, prior=(), record=None) -> list[dict[str, Any]]:
+        return await self._show(QuizScreen(list(questions), prior=list(prior), record=record))
 
-    async def questionnaire(self, q, *, game=None) -> list[dict[str, Any]]:
+    async def questionnaire(self, q, *, game=None, prior=(), record=None) -> list[dict[str, Any]]:
         sub = ""
         if game is not None:
             sub = "about the practice game" if game.game.practice else f"about game {game.game.index}"
-        return await self._show(QuestionnaireScreen(q, subtitle=sub))
+        return await self._show(QuestionnaireScreen(q, subtitle=sub, prior=list(prior), record=record))
 
     async def beliefs(self, ctx, req) -> dict[int, list[int]]:
         return await self._show(BeliefGridScreen(req, title=self._game_title(ctx)))
