@@ -94,6 +94,9 @@ _LATER_KEYS = {"": {"payment": None, "pool": {"id_param": "participant", "return
                "quiz": {"max_attempts": None}, "items": {"answer": None}}
 
 
+_LATER_KEYS["beliefs"] = {"watched_rounds": False}
+
+
 def _drop_later(d: Any, where: str = "") -> Any:
     if isinstance(d, list):
         return [_drop_later(x, where) for x in d]
@@ -525,12 +528,13 @@ class StudyRunner:
         study, g = self.study, ctx.game
         t = study.timing
         b = study.beliefs
-        rounds = belief_rounds(b.rounds, len(ctx.task.meetings)) if b.enabled and (b.practice or not g.practice) \
-            else set()
+        own = None if b.watched_rounds else [r for r, m in enumerate(ctx.task.meetings) if g.seat in m.participants]
+        rounds = belief_rounds(b.rounds, len(ctx.task.meetings), own) \
+            if b.enabled and (b.practice or not g.practice) else set()
 
-        async def on_timing(*, phase, round_, turn, seconds, timed_out):
+        async def on_timing(*, phase, round_, turn, seconds, timed_out, partial=False):
             await self.db.add_timing(self.participant, ctx.game_id, round_=round_, turn=turn, phase=phase,
-                                     seconds=seconds, timed_out=timed_out)
+                                     seconds=seconds, timed_out=timed_out, partial=partial)
 
         async def ask(req: BeliefRequest):
             return await self.driver.beliefs(ctx, req)
@@ -542,6 +546,7 @@ class StudyRunner:
         model = "human" if not self.driver.simulated else f"sim:{study.study.simulated_protocol}"
         return StudySeat(inner, model=model, talk_seconds=t.talk_seconds, decision_seconds=t.decision_seconds,
                          on_decision_timeout=t.on_decision_timeout, on_timing=on_timing, rounds=rounds,
-                         targets=b.targets, ask_beliefs=ask, on_beliefs=on_beliefs, draft=self.driver.draft,
+                         targets=b.targets, watched_rounds=b.watched_rounds, ask_beliefs=ask,
+                         on_beliefs=on_beliefs, draft=self.driver.draft,
                          on_timeout=getattr(self.driver, "timed_out", None),
                          answered=answered)
