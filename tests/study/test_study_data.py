@@ -159,3 +159,157 @@ async def test_a_half_done_questionnaire_is_kept_and_the_attention_check_is_not_
 
 async def _quit_at_game(ctx):
     raise Quit()
+
+
+# -- items 4-7: what the export says -------------------------------------------------------------
+class Marks(Person):
+    """Completes the study; on every grid it types 0 in the first cell and leaves the second blank."""
+
+    def __init__(self, study, pid):
+        super().__init__(study, pid)
+        self.requests = []
+
+    async def beliefs(self, ctx, req):
+        self.requests.append((ctx.task, req))
+        grid = await super().beliefs(ctx, req)
+        return {t: [0, None] + list(row[2:]) for t, row in grid.items()}
+
+
+def _csv(path):
+    import csv
+
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture
+def pilot_db(tmp_path):
+    """A study's own database after a dry run and one real participant who finished."""
+    import asyncio
+
+    from lab.study.check import dry_run
+
+    study = _study(tmp_path)
+    db = tmp_path / "s.db"
+
+    async def go():
+        async with await Store.open(db) as store:
+            assert (await dry_run(study, store))["ok"]
+            drv = Marks(study, "P001")
+            r, how = await _run(study, store, "P001", drv)
+            assert how is None and r.outcome is None
+            return drv
+
+    return study, tmp_path / "study.toml", db, asyncio.run(go())
+
+
+ANALYSIS = ("steps.csv", "games.csv", "messages.csv", "beliefs.csv", "questionnaires.csv", "timings.csv",
+            "assignment.csv", "payments.csv", "message_audit.csv", "drafts.csv", "participants.csv")
+
+
+def test_export_flags_every_row_simulated_or_not_and_leaves_the_dry_run_out_by_default(cli, pilot_db, tmp_path):
+    study, path, db, _ = pilot_db
+    rc, _, err = cli("study", "export", str(path), "--db", str(db), "--out", str(tmp_path / "real"))
+    assert rc == 0, err
+    rc, _, err = cli("study", "export", str(path), "--db", str(db), "--out", str(tmp_path / "all"),
+                     "--include-simulated")
+    assert rc == 0, err
+    for name in ANALYSIS:
+        real, every = _csv(tmp_path / "real" / name), _csv(tmp_path / "all" / name)
+        header = open(tmp_path / "real" / name).readline().strip().split(",")
+        assert "simulated" in header, f"{name} has no simulated column"
+        assert all(r["simulated"] == "0" and r["participant"] == "P001" for r in real), name
+        assert {r["simulated"] for r in every if r["participant"].startswith("sim-")} <= {"1"}, name
+        if name != "drafts.csv":  # nobody quit with words unsent
+            assert real and any(r["participant"].startswith("sim-") for r in every), name
+
+
+def test_rounds_count_from_1_in_every_csv_and_every_codebook_entry_says_so(cli, pilot_db, tmp_path):
+    from lab.study.export import CODEBOOK
+
+    study, path, db, drv = pilot_db
+    rc, _, err = cli("study", "export", str(path), "--db", str(db), "--out", str(tmp_path / "d"))
+    assert rc == 0, err
+    for name, (_, cols) in CODEBOOK.items():
+        for col, meaning in cols:
+            if col == "round":
+                assert "counted from 1" in meaning, (name, meaning)
+    task, _ = drv.requests[0]
+    n = len(task.meetings)
+    msgs = _csv(tmp_path / "d" / "messages.csv")
+    assert {int(r["round"]) for r in msgs} == set(range(1, n + 1))
+    timed = {int(r["round"]) for r in _csv(tmp_path / "d" / "timings.csv") if r["round"]}
+    assert min(timed) == 1 and max(timed) <= n
+    asked = {(req.round + 1) for _, req in drv.requests}
+    assert {int(r["round"]) for r in _csv(tmp_path / "d" / "beliefs.csv")} == asked
+
+
+def test_a_blank_belief_cell_is_missing_not_0(cli, pilot_db, tmp_path):
+    pd = pytest.importorskip("pandas")
+    study, path, db, drv = pilot_db
+    rc, _, err = cli("study", "export", str(path), "--db", str(db), "--out", str(tmp_path / "d"))
+    assert rc == 0, err
+    rows = _csv(tmp_path / "d" / "beliefs.csv")
+    assert rows
+    blank = [r for r in rows if r["slot"] == "1"]
+    typed = [r for r in rows if r["slot"] == "0"]
+    assert blank and all(r["belief"] == "" and r["feasibility_belief"] == "" for r in blank)
+    assert typed and all(r["belief"] == "0" and r["feasibility_belief"] == "0.5" for r in typed)
+    b = pd.read_csv(tmp_path / "d" / "beliefs.csv")
+    assert b[b.slot == 1].belief.isna().all() and (b[b.slot == 0].belief == 0).all()
+    book = (tmp_path / "d" / "codebook.md").read_text()
+    assert "left blank" in book and "NaN in pandas" in book
+
+
+def test_belief_grids_only_about_rounds_the_participant_took_part_in(pilot_db):
+    study, _, _, drv = pilot_db
+    assert drv.requests
+    for task, req in drv.requests:
+        assert req.seat in task.meetings[req.round].participants and req.took_part
+
+
+async def test_watched_rounds_asks_about_every_round_and_flags_the_ones_only_watched(tmp_path):
+    study = _study(tmp_path)
+    study = study.model_copy(update={"beliefs": study.beliefs.model_copy(update={"watched_rounds": True,
+                                                                                 "rounds": "all"})})
+    async with await Store.open(tmp_path / "s.db") as store:
+        drv = Marks(study, "P001")
+        await _run(study, store, "P001", drv)
+        watched = [req for task, req in drv.requests if req.seat not in task.meetings[req.round].participants]
+        assert watched and not any(req.took_part for req in watched)
+        assert all(req.took_part for task, req in drv.requests if req not in watched)
+        rows = {}
+        from lab.study.export import study_rows
+
+        for r in (await study_rows(study, store))["beliefs.csv"]:
+            rows[(r["game_id"], r["round"])] = r["took_part"]
+        assert set(rows.values()) == {0, 1}
+
+
+# -- item 3 below the screens: the call cut short is timed -------------------------------------
+async def test_the_turn_in_progress_at_a_quit_is_timed_partial():
+    import asyncio
+
+    from lab.study.seat import StudySeat
+
+    rows = []
+
+    class Thinking:
+        async def speak(self, obs):
+            await asyncio.sleep(3600)
+
+    async def on_timing(**kw):
+        rows.append(kw)
+
+    class Obs:
+        round, turn = 2, 1
+
+    seat = StudySeat(Thinking(), model="human", talk_seconds=600, decision_seconds=None, on_timing=on_timing)
+    task = asyncio.ensure_future(seat.speak(Obs()))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [(r["phase"], r["round_"], r["turn"], r["timed_out"], r.get("partial")) for r in rows] == [
+        ("talk", 2, 1, False, True)]
+    assert rows[0]["seconds"] > 0
