@@ -261,11 +261,31 @@ def test_a_blank_belief_cell_is_missing_not_0(cli, pilot_db, tmp_path):
     assert "left blank" in book and "NaN in pandas" in book
 
 
-def test_belief_grids_only_about_rounds_the_participant_took_part_in(pilot_db):
-    study, _, _, drv = pilot_db
+class Asked(Person):
+    def __init__(self, study, pid):
+        super().__init__(study, pid)
+        self.requests = []
+
+    async def beliefs(self, ctx, req):
+        self.requests.append((ctx.task, req))
+        return await super().beliefs(ctx, req)
+
+
+async def test_belief_grids_only_about_rounds_the_participant_took_part_in(tmp_path):
+    study = _study(tmp_path)  # targets = "meeting"
+    study = study.model_copy(update={"beliefs": study.beliefs.model_copy(update={"rounds": "all"})})
+    async with await Store.open(tmp_path / "s.db") as store:
+        drv = Asked(study, "P001")
+        await _run(study, store, "P001", drv)
     assert drv.requests
     for task, req in drv.requests:
-        assert req.seat in task.meetings[req.round].participants and req.took_part
+        assert req.seat in task.meetings[req.round].participants, f"asked after round {req.round + 1}, not theirs"
+    # and after every round that was theirs
+    tasks = {id(t): t for t, _ in drv.requests}
+    for t in tasks.values():
+        seat = next(req.seat for task, req in drv.requests if task is t)
+        mine = {r for r, m in enumerate(t.meetings) if seat in m.participants}
+        assert {req.round for task, req in drv.requests if task is t} == mine
 
 
 async def test_watched_rounds_asks_about_every_round_and_flags_the_ones_only_watched(tmp_path):

@@ -161,3 +161,25 @@ async def test_a_grid_about_a_round_the_participant_only_watched_says_so():
     app = _grid_app(req)
     async with app.run_test(size=(140, 30)) as pilot:
         await wait_painted(pilot, "You were not in round 2's meeting", flat=True)
+
+
+async def test_help_in_a_study_game_counts_the_tasks_seats_and_promises_no_figures_the_study_hides():
+    from calbench_tui.screens.help import HelpScreen
+    from engine.generate import generate_scenario
+
+    task = generate_scenario(1, num_agents=4, num_slots=8, num_meetings=2, participants_per_meeting=2)
+
+    class Host(App):
+        game_task = task
+        study = object()  # a study's app
+        blind_partners = True
+
+        def on_mount(self):
+            self.push_screen(HelpScreen())
+
+    app = Host()
+    async with app.run_test(size=(120, 60)) as pilot:
+        text = await wait_painted(pilot, "Four agents each hold a private calendar",
+                                  "how many of its meetings were scheduled", flat=True)
+        flat = " ".join(text.split())
+        assert "Five agents" not in flat and "VPS" not in flat and "best possible schedule" not in flat
