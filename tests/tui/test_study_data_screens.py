@@ -183,3 +183,52 @@ async def test_help_in_a_study_game_counts_the_tasks_seats_and_promises_no_figur
                                   "how many of its meetings were scheduled", flat=True)
         flat = " ".join(text.split())
         assert "Five agents" not in flat and "VPS" not in flat and "best possible schedule" not in flat
+
+
+def test_end_screen_has_one_yardstick_the_tasks_optimum_and_explains_failed_meetings():
+    """Issue 30 item 10: with meetings failed the headline said "the best schedule costs 3, your
+    share 0" (the oracle re-solved on the scheduled meetings) while the replay and the task say
+    6 and 2; a failed meeting still showed a "best" slot."""
+    import asyncio
+
+    from rich.console import Console
+
+    from calbench_tui.screens.end import EndScreen
+    from engine.game import GameConfig, run_game
+    from engine.generate import generate_scenario
+    from engine.metrics import oracle_cached
+    from personas.registry import make_personas
+
+    task = generate_scenario(1)
+    seats = make_personas("imap", task.num_agents)
+    seats[0] = make_personas("passive", 1)[0]  # never schedules: its meetings fail
+    trace = asyncio.run(run_game(task, seats, GameConfig(deterministic=True))).trace
+    m = trace["metrics"]
+    opt = oracle_cached(task, None)
+    assert m["meetings_scheduled"] < m["meetings_total"]
+    assert sum(r["oracle_cost"] for r in m["per_seat"]) != opt.cost_levels  # the two yardsticks differ here
+    screen = EndScreen(trace, seat=0)
+    head = " ".join(screen._headline().plain.split())
+    assert f"costs {opt.cost_levels}" in head and f"your share in the best schedule {opt.agent_costs_levels[0]}" in head
+    failed = [mt.id for mt in task.meetings if mt.id not in set(m["scheduled_meeting_ids"])]
+    assert f"M{failed[0]}" in head and "no best slot" in head
+    c = Console(width=160, record=True)
+    c.print(screen._schedules())
+    rows = {line.split()[0]: line for line in c.export_text().splitlines() if line.strip().startswith("M")}
+    for mid in failed:
+        assert rows[f"M{mid}"].rstrip().endswith("– (failed)")
+    held = [mt.id for mt in task.meetings if mt.id in set(m["scheduled_meeting_ids"])]
+    assert held and all("slot" in rows[f"M{mid}"].split("slot", 1)[1] for mid in held)
+
+
+def test_replay_and_end_screen_explain_a_negative_vps():
+    from calbench_tui.screens.end import EndScreen
+    from calbench_tui.screens.replay import HOW_TO_READ
+
+    vps = dict(HOW_TO_READ)["VPS"]
+    assert "negative" in vps and "back toward" in vps
+    seats = [{"cost": 0, "oracle_cost": 0, "excess": 0, "meetings_scheduled": 1, "meetings_assigned": 1,
+              "vps": 17.8, "vps_typed": 18.5, "vps_free_text": -0.7}]
+    trace = {"metrics": {"per_seat": seats, "excess": 0, "meetings_scheduled": 1, "meetings_total": 1, "vps": 17.8}}
+    head = " ".join(EndScreen(trace, seat=0)._headline().plain.split())
+    assert "A part below 0 is a message that moved a guess back toward" in head
