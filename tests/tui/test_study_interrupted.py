@@ -83,12 +83,15 @@ async def test_ctrl_q_on_the_belief_grid_then_the_same_command_shows_the_grid_ag
                     break
                 await step_by_keys(pilot, app, seen)
             step = app.current_step
-            await wait_for(pilot, lambda: "After round 2" in screen_text(app), what="the grid painted")
+            # the grid after the participant's last round ("last": the last one they took part in)
+            rnd = app.screen.req.round
+            after = f"After round {rnd + 1}"
+            await wait_for(pilot, lambda: after in screen_text(app), what="the grid painted")
             await pilot.press("ctrl+q")
         app2 = make_study_app(study, participant="P011", store=store, base=tmp_path)
         async with app2.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: isinstance(app2.screen, BeliefGridScreen)
-                           and "After round 2" in screen_text(app2), timeout=PATIENCE,
+                           and after in screen_text(app2), timeout=PATIENCE,
                            what="the belief grid that was cut short")
             assert app2.current_step == step
             await pilot.press("7", "enter")
@@ -98,4 +101,4 @@ async def test_ctrl_q_on_the_belief_grid_then_the_same_command_shows_the_grid_ag
         gid = next(s for s in await app2.runner.db.steps("P011") if s["name"] == step)["game_id"]
         async with store._db.execute("SELECT round, MAX(belief) FROM study_beliefs WHERE game_id = ? GROUP BY round",
                                      (gid,)) as cur:
-            assert await cur.fetchall() == [(1, 3)]
+            assert await cur.fetchall() == [(rnd, 3)]
