@@ -247,6 +247,7 @@ class StudyApp(CalBenchApp):
         if m is None or gs is None or self.status != "running":
             return []
         rnd = m.round if isinstance(m.round, int) and m.round >= 0 else None
+
         def to(msg) -> list[int]:
             if msg.to is not None:
                 return [msg.to]

@@ -97,7 +97,7 @@ _LATER_KEYS = {"": {"payment": None, "pool": {"id_param": "participant", "return
                "quiz": {"max_attempts": None}, "items": {"answer": None}}
 
 
-_LATER_KEYS["beliefs"] = {"watched_rounds": False}
+_LATER_KEYS["beliefs"] = {"watched_rounds": False}  # [beliefs] watched_rounds (issue 30)
 
 
 def _drop_later(d: Any, where: str = "") -> Any:
@@ -343,8 +343,8 @@ class StudyRunner:
         if self._quiz_outcome(rows) is None:
             given = [{"item": int(r["item"]), "response": int(r["response"]), "attempt": r["attempt"]} for r in prior]
             records = await self._ask(self.driver.quiz, qs, prior=given, record=record)
-            rows += [grade(r) for r in records if (str(int(r["item"])), int(r["attempt"])) not in
-                     {(x["item"], x["attempt"]) for x in prior}]
+            before = {(x["item"], x["attempt"]) for x in prior}
+            rows += [grade(r) for r in records if (str(int(r["item"])), int(r["attempt"])) not in before]
         rows.sort(key=lambda r: (int(r["item"]), r["attempt"]))
         out = self._quiz_outcome(rows)
         if out is not None and out >= 0:  # used up a question's tries: screened out (recorded, the slot given up)

@@ -5,7 +5,6 @@ middle of a step, and the same participant run again."""
 
 from __future__ import annotations
 
-import math
 
 import pytest
 
@@ -162,8 +161,8 @@ async def _quit_at_game(ctx):
 
 
 # -- items 4-7: what the export says -------------------------------------------------------------
-class Marks(Person):
-    """Completes the study; on every grid it types 0 in the first cell and leaves the second blank."""
+class Asked(Person):
+    """Completes the study, keeping every belief grid it was asked (with the game's task)."""
 
     def __init__(self, study, pid):
         super().__init__(study, pid)
@@ -171,6 +170,13 @@ class Marks(Person):
 
     async def beliefs(self, ctx, req):
         self.requests.append((ctx.task, req))
+        return await super().beliefs(ctx, req)
+
+
+class Marks(Asked):
+    """On every grid it types 0 in the first cell and leaves the second blank."""
+
+    async def beliefs(self, ctx, req):
         grid = await super().beliefs(ctx, req)
         return {t: [0, None] + list(row[2:]) for t, row in grid.items()}
 
@@ -259,16 +265,6 @@ def test_a_blank_belief_cell_is_missing_not_0(cli, pilot_db, tmp_path):
     assert b[b.slot == 1].belief.isna().all() and (b[b.slot == 0].belief == 0).all()
     book = (tmp_path / "d" / "codebook.md").read_text()
     assert "left blank" in book and "NaN in pandas" in book
-
-
-class Asked(Person):
-    def __init__(self, study, pid):
-        super().__init__(study, pid)
-        self.requests = []
-
-    async def beliefs(self, ctx, req):
-        self.requests.append((ctx.task, req))
-        return await super().beliefs(ctx, req)
 
 
 async def test_belief_grids_only_about_rounds_the_participant_took_part_in(tmp_path):

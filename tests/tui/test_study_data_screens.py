@@ -18,7 +18,7 @@ from lab.study.seat import BeliefRequest
 from saves.store import Store
 
 from .helpers import PATIENCE, wait_for, wait_painted
-from .test_study_interrupted import my_turn
+from .test_study_interrupted import to_my_turn
 from .test_study_run import is_waiting, small_study, step_by_keys
 
 QUEUED = "I can do slot 3"
@@ -92,13 +92,8 @@ async def test_queued_and_typed_words_survive_ctrl_q_and_the_turn_cut_short_is_t
     study = small_study(tmp_path)
     async with await Store.open(tmp_path / "s.db") as store:
         app = make_study_app(study, participant="P003", store=store, base=tmp_path)
-        seen: list[str] = []
         async with app.run_test(size=(120, 40)) as pilot:
-            while not my_turn(app):
-                await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
-                if my_turn(app):
-                    break
-                await step_by_keys(pilot, app, seen)
+            await to_my_turn(pilot, app)
             gs = app.screen
             rnd, turn = gs.round, gs.pending.obs.turn
             await pilot.press("i", *QUEUED, "enter")

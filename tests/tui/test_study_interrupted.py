@@ -25,17 +25,22 @@ def my_turn(app) -> bool:
         and gs.pending.obs.__class__.__name__ == "TurnObservation"
 
 
+async def to_my_turn(pilot, app) -> None:
+    """Every step by keys up to the participant's first talk turn."""
+    seen: list[str] = []
+    while not my_turn(app):
+        await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
+        if my_turn(app):
+            break
+        await step_by_keys(pilot, app, seen)
+
+
 async def test_quit_mid_round_then_resume_keeps_the_message_and_says_the_round_restarts(tmp_path):
     study = small_study(tmp_path)
     async with await Store.open(tmp_path / "s.db") as store:
         app = make_study_app(study, participant="P010", store=store, base=tmp_path)
-        seen: list[str] = []
         async with app.run_test(size=(120, 40)) as pilot:
-            while not my_turn(app):
-                await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
-                if my_turn(app):
-                    break
-                await step_by_keys(pilot, app, seen)
+            await to_my_turn(pilot, app)
             gs = app.screen
             rnd, step = gs.round, app.current_step
             await pilot.press("i", *WORDS, "enter", "escape", "e")
