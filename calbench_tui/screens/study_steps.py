@@ -106,6 +106,9 @@ class QuizScreen(Screen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        if self.index >= len(self.questions):  # every question was right before a quit
+            self.dismiss(self.records)
+            return
         self._show()
 
     def _show(self, feedback: Text | None = None) -> None:
