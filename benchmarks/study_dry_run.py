@@ -42,7 +42,7 @@ async def main(cycles: int) -> None:
                       f"{r['games'] / dt:.2f} games/s, {r['steps'] / dt:.1f} steps/s "
                       f"({r['participants']} participants, {r['games']} games, {r['steps']} steps)")
             t0 = time.perf_counter()
-            counts = await export_study(study, store, Path(tmp) / "out")
+            counts = await export_study(study, store, Path(tmp) / "out", include_simulated=True)
             print(f"export: {time.perf_counter() - t0:.2f} s for {sum(counts.values())} rows")
             t0 = time.perf_counter()
             await study_table(study, store, include_simulated=True)

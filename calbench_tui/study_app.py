@@ -56,14 +56,14 @@ class TerminalDriver:
     async def instructions(self, text: str) -> None:
         await self._show(StudyTextScreen(text, title="Instructions"))
 
-    async def quiz(self, questions) -> list[dict[str, Any]]:
-        return await self._show(QuizScreen(list(questions)))
+    async def quiz(self, questions, *, prior=(), record=None) -> list[dict[str, Any]]:
+        return await self._show(QuizScreen(list(questions), prior=list(prior), record=record))
 
-    async def questionnaire(self, q, *, game=None) -> list[dict[str, Any]]:
+    async def questionnaire(self, q, *, game=None, prior=(), record=None) -> list[dict[str, Any]]:
         sub = ""
         if game is not None:
             sub = "about the practice game" if game.game.practice else f"about game {game.game.index}"
-        return await self._show(QuestionnaireScreen(q, subtitle=sub))
+        return await self._show(QuestionnaireScreen(q, subtitle=sub, prior=list(prior), record=record))
 
     async def beliefs(self, ctx, req) -> dict[int, list[int]]:
         return await self._show(BeliefGridScreen(req, title=self._game_title(ctx)))
@@ -147,6 +147,8 @@ class TerminalDriver:
     async def goodbye(self, outcome: str | None) -> None:
         """The participant declined consent or was screened out by the quiz: the end, politely."""
         self.app.left = outcome
+        if self.app.leaving:  # ctrl+q at consent: recorded; the app closes without another screen
+            return
         await self._show(GoodbyeScreen(outcome or "declined"))
 
     async def thanks(self, code: str, *, payment=None, return_link: str | None = None, **_: Any) -> None:
@@ -172,6 +174,7 @@ class StudyApp(CalBenchApp):
         self.countdown_seat = None
         self.pool_id = pool_id  # the online pool's id for this participant (from the browser link)
         self.left: str | None = None  # declined | screened_out: the participant left for good
+        self.leaving = False  # ctrl+q at consent: a decline, closed without the goodbye screen
         self.payment: dict | None = None
         self.return_link: str | None = None
         self.blind_partners = True  # partners are "Agent N" (the help says nothing of their protocol)
@@ -239,6 +242,49 @@ class StudyApp(CalBenchApp):
             self.finished = True
         self.current_step = None
         self.exit(return_code=0)
+
+    def unsent(self) -> list[dict[str, Any]]:
+        """What the participant wrote in the game in play but had not sent: the queued messages
+        (the outbox, sent at the end of their turn) and the composer's text (enter not pressed)."""
+        m, gs = self.seat_model, self.game_screen
+        if m is None or gs is None or self.status != "running":
+            return []
+        rnd = m.round if isinstance(m.round, int) and m.round >= 0 else None
+
+        def to(msg) -> list[int]:
+            if msg.to is not None:
+                return [msg.to]
+            seats = range(m.num_agents) if msg.type == "all_groupchat" else m.participants
+            return [p for p in seats if p != m.seat]
+
+        out = [{"round": rnd, "kind": "queued", "channel": msg.type, "text": msg.content, "recipients": to(msg)}
+               for msg in m.outbox]
+        try:
+            from textual.widgets import Input
+
+            typed = gs.query_one("#composer", Input).value
+        except Exception:  # the game screen is not composed (yet): nothing typed
+            typed = ""
+        if typed.strip():
+            out.append({"round": rnd, "kind": "composer", "channel": None, "text": typed, "recipients": []})
+        return out
+
+    async def action_quit_game(self) -> None:
+        """ctrl+q: at consent it is a decline (recorded, final, as ``n``); in a game what the
+        participant wrote but had not sent is stored first (drafts.csv), then the game stops as
+        in the play app (the step stays open; the same command resumes)."""
+        s = self.screen
+        if isinstance(s, StudyTextScreen) and s.consent and self.runner is not None:
+            self.leaving = True  # the goodbye screen is not shown: they asked to leave
+            s.action_decline()
+            return  # the runner records the decline and the app exits like after ``n``
+        drafts = self.unsent()
+        if drafts and self.runner is not None and self.game_id:
+            try:
+                await self.runner.db.add_drafts(self.participant, self.game_id, drafts)
+            except Exception:  # a store that cannot take it must not keep the participant in
+                pass
+        await super().action_quit_game()
 
     def open_batch_builder(self, request) -> None:
         super().open_batch_builder(request)

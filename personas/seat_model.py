@@ -101,6 +101,8 @@ class SeatModel:
         self.proposal_kind: str | None = None  # its typed payload kind (sdmap "propose", dsm "proposals", ...)
         self.cost_request: tuple[int, list[int]] | None = None  # (from, slots) latest ask to me
         self.my_proposal: list[int] = []
+        self.last_proposal: list[int] = []  # the slots of this round's latest proposal, mine or to me
+        self.proposed: list[int] = []  # every slot proposed this round, by anyone, in order
         self.reported: dict[int, dict[int, int | None]] = {}  # costs other participants sent me this round
         self.last_writer: int | None = None
         self.protocols: dict[int, str | None] = {}  # seat -> scripted protocol it speaks (from game_start)
@@ -171,6 +173,7 @@ class SeatModel:
         self.meeting = m
         self.meeting_id, self.participants = m.get("id"), list(m.get("participants") or [])
         self.talk, self.proposal, self.cost_request, self.my_proposal = [], None, None, []
+        self.last_proposal, self.proposed = [], []
         self.proposal_kind = None
         self.reported = {}
         self.last_writer = None
@@ -204,10 +207,12 @@ class SeatModel:
                     self.proposal, self.proposal_kind = (frm, slots), kind
             elif slots and protocol.is_proposal(ev):
                 self.proposal, self.proposal_kind = (frm, slots), kind
+                self._proposed(slots)
                 if len(slots) == 1:
                     hints.append(Hint("proposes", frm=frm, slot=slots[0]))
             elif slots and not self.proposal and len(slots) <= 3:
                 self.proposal, self.proposal_kind = (frm, slots), kind
+                self._proposed(slots, weak=True)  # a few slots mentioned, not a typed proposal
             costs = protocol.costs_in_payload(ev.get("payload"))
             if costs is not None:
                 self.reported[frm] = costs
@@ -258,9 +263,25 @@ class SeatModel:
         ch = "participant_groupchat" if "participant_groupchat" in self.channels else self.channels[0]
         return ch, []
 
+    def _proposed(self, slots: Sequence[int], *, weak: bool = False) -> None:
+        """Slots proposed this round; ``weak``: only mentioned in free text, which does not
+        replace a proposal already made (the one the builder preselects)."""
+        if not (weak and self.last_proposal):
+            self.last_proposal = list(slots)
+        self.proposed += [s for s in slots if s not in self.proposed]
+
+    def talked_slots(self) -> list[int]:
+        """The slots the round's talk was about, for the batch builder's warning: the latest
+        message's, then every slot proposed this round (mine included)."""
+        return list(self.talk) + [s for s in self.proposed if s not in self.talk]
+
     def agreed_slot(self) -> int | None:
-        """The slot the batch builder preselects: the one slot the talk settled on, else my one
-        proposed slot, else the one slot proposed to me."""
+        """The slot the batch builder preselects: the round's latest proposal when it names one
+        slot (mine or to me: a later message merely mentioning another slot does not replace
+        it), else the one slot the talk settled on, else my one proposed slot, else the one
+        slot proposed to me."""
+        if len(self.last_proposal) == 1:
+            return self.last_proposal[0]
         if self.talk and len(self.talk) == 1:
             return self.talk[0]
         if self.my_proposal and len(self.my_proposal) == 1:
@@ -396,6 +417,7 @@ class SeatModel:
         msgs = self._typed(quick.propose, ch, to, slots, initiator=self.initiator)
         self.my_proposal = slots
         self.talk = slots
+        self._proposed(slots)
         return QuickResult(msgs)
 
     def _answer(self, kind: str, costs: list[int | None], cursor: int | None,

@@ -188,3 +188,38 @@ ALTER TABLE study_participants ADD COLUMN outcome TEXT
 ALTER TABLE study_participants ADD COLUMN pool_id TEXT;                  -- e.g. a Prolific id from the link
 DROP INDEX study_participant_slots;
 CREATE INDEX study_participants_by_slot ON study_participants (study_id, simulated, slot);
+
+-- migration 7: study data nothing a participant does can reset or blur: a belief-grid cell
+-- left blank is NULL (missing), not 0 ("no idea"); the turn in progress when the participant
+-- quit is timed too (partial = 1); what they wrote but had not sent at the quit is kept
+CREATE TABLE study_beliefs_v7 (
+    study_id    TEXT NOT NULL,
+    participant TEXT NOT NULL,
+    game_id     TEXT NOT NULL,
+    round       INTEGER NOT NULL,
+    observer    INTEGER NOT NULL,                -- the participant's seat
+    target      INTEGER NOT NULL,
+    slot        INTEGER NOT NULL,
+    belief      INTEGER CHECK (belief IS NULL OR belief BETWEEN -3 AND 3),   -- NULL = left blank
+    recorded_at TEXT,
+    PRIMARY KEY (study_id, participant, game_id, round, target, slot),
+    FOREIGN KEY (study_id, participant) REFERENCES study_participants (study_id, participant) ON DELETE CASCADE
+);
+INSERT INTO study_beliefs_v7 SELECT study_id, participant, game_id, round, observer, target, slot, belief,
+    recorded_at FROM study_beliefs;
+DROP TABLE study_beliefs;
+ALTER TABLE study_beliefs_v7 RENAME TO study_beliefs;
+ALTER TABLE study_timings ADD COLUMN partial INTEGER NOT NULL DEFAULT 0;   -- 1 = the call was cut short by a quit
+CREATE TABLE study_drafts (
+    study_id    TEXT NOT NULL,
+    participant TEXT NOT NULL,
+    game_id     TEXT NOT NULL,
+    round       INTEGER,
+    kind        TEXT NOT NULL CHECK (kind IN ('queued', 'composer')),  -- queued to send, or still being typed
+    channel     TEXT,
+    recipients  TEXT,                            -- '|'-separated seats (a queued message)
+    text        TEXT NOT NULL,
+    recorded_at TEXT,
+    FOREIGN KEY (study_id, participant) REFERENCES study_participants (study_id, participant) ON DELETE CASCADE
+);
+CREATE INDEX study_drafts_by_participant ON study_drafts (study_id, participant);

@@ -17,7 +17,8 @@ from engine.redact import redact
 
 __all__ = ["StudyStore", "STUDY_TABLES"]
 
-STUDY_TABLES = ("study_participants", "study_steps", "study_answers", "study_beliefs", "study_timings")
+STUDY_TABLES = ("study_participants", "study_steps", "study_answers", "study_beliefs", "study_timings",
+                "study_drafts")
 
 
 def _now() -> str:
@@ -92,6 +93,9 @@ class StudyStore:
 
     async def timings(self, participant: str | None = None) -> list[dict[str, Any]]:
         return await self._rows("study_timings", participant, "rowid")
+
+    async def drafts(self, participant: str | None = None) -> list[dict[str, Any]]:
+        return await self._rows("study_drafts", participant, "rowid")
 
     async def _rows(self, table: str, participant: str | None, order: str) -> list[dict[str, Any]]:
         where, args = "study_id = ?", [self.study_id]
@@ -202,7 +206,8 @@ class StudyStore:
 
     async def add_answers(self, participant: str, step: int, questionnaire: str,
                           answers: list[dict[str, Any]], *, game_id: str | None = None) -> None:
-        """``answers``: ``{"item", "response", "attempt"=1, "correct"=None}`` each."""
+        """``answers``: ``{"item", "response", "attempt"=1, "correct"=None}`` each.  Written as
+        each is given (a quit keeps it; a resume continues after it)."""
         rows = [(self.study_id, participant, step, questionnaire, a["item"],
                  None if a.get("response") is None else redact(str(a["response"])), int(a.get("attempt", 1)),
                  None if a.get("correct") is None else int(bool(a["correct"])), game_id, _now()) for a in answers]
@@ -212,8 +217,10 @@ class StudyStore:
                                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     async def add_beliefs(self, participant: str, game_id: str, round_: int, observer: int,
-                          grid: dict[int, list[int]]) -> None:
-        rows = [(self.study_id, participant, game_id, round_, observer, int(t), k, int(b), _now())
+                          grid: dict[int, list[int | None]]) -> None:
+        """``grid``: ``{target: [belief per slot]}``; ``None`` is a cell left blank (stored NULL)."""
+        rows = [(self.study_id, participant, game_id, round_, observer, int(t), k, None if b is None else int(b),
+                 _now())
                 for t, row in grid.items() for k, b in enumerate(row)]
         async with self.store._tx() as db:
             await db.executemany("INSERT OR REPLACE INTO study_beliefs (study_id, participant, game_id, round, "
@@ -221,12 +228,25 @@ class StudyStore:
                                  rows)
 
     async def add_timing(self, participant: str, game_id: str, *, round_: int | None, turn: int | None,
-                         phase: str, seconds: float, timed_out: bool) -> None:
+                         phase: str, seconds: float, timed_out: bool, partial: bool = False) -> None:
+        """``partial``: the call was cut short by a quit (ctrl+q, a crash) before an answer."""
         async with self.store._tx() as db:
             await db.execute("INSERT INTO study_timings (study_id, participant, game_id, round, turn, phase, "
-                             "seconds, timed_out, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             "seconds, timed_out, recorded_at, partial) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              (self.study_id, participant, game_id, round_, turn, phase, round(seconds, 3),
-                              int(timed_out), _now()))
+                              int(timed_out), _now(), int(partial)))
+
+    async def add_drafts(self, participant: str, game_id: str, drafts: list[dict[str, Any]]) -> None:
+        """What the participant wrote but had not sent when they quit: ``{"round", "kind" (queued |
+        composer), "channel", "recipients", "text"}`` each."""
+        rows = [(self.study_id, participant, game_id, d.get("round"), d["kind"], d.get("channel"),
+                 "|".join(str(r) for r in d.get("recipients") or ()) or None, redact(str(d["text"])), _now())
+                for d in drafts if str(d.get("text") or "").strip()]
+        if not rows:
+            return
+        async with self.store._tx() as db:
+            await db.executemany("INSERT INTO study_drafts (study_id, participant, game_id, round, kind, channel, "
+                                 "recipients, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     async def withdraw(self, participant: str) -> dict[str, int]:
         """Delete every row of ``participant``, their games (events, seat results) included.

@@ -81,9 +81,14 @@ def register(sub) -> None:
     q = ss.add_parser("export", help="tidy CSV files and a codebook",
                       description="Write participants.csv, steps.csv, games.csv, messages.csv, beliefs.csv, "
                                   "questionnaires.csv, timings.csv, assignment.csv (the randomisation record), "
-                                  "payments.csv (rows with [payment]) and codebook.md to DIR.")
+                                  "payments.csv (rows with [payment]), message_audit.csv, drafts.csv (what a "
+                                  "participant wrote but had not sent when they quit) and codebook.md to DIR. "
+                                  "Every file has a simulated column; rows of simulated participants (a dry run "
+                                  "into this database) are left out unless --include-simulated.")
     q.add_argument("path", metavar="PATH")
     q.add_argument("--out", required=True, metavar="DIR")
+    q.add_argument("--include-simulated", action="store_true",
+                   help="also write the simulated participants' rows (study check --dry-run), flagged simulated = 1")
     add_db_option(q)
     q.set_defaults(handler=handle_export)
 
@@ -238,7 +243,9 @@ def _format_design(d) -> str:
     if d.get("beliefs"):
         b = d["beliefs"]
         lines.append(f"Belief grid after round{'s' if len(b['rounds']) > 1 else ''} "
-                     f"{', '.join(map(str, b['rounds']))} of {b['of_rounds']} (rounds counted from 1)")
+                     f"{', '.join(map(str, b['rounds']))} of {b['of_rounds']} (rounds counted from 1)"
+                     + ("; rounds the participant only watched too (watched_rounds)" if b.get("watched_rounds")
+                        else "; only rounds whose meeting the participant is in ('last': their last)"))
     lines.append(f"Per participant: {d['games_per_participant']} games"
                  f"{' + 1 practice' if d['practice'] else ''}, {d['steps_per_participant']} steps, "
                  f"about {d['expected_minutes']} minutes")
@@ -331,7 +338,8 @@ def handle_export(args) -> int:
     path = _existing(args.db)
     skipped: list[str] = []
     try:
-        counts = with_store(path, lambda store: export_study(study, store, args.out, skipped=skipped))
+        counts = with_store(path, lambda store: export_study(study, store, args.out, skipped=skipped,
+                                                             include_simulated=args.include_simulated))
     except OSError as exc:
         raise UserError(f"cannot write to {args.out}: {exc.strerror}") from None
     for line in skipped:  # games a participant is still playing: never written mid-game

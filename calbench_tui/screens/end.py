@@ -122,6 +122,37 @@ def _sum(values) -> float | None:
     return sum(vals) if vals else None
 
 
+def task_optimum(trace: dict[str, Any]) -> tuple[float, list[float], float] | None:
+    """The end screen's one yardstick: the task's optimum over *all* its meetings (what the task
+    file and the replay call the optimal cost) — ``(total in cost levels, each seat's share in
+    cost levels, total in shown costs as the replay prints it)``; None for a trace without a
+    task or an infeasible one."""
+    from engine.metrics import oracle_cached
+    from engine.model import Task
+
+    row = trace.get("task")
+    if not isinstance(row, dict):
+        return None
+    try:
+        o = oracle_cached(Task.from_row(row), None)
+    except Exception:  # a task row this version cannot read: no yardstick rather than a crash
+        return None
+    if not o.feasible:
+        return None
+    return o.cost_levels, list(o.agent_costs_levels), o.cost
+
+
+def failed_meetings(trace: dict[str, Any]) -> list[int]:
+    """The meetings of the task that did not end up scheduled (never reached, apart, broken)."""
+    played = played_schedule(trace)
+    return [m.get("id") for m in (trace.get("task") or {}).get("meetings") or []
+            if not str(played.get(m.get("id"), "")).startswith("slot") or "broken" in played.get(m.get("id"), "")]
+
+
+NEGATIVE_VPS = ("A part below 0 is a message that moved a guess back toward \"no idea\": it undid some of what "
+                "an earlier message revealed (a correction, a change of plan). The parts add up to the total.")
+
+
 def excess_words(excess: Any) -> str:
     """The game's excess as every screen prints it: two decimals, cost levels, mean per seat."""
     if not isinstance(excess, (int, float)):
@@ -194,7 +225,9 @@ class EndScreen(Screen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="end"):
             yield Static(self._headline(), id="headline")
-            yield Static(seat_table(self.trace, self.seat), id="seats-table", classes="wide")
+            opt = task_optimum(self.trace)
+            yield Static(seat_table(self.trace, self.seat, best=opt[1] if opt else None), id="seats-table",
+                         classes="wide")
             yield Static(self._leaks(), id="leaks")
             yield Static(self._schedules(), id="schedules")
             yield Static(Text("All calendars, revealed (★ the meeting placed, ←k moved in from slot k, "
@@ -214,24 +247,42 @@ class EndScreen(Screen):
         t.append("\nExcess ", style="bold")
         t.append(excess_words(excess), style="bold")
         paid = _sum(r.get("cost") for r in ps)
-        best = _sum(r.get("oracle_cost") for r in ps)
+        opt = task_optimum(self.trace)
+        every = m.get("meetings_scheduled") == m.get("meetings_total")
+        # one yardstick: the task's optimum (with every meeting held, the metrics' oracle is it)
+        best = opt[0] if opt is not None else _sum(r.get("oracle_cost") for r in ps) if every else None
         if paid is not None and best is not None:
-            t.append(f" · all seats paid {_fmt(paid)}, the best schedule of these meetings costs {_fmt(best)}")
+            t.append(f" · all seats paid {_fmt(paid)}; the best schedule of the task (all "
+                     f"{m.get('meetings_total', '?')} meetings, as the task file and the replay say) costs "
+                     f"{_fmt(best)}" + (f" ({_fmt(opt[2])} in shown costs)" if opt and opt[2] != opt[0] else ""))
             if excess and paid <= best:
                 t.append(" (seats that paid less than their share don't offset those that paid more)", style="dim")
+        failed = failed_meetings(self.trace)
+        if failed:
+            held = _sum(r.get("oracle_cost") for r in ps)
+            t.append(f"\n{', '.join(f'M{x}' for x in failed)} failed (not scheduled): "
+                     f"{'it has' if len(failed) == 1 else 'they have'} no best slot here and cost nobody "
+                     "anything; extra compares each seat with the cheapest way to hold only the meetings that "
+                     f"were scheduled{f' ({_fmt(held)} in all)' if held is not None else ''}.", style="yellow")
         t.append("\nVPS ", style="bold")
         t.append(f"{_fmt(m.get('vps'))}", style="bold")
         t.append(" privacy loss, summed over seats (0 = nothing revealed; lower is better)")
         split = vps_split_text(m)
         if split:
             t.append(f" {split}", style="dim")
+        from ..widgets.metrics import vps_parts
+
+        if any(isinstance(x, (int, float)) and x < 0 for r in ps for x in vps_parts(r)[1:]) or any(
+                isinstance(m.get(k), (int, float)) and m.get(k) < 0 for k, _ in VPS_SOURCES):
+            t.append("\n" + NEGATIVE_VPS, style="dim")
         if self.seat is not None and self.seat < len(ps):
             me = ps[self.seat]
             t.append(f"\nYou (Agent {self.seat}): {me.get('meetings_scheduled')} of {me.get('meetings_assigned')} "
                      f"of your meetings scheduled · paid {_fmt(me.get('cost'))}", style="bold")
             if me.get("cost_shown") is not None and me.get("cost_shown") != me.get("cost"):
                 t.append(f" ({_fmt(me.get('cost_shown'))} on your calendar)", style="bold")
-            t.append(f" · your share in the best schedule {_fmt(me.get('oracle_cost'))} · extra "
+            share = opt[1][self.seat] if opt is not None and self.seat < len(opt[1]) else me.get("oracle_cost")
+            t.append(f" · your share in the best schedule {_fmt(share)} · extra "
                      f"{_fmt(me.get('excess'))}", style="bold")
         fails = failure_line(self.trace)
         if fails:
@@ -262,7 +313,7 @@ class EndScreen(Screen):
         task = trace.get("task") or {}
         played = played_schedule(trace)
         opt = ((task.get("optimal") or {}).get("assignments")) or {}
-        t = Table(title="Schedule: played and best (the oracle's)", title_justify="left", box=None,
+        t = Table(title="Schedule: played and best (the task's optimum)", title_justify="left", box=None,
                   padding=(0, 2), show_edge=False)
         t.add_column("meeting")
         t.add_column("participants")
@@ -272,9 +323,11 @@ class EndScreen(Screen):
             mid = m.get("id")
             o = opt.get(str(mid), opt.get(mid))
             p = played.get(mid, "not reached")
-            style = "green" if p.startswith("slot") and "broken" not in p else "red"
+            held = p.startswith("slot") and "broken" not in p
+            style = "green" if held else "red"
+            # a failed meeting has no best slot to compare with: it was not held (see the headline)
             t.add_row(f"M{mid}", ", ".join(map(str, m.get("participants") or [])), Text(p, style=style),
-                      "–" if o is None else f"slot {o}")
+                      "– (failed)" if not held else "–" if o is None else f"slot {o}")
         return t
 
     # -- actions ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from textual.widgets import Static
 GAME = """\
 CalBench — schedule meetings without giving your calendar away.
 
-Five agents each hold a private calendar of slots: free, an errand (movable, at its \
+{agents} each hold a private calendar of slots: free, an errand (movable, at its \
 cost), a blocked errand (immovable), or a meeting. One meeting comes up each round; its \
 participants must all put it in the same slot. Moving an errand costs its value. Nobody \
 sees anyone else's calendar: you only know what you are told.
@@ -47,13 +47,27 @@ in the agreed slot in DECISION.
 """
 
 
-def game_text(blind: bool) -> str:
-    """The game in a few lines; ``blind`` (a study game): nothing about the partners' protocol."""
-    if not blind:
-        return GAME
-    start = GAME.index("The other seats follow")
-    end = GAME.index("At the end you see")
-    return GAME[:start] + PARTNERS + "\n" + GAME[end:]
+#: The last paragraph in a study: its games end on how many meetings were scheduled, nothing more.
+STUDY_END = """\
+At the end of each game you see how many of its meetings were scheduled.
+"""
+
+_NUMBERS = {2: "Two", 3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten"}
+
+
+def game_text(blind: bool, *, num_agents: int | None = None, study: bool = False) -> str:
+    """The game in a few lines; ``blind`` (a study game): nothing about the partners' protocol.
+    ``num_agents``: the seats of the task at hand (else "The agents"); ``study``: the end of a
+    game is said as the study shows it (the meetings scheduled), not the play app's figures."""
+    agents = ("The agents" if not num_agents else f"{_NUMBERS.get(num_agents, num_agents)} agents")
+    text = GAME.replace("{agents}", agents)
+    if blind:
+        start = text.index("The other seats follow")
+        end = text.index("At the end you see")
+        text = text[:start] + PARTNERS + "\n" + text[end:]
+    if study:
+        text = text[:text.index("At the end you see")] + STUDY_END
+    return text
 
 
 def keys_text(app) -> Text:
@@ -119,7 +133,10 @@ class HelpScreen(ModalScreen):
             box.border_subtitle = ("esc starts the game" if self.intro else "esc closes") + " · ↓ or page down for more"
             if self.intro:
                 yield Static(Text("Before you start: how the game works (esc starts the game)", style="bold reverse"))
-            yield Static(Text(game_text(bool(getattr(self.app, "blind_partners", False)))), id="help-game")
+            task = getattr(self.app, "game_task", None)
+            yield Static(Text(game_text(bool(getattr(self.app, "blind_partners", False)),
+                                        num_agents=getattr(task, "num_agents", None),
+                                        study=getattr(self.app, "study", None) is not None)), id="help-game")
             yield Static(keys_text(self.app), id="help-keys")
             yield Static(self._closing_words(), id="help-close")
 

@@ -33,11 +33,14 @@ TERMS: tuple[tuple[str, str], ...] = (
                     "errand is 1, so levels equal the calendar's numbers. Moving a copy of an earlier meeting "
                     "costs 1."),
     ("paid", "What a seat paid for everything it moved during the game, in cost levels."),
-    ("best", "The seat's share in the best possible schedule of the same meetings (computed afterwards by "
-             "the oracle, which sees every calendar), in cost levels."),
+    ("best", "The seat's share in the task's best possible schedule — all its meetings, the optimum the "
+             "task file and the replay name (computed by the oracle, which sees every calendar) — in cost "
+             "levels. A meeting that failed has no best slot in the schedule table."),
     ("extra", "paid − best for one seat, never below 0: the cost the seat paid beyond its share. A seat that "
               "paid less than its share does not offset one that paid more, so the extras can add up to "
-              "more than 0 even when the total paid equals the best total."),
+              "more than 0 even when the total paid equals the best total. When meetings failed, the share "
+              "is the one in the cheapest way to hold only the meetings that were scheduled (a failed "
+              "meeting is neither charged nor credited); the headline says so."),
     ("±", "paid − best with its sign: negative means the seat paid less than its share in the best "
           "schedule (someone else carried it)."),
     ("excess", "The game's number: the mean of the seats' extras, in cost levels. The end screen, the "

@@ -902,7 +902,9 @@ HOW_TO_READ: tuple[tuple[str, str], ...] = (
     ("Messages (m)", "Every message so far, with the VPS each one caused."),
     ("Beliefs (b)", "Who learnt what about whom: VPS by observer (row) and target (column)."),
     ("VPS", "Privacy loss: how far the others' guesses about a calendar moved from \"no idea\". 0 means "
-            "nothing was revealed; lower is better."),
+            "nothing was revealed; lower is better. A negative step (\"VPS −0.20\") is a message that moved a "
+            "guess back toward \"no idea\": it undid some of what an earlier message revealed (a correction, "
+            "a change of plan), so the steps add up to the total."),
     ("Keys", "→ / ← one event · ] / [ one round · home / end the first / last event · space plays and "
              "pauses · + / - faster / slower · esc closes the replay"),
 )

@@ -11,8 +11,10 @@ notion at the same moment (✓ could, ✗ could not), so the question, the truth
 example agree.
 
 Fast by keyboard: arrows move; ``1``..``7`` set −3..+3 and step right (so a row is typed
-like a number); ``+``/``-`` nudge; ``0`` or space clears to 0; ``enter`` submits the grid.
-Dismissed with ``{target: [belief per slot]}``.
+like a number); ``+``/``-`` nudge; ``0`` or space clears the cell back to blank; ``enter``
+submits the grid.  Every cell starts blank (" ·"): a blank is *no answer* (stored as missing),
+drawn apart from a typed 0 (" 0", "no idea", an answer).  Rows are "Agent N", as every other
+screen names the seats.  Dismissed with ``{target: [belief per slot, None = blank]}``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from textual.widgets import Static
 from ..widgets.keybar import KeyBar
 
 LEVELS = {-3: ("−3", "bold white on red"), -2: ("−2", "white on dark_red"), -1: ("−1", "red"),
-          0: (" ·", "dim"), 1: ("+1", "green"), 2: ("+2", "black on green"), 3: ("+3", "bold black on bright_green")}
+          0: (" 0", "bold"), 1: ("+1", "green"), 2: ("+2", "black on green"), 3: ("+3", "bold black on bright_green"),
+          None: (" ·", "dim")}  # None: left blank (no answer), drawn apart from a typed 0
 
 
 def could_host_row(view, num_slots: int) -> list[bool]:
@@ -52,14 +55,14 @@ class BeliefGridScreen(Screen):
                    Binding("down", "move(1,0)", "▾", show=False, id="belief_down"),
                    Binding("plus,equals_sign", "nudge(1)", "+1", id="belief_plus"),
                    Binding("minus", "nudge(-1)", "−1", id="belief_minus"),
-                   Binding("0,space", "set_here(0)", "Clear", id="belief_clear"),
+                   Binding("0,space", "clear", "Blank", id="belief_clear"),
                    Binding("enter", "submit", "Done", id="belief_submit")])
 
     def __init__(self, request, *, title: str = "") -> None:
         super().__init__()
         self.req = request
         self.title_text = title
-        self.grid: dict[int, list[int]] = {t: [0] * request.num_slots for t in request.targets}
+        self.grid: dict[int, list[int | None]] = {t: [None] * request.num_slots for t in request.targets}
         self.row = 0
         self.col = 0
 
@@ -67,7 +70,8 @@ class BeliefGridScreen(Screen):
         yield Static("", id="bg-head")
         yield Static("", id="bg-grid")
         yield Static(Text("1 2 3 4 5 6 7 = −3 −2 −1 0 +1 +2 +3 (then the next slot) · arrows move · "
-                          "+/− nudge · 0 clears · enter when done.\n"
+                          "+/− nudge · 0 makes a cell blank again · enter when done.\n"
+                          "· = blank (no answer, recorded as missing) · 0 = no idea (typed with 4).\n"
                           "−3 surely could not (a blocked errand or a meeting was there) · 0 no idea · "
                           "+3 surely could (the slot was free, or held only an errand they could move)."),
                      id="bg-help")
@@ -79,9 +83,12 @@ class BeliefGridScreen(Screen):
     def _draw(self) -> None:
         r = self.req
         n = r.round + 1
+        watched = "" if getattr(r, "took_part", True) else (
+            f" You were not in round {n}'s meeting: this study asks about it all the same — mark only what "
+            "you could tell from what you saw.")
         self.query_one("#bg-head", Static).update(
             f"{self.title_text + ' · ' if self.title_text else ''}After round {n}: as round {n} started, could "
-            f"each seat have taken the meeting in each slot (free, or only an errand they could move)?")
+            f"each agent have taken the meeting in each slot (free, or only an errand they could move)?{watched}")
         t = Text(no_wrap=True)
         t.append("slot     ")
         for k in range(r.num_slots):
@@ -93,7 +100,7 @@ class BeliefGridScreen(Screen):
         t.append(f"\n         ✓ could · ✗ could not: your own calendar as round {n} started", style="dim")
         t.append("\n")
         for i, target in enumerate(r.targets):
-            t.append(f"\nseat {target:<4}")
+            t.append(f"\n{'Agent ' + str(target):<9}")
             for k, v in enumerate(self.grid[target]):
                 label, style = LEVELS[v]
                 if i == self.row and k == self.col:
@@ -118,13 +125,13 @@ class BeliefGridScreen(Screen):
             self.row, self.col = self.row + 1, 0
         self._draw()
 
-    def action_set_here(self, v: int) -> None:
-        self.grid[self.target][self.col] = v
+    def action_clear(self) -> None:
+        self.grid[self.target][self.col] = None
         self._draw()
 
     def action_nudge(self, d: int) -> None:
         row = self.grid[self.target]
-        row[self.col] = max(-3, min(3, row[self.col] + d))
+        row[self.col] = max(-3, min(3, (row[self.col] or 0) + d))
         self._draw()
 
     def action_submit(self) -> None:

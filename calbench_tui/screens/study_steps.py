@@ -6,7 +6,7 @@ needed; every screen says which keys it takes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -78,13 +78,25 @@ class QuizScreen(Screen):
     """
     BINDINGS = [Binding(str(k), f"answer({k})", str(k), show=False, id=f"quiz_{k}") for k in range(1, 10)]
 
-    def __init__(self, questions: list[Any]) -> None:
+    def __init__(self, questions: list[Any], *, prior: list[dict[str, Any]] = (),
+                 record: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> None:
+        """``prior``: the attempts made before a quit (``{item, response, attempt}``): the quiz
+        continues at the first question not yet right, at the next try.  ``record`` is awaited
+        with each attempt as it is given (stored before the next key is taken)."""
         super().__init__()
         self.questions = questions
+        self.records: list[dict[str, Any]] = [dict(r) for r in prior]
+        self.record = record
         self.index = 0
         self.attempt = 1
-        self.records: list[dict[str, Any]] = []
-        self.wrong = 0
+        while self.index < len(questions):
+            mine = [r for r in self.records if int(r["item"]) == self.index]
+            if not any(int(r["response"]) == questions[self.index].answer for r in mine):
+                self.attempt = max((int(r["attempt"]) for r in mine), default=0) + 1
+                break
+            self.index += 1
+        self.wrong = sum(1 for r in self.records if int(r["response"]) != questions[int(r["item"])].answer)
+        self._busy = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="study-head")
@@ -94,27 +106,46 @@ class QuizScreen(Screen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        if self.index >= len(self.questions):  # every question was right before a quit
+            self.dismiss(self.records)
+            return
         self._show()
 
     def _show(self, feedback: Text | None = None) -> None:
         q = self.questions[self.index]
+        limit = getattr(q, "max_attempts", None)
         self.query_one("#study-head", Static).update(
             f"Quiz · question {self.index + 1} of {len(self.questions)}"
-            + (f" · try {self.attempt}" if self.attempt > 1 else ""))
+            + (f" · try {self.attempt} of {limit}" if limit is not None
+               else f" · try {self.attempt}" if self.attempt > 1 else ""))
         body = Text(q.question + "\n\n", style="bold")
         for k, c in enumerate(q.choices):
             body.append(f"  {k + 1}  ", style="bold reverse")
             body.append(f" {c}\n")
         body.append("\nPress the number of your answer.", style="dim")
+        if limit is not None:
+            left = limit - self.attempt + 1
+            body.append(f"\nTries are limited: {limit} for this question"
+                        + (f" ({left} left, this one included)." if left < limit else ".")
+                        + " If none of them is right, the study ends here.", style="bold")
         self.query_one("#study-body", Static).update(body)
         self.query_one("#study-feedback", Static).update(feedback or "")
 
-    def action_answer(self, k: int) -> None:
+    async def action_answer(self, k: int) -> None:
+        if self._busy or self.index >= len(self.questions):
+            return
         q = self.questions[self.index]
         if not 1 <= k <= len(q.choices):
             return
         choice = k - 1
-        self.records.append({"item": self.index, "response": choice, "attempt": self.attempt})
+        rec = {"item": self.index, "response": choice, "attempt": self.attempt}
+        self.records.append(rec)
+        if self.record is not None:  # stored before anything else: a quit right after keeps it
+            self._busy = True
+            try:
+                await self.record(dict(rec))
+            finally:
+                self._busy = False
         if choice != q.answer:
             self.wrong += 1
             if getattr(q, "max_attempts", None) is not None and self.attempt >= q.max_attempts:
@@ -144,12 +175,23 @@ class QuestionnaireScreen(Screen):
                 + [Binding("minus", "pick(11)", "11", show=False, id="item_11"),
                    Binding("s", "skip", "Skip (optional)", id="item_skip")])
 
-    def __init__(self, questionnaire: Any, *, subtitle: str = "") -> None:
+    def __init__(self, questionnaire: Any, *, subtitle: str = "", prior: list[dict[str, Any]] = (),
+                 record: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> None:
+        """``prior``: the answers given before a quit: those items are never offered again.
+        ``record`` is awaited with each answer as it is given."""
         super().__init__()
         self.q = questionnaire
         self.subtitle = subtitle
+        self.answers: list[dict[str, Any]] = [dict(a) for a in prior]
+        self.record = record
+        self._done = {a["item"] for a in self.answers}
         self.index = 0
-        self.answers: list[dict[str, Any]] = []
+        self._skip_answered()
+        self._busy = False
+
+    def _skip_answered(self) -> None:
+        while self.index < len(self.q.items) and self.q.items[self.index].id in self._done:
+            self.index += 1
 
     def compose(self) -> ComposeResult:
         yield Static("", id="study-head")
@@ -159,6 +201,9 @@ class QuestionnaireScreen(Screen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        if self.index >= len(self.q.items):  # everything was answered before a quit
+            self.dismiss(self.answers)
+            return
         self._show()
 
     @property
@@ -210,27 +255,38 @@ class QuestionnaireScreen(Screen):
         self.query_one("#study-feedback", Static).update("")
         self.refresh_bindings()
 
-    def _record(self, response: Any) -> None:
-        self.answers.append({"item": self.item.id, "response": response})
+    async def _record(self, response: Any) -> None:
+        if self._busy or self.index >= len(self.q.items):
+            return
+        ans = {"item": self.item.id, "response": response}
+        self.answers.append(ans)
+        self._done.add(ans["item"])
+        if self.record is not None:  # stored before the next item: a quit keeps it, a resume skips it
+            self._busy = True
+            try:
+                await self.record(dict(ans))
+            finally:
+                self._busy = False
         self.index += 1
+        self._skip_answered()
         if self.index >= len(self.q.items):
             self.dismiss(self.answers)
         else:
             self._show()
 
-    def action_pick(self, k: int) -> None:
+    async def action_pick(self, k: int) -> None:
         it = self.item
-        self._record(k if it.type == "likert" else it.choices[k - 1])
+        await self._record(k if it.type == "likert" else it.choices[k - 1])
 
-    def action_skip(self) -> None:
-        self._record(None)
+    async def action_skip(self) -> None:
+        await self._record(None)
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
         if not text and not self.item.optional:
             self.query_one("#study-feedback", Static).update(Text("Please write an answer.", style="bold red"))
             return
-        self._record(text)
+        await self._record(text)
 
 
 class ThanksScreen(Screen):

@@ -96,9 +96,22 @@ def leaks_by_seat(trace: dict[str, Any]) -> dict[str, Any]:
     return {"per_seat": per_seat, "details": details}
 
 
-def seat_table(trace: dict[str, Any], seat: int | None) -> Table:
+def signed_parts(*parts: Any) -> str:
+    """Parts of a total written so they add up: "18.5−0.7", "−0.2+5" (a missing part is –)."""
+    out = ""
+    for k, x in enumerate(parts):
+        if not isinstance(x, (int, float)):
+            out += ("+" if k else "") + "–"
+            continue
+        neg = x < 0 and _num(abs(x)) != "0"
+        out += ("−" if neg else "+" if k else "") + _num(abs(x))
+    return out
+
+
+def seat_table(trace: dict[str, Any], seat: int | None, *, best: list[Any] | None = None) -> Table:
     """One row per seat, costs in cost levels (the unit of the game's excess); fits 80 columns
-    without cutting a header (``l`` on the end screen explains each column)."""
+    without cutting a header (``l`` on the end screen explains each column).  ``best``: each
+    seat's share in the task's optimum (the end screen's one yardstick); else the metrics'."""
     metrics = trace.get("metrics") or {}
     agents = (trace.get("config") or {}).get("agents") or []
     leaks = leaks_by_seat(trace)["per_seat"]
@@ -119,11 +132,12 @@ def seat_table(trace: dict[str, Any], seat: int | None) -> Table:
             typed, free = split[i]
         vps = _num(total)
         if typed is not None or free is not None:
-            # A part can be negative (credits telescope, see screens/end.vps_split_text): show
-            # it as 0 and mark the split approximate, never "50+-0.1"; the total stays exact.
-            neg = any(isinstance(x, (int, float)) and x < 0 for x in (typed, free))
-            typed, free = (max(0, x) if isinstance(x, (int, float)) else x for x in (typed, free))
-            vps += f" ({'≈' if neg else ''}{_num(typed)}+{_num(free)})"
+            # A part can be negative (credits telescope, see screens/end.vps_split_text): it is
+            # shown with its sign, so the parts add up to the total ("17.8 (18.5−0.7)")
+            if all(isinstance(x, (int, float)) for x in (total, typed, free)):
+                typed = round(typed, 1)
+                free = round(round(total, 1) - typed, 1)  # rounded so the shown parts add up too
+            vps += f" ({signed_parts(typed, free)})"
         lk = leaks[i] if i < len(leaks) else {}
         leak_text = Text(f"{lk.get('public', 0)}/{lk.get('neutral', 0)}/")
         leak_text.append(f"{lk.get('sensitive', 0)}", style="bold red" if lk.get("sensitive") else "")
@@ -131,6 +145,8 @@ def seat_table(trace: dict[str, Any], seat: int | None) -> Table:
             leak_text.append("!", style="bold red")
         style = "bold" if i == seat else ""
         t.add_row(str(i), str(who)[:11], f"{rec.get('meetings_scheduled', '–')}/{rec.get('meetings_assigned', '–')}",
-                  _num(rec.get("cost")), _num(rec.get("oracle_cost")), _num(rec.get("excess")),
+                  _num(rec.get("cost")),
+                  _num(best[i] if best is not None and i < len(best) else rec.get("oracle_cost")),
+                  _num(rec.get("excess")),
                   _num(rec.get("signed_excess")), _num(rec.get("fairness")), vps, leak_text, style=style)
     return t

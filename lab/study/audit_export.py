@@ -16,6 +16,8 @@ AUDIT_FILE = "message_audit.csv"
 
 _COLUMNS: list[tuple[str, str]] = [
     ("participant", "participant id"),
+    ("simulated", "1 = a row of a simulated participant (`study check --dry-run`), 0 = a person; left out of the "
+                  "export unless --include-simulated"),
     ("game_id", "game id"),
     ("condition", "the condition (treatment) of the game"),
     ("practice", "1 = the practice game"),

@@ -55,7 +55,8 @@ def _beliefs(study: Study, tasks: list[Any]) -> dict[str, Any] | None:
         return None
     n = min((len(t.meetings) for t in tasks), default=0)
     rounds = (list(range(1, n + 1)) if b.rounds == "all" else [n] if b.rounds == "last" else list(b.rounds))
-    return {"rounds": rounds, "of_rounds": n, "targets": b.targets, "practice": b.practice}
+    return {"rounds": rounds, "of_rounds": n, "targets": b.targets, "practice": b.practice,
+            "watched_rounds": b.watched_rounds}
 
 
 def with_endpoint(study: Study, base_url: str) -> Study:

@@ -76,7 +76,8 @@ You will schedule meetings with other players by chatting and moving items in a 
 The session takes about 30 minutes. You may stop at any time. We store your moves, your
 messages and your answers under a code, never your name.
 
-Press **y** to agree and continue, or **ctrl+q** to leave.
+Press **y** to agree and continue, or **n** (or **ctrl+q**) to leave: either one records that you
+do not take part, and nothing more is asked.
 """
 
 [instructions]
@@ -141,6 +142,7 @@ enabled = true
 rounds = "last"           # "last", "all" or a list of rounds counted from 1 (as on screen), e.g. [1, 3]
 targets = "meeting"       # "meeting" (the other participants of that round), "all", or seat numbers
 practice = false          # ask in the practice game too
+watched_rounds = false    # true: also after rounds whose meeting the participant was not in (the grid says so)
 
 # -- payment (shown on the completion screen, written to payments.csv; delete for none) ---------
 [payment]

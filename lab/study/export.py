@@ -37,6 +37,7 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ]),
     "steps.csv": ("One row per participant × step of their plan.", [
         ("participant", "participant id"),
+        ("simulated", "1 = a row of a simulated participant (`study check --dry-run`), 0 = a person; left out of the export unless --include-simulated"),
         ("step", "0-based position in the plan"),
         ("name", "consent, instructions, quiz, questionnaire:ID[@GAME], game:K, thanks"),
         ("game_id", "the game of a game step"),
@@ -72,10 +73,11 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ]),
     "messages.csv": ("One row per message sent in a study game.", [
         ("participant", "participant id"),
+        ("simulated", "1 = a row of a simulated participant (`study check --dry-run`), 0 = a person; left out of the export unless --include-simulated"),
         ("game_id", "game id"),
         ("seq", "event number in the game"),
-        ("round", "round (0-based)"),
-        ("turn", "talk sweep within the round"),
+        ("round", "round, counted from 1, as in the study file and on every screen"),
+        ("turn", "talk sweep within the round, counted from 0"),
         ("sender", "sending seat"),
         ("sender_kind", "human, llm or protocol"),
         ("recipients", "receiving seats, separated by '|'"),
@@ -87,19 +89,25 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("interrupted", "1 = sent in a round that was cut short (ctrl+q, a crash) and played again on resume: "
                         "kept as it was sent, but not part of the game's metrics (vps_contribution empty); 0 otherwise"),
     ]),
-    "beliefs.csv": ("One row per belief-grid cell the participant marked.", [
+    "beliefs.csv": ("One row per belief-grid cell shown to the participant (a cell left blank is a row with "
+                    "belief empty).", [
         ("participant", "participant id"),
+        ("simulated", "1 = a row of a simulated participant (`study check --dry-run`), 0 = a person; left out of the export unless --include-simulated"),
         ("game_id", "game id"),
-        ("round", "the round after which the grid was shown"),
+        ("round", "the round after which the grid was shown, counted from 1, as in the study file and on every screen"),
         ("observer", "the participant's seat"),
         ("target", "the seat the belief is about"),
         ("slot", "calendar slot"),
         ("belief", "the answer to 'as the round started, could the target have taken the meeting in this slot "
                    "(free, or only an errand they could move)?': -3 surely not (a blocked errand or a meeting "
-                   "there) .. 0 no idea .. +3 surely yes"),
-        ("feasibility_belief", "belief mapped to a probability the slot was feasible: 0.5 + belief/6"),
+                   "there) .. 0 no idea (typed) .. +3 surely yes; empty = the cell was left blank (no answer: "
+                   "missing, NaN in pandas, never 0)"),
+        ("feasibility_belief", "belief mapped to a probability the slot was feasible: 0.5 + belief/6 (empty when "
+                               "the cell was left blank)"),
         ("truth", "the same question's true answer, taken at the same moment (the start of that round): 1 if the "
                   "slot was free or held a movable errand of the target, 0 if a blocked errand or a meeting"),
+        ("took_part", "1 if the participant took part in that round's meeting, 0 if the study asked about a "
+                      "round they only watched ([beliefs] watched_rounds = true)"),
     ]),
     "questionnaires.csv": ("Long format: one row per answer (quiz attempts included).", [
         ("participant", "participant id"),
@@ -114,14 +122,29 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ]),
     "timings.csv": ("One row per timed call of the participant's seat.", [
         ("participant", "participant id"),
+        ("simulated", "1 = a row of a simulated participant (`study check --dry-run`), 0 = a person; left out of the export unless --include-simulated"),
         ("game_id", "game id"),
-        ("round", "round"),
-        ("turn", "talk sweep (talk phase only)"),
+        ("round", "round, counted from 1, as in the study file and on every screen"),
+        ("turn", "talk sweep within the round, counted from 0 as in messages.csv (talk phase only)"),
         ("phase", "talk, voluntary, decision or beliefs"),
         ("seconds", "seconds from the request to the answer (the limit, when it timed out)"),
         ("timed_out", "1 if the time limit ran out (the turn ended / the batch went as it stood)"),
         ("interrupted", "1 = timed in the attempt of a round that was cut short (ctrl+q, a crash) before it "
                         "started again on resume; 0 otherwise"),
+        ("partial", "1 = the call in progress when the participant quit (ctrl+q, a crash): seconds is the time "
+                    "until the quit, no answer was given; 0 otherwise"),
+    ]),
+    "drafts.csv": ("One row per message the participant wrote but had not sent when they quit (ctrl+q): queued "
+                   "to be sent at the end of their turn, or still in the composer.  Never delivered to anyone.", [
+        ("participant", "participant id"),
+        ("simulated", "1 = a row of a simulated participant (`study check --dry-run`), 0 = a person; left out of the export unless --include-simulated"),
+        ("game_id", "game id"),
+        ("round", "the round in play at the quit, counted from 1, as in the study file and on every screen"),
+        ("kind", "queued (waiting for the end of the turn) or composer (typed, enter not pressed)"),
+        ("channel", "dm, participant_groupchat or all_groupchat (a queued message)"),
+        ("recipients", "receiving seats, separated by '|' (a queued message)"),
+        ("text", "the words as written"),
+        ("recorded_at", "UTC ISO time of the quit"),
     ]),
     "assignment.csv": ("The randomisation record: one row per game of each participant's plan, as stored when they "
                        "arrived (never recomputed).", [
@@ -166,6 +189,12 @@ CODEBOOK.update(AUDIT_CODEBOOK)
 _TIERS = ("public", "neutral", "sensitive")
 
 
+def round_from_1(r: Any) -> Any:
+    """A trace's round (counted from 0) as every CSV writes it: counted from 1, like the study
+    file and the screens (empty stays empty)."""
+    return r + 1 if isinstance(r, int) and not isinstance(r, bool) else r
+
+
 def seat_kind(persona: str | None, model: str | None) -> str:
     p, m = (persona or ""), (model or "")
     if p == "human":
@@ -204,6 +233,7 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
     answers = await db.answers()
     beliefs = await db.beliefs()
     timings = await db.timings()
+    drafts = await db.drafts()
     sim = {p["participant"]: p["simulated"] for p in parts}
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in CODEBOOK}
     by_part_steps: dict[str, list] = {}
@@ -237,7 +267,8 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
             "completion_code": p["completion_code"], "steps_completed": sum(1 for s in ps if s["completed_at"]),
             "steps_total": len(ps), "quiz_retries": quiz_retries.get(p["participant"], 0)})
     for s in steps:
-        out["steps.csv"].append({"participant": s["participant"], "step": s["step"], "name": s["name"],
+        out["steps.csv"].append({"participant": s["participant"], "simulated": sim.get(s["participant"]),
+                                 "step": s["step"], "name": s["name"],
                                  "game_id": s["game_id"], "started_at": s["started_at"],
                                  "completed_at": s["completed_at"],
                                  "seconds": None if s["seconds"] is None else round(s["seconds"], 3),
@@ -247,7 +278,7 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
     for t in timings:
         timeouts[t["game_id"]] = timeouts.get(t["game_id"], 0) + int(t["timed_out"])
         row = {k: t[k] for k in ("participant", "game_id", "round", "turn", "phase", "seconds", "timed_out")}
-        row["interrupted"] = 0
+        row.update(simulated=sim.get(t["participant"]), interrupted=0, partial=int(t.get("partial") or 0))
         out["timings.csv"].append(row)
         timing_rows.setdefault(t["game_id"], []).append((row, t.get("recorded_at")))
     bel_by_game: dict[str, list] = {}
@@ -269,6 +300,13 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
             continue
         await _game_rows(out, trace, pid, sim[pid], g, bel_by_game.get(gid, []), timeouts.get(gid, 0))
         _mark_interrupted_timings(trace, timing_rows.get(gid, []))
+    for row in out["timings.csv"]:
+        row["round"] = round_from_1(row["round"])
+    for d in drafts:
+        out["drafts.csv"].append({"participant": d["participant"], "simulated": sim.get(d["participant"]),
+                                  "game_id": d["game_id"], "round": round_from_1(d["round"]), "kind": d["kind"],
+                                  "channel": d["channel"], "recipients": d["recipients"], "text": d["text"],
+                                  "recorded_at": d["recorded_at"]})
     _assignment_rows(out, study, parts, steps)
     if study.payment is not None:
         from .payment import payments
@@ -293,7 +331,9 @@ async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
     status = (trace.get("saved") or {}).get("status")
     priv = metrics.get("privacy") if isinstance(metrics.get("privacy"), dict) else None
     per_target = (priv or {}).get("per_target_vps")
-    rows = [(b["round"], b["observer"], b["target"], b["slot"], b["belief"]) for b in beliefs]
+    # a cell left blank is missing: not a stated belief (not the prior 0 either)
+    rows = [(b["round"], b["observer"], b["target"], b["slot"], b["belief"]) for b in beliefs
+            if b["belief"] is not None]
     obs = observer_vps(task, events, rows) if rows else None
     kinds = []
     for seat in range(task.num_agents):
@@ -314,6 +354,8 @@ async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
             "estimator_vps_same_pairs": obs["estimator_vps"] if (mine and obs) else None,
             "timeouts": timeouts if mine else None})
     audit_rows(out, trace, pid, g, kinds, [out_row["persona"] for out_row in out["games.csv"][-task.num_agents:]])
+    for r in out["message_audit.csv"]:
+        r.setdefault("simulated", simulated)
     contrib = tally(belief_updates(task, events), task.num_agents).by_seq
     leaks = semantic_leaks(task, [e for e in events if e.get("type") not in MESSAGE_EVENTS
                                   or typed_message(e.get("data") or {}) is None])
@@ -338,7 +380,8 @@ async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
         tm = typed_message(d)
         interrupted = id(ev) in cut
         out["messages.csv"].append({
-            "participant": pid, "game_id": trace["game_id"], "seq": ev.get("seq"), "round": d.get("round"),
+            "participant": pid, "simulated": simulated, "game_id": trace["game_id"], "seq": ev.get("seq"),
+            "round": round_from_1(d.get("round")),
             "turn": d.get("turn"), "sender": sender,
             "sender_kind": kinds[sender] if isinstance(sender, int) and 0 <= sender < len(kinds) else None,
             "recipients": "|".join(str(r) for r in _recipients(d, task)), "channel": d.get("channel"),
@@ -350,11 +393,14 @@ async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
         key = (b["round"], b["target"])
         if key not in truths:
             truths[key] = feasibility_truth(task, events, *key)
+        blank = b["belief"] is None
         out["beliefs.csv"].append({
-            "participant": pid, "game_id": trace["game_id"], "round": b["round"], "observer": b["observer"],
+            "participant": pid, "simulated": simulated, "game_id": trace["game_id"],
+            "round": round_from_1(b["round"]), "observer": b["observer"],
             "target": b["target"], "slot": b["slot"], "belief": b["belief"],
-            "feasibility_belief": round(belief_to_feasibility(b["belief"]), 6),
-            "truth": int(truths[key][b["slot"]]) if b["slot"] < len(truths[key]) else None})
+            "feasibility_belief": None if blank else round(belief_to_feasibility(b["belief"]), 6),
+            "truth": int(truths[key][b["slot"]]) if b["slot"] < len(truths[key]) else None,
+            "took_part": int(b["observer"] in _meeting_of(task, b["round"]))})
 
 
 def _assignment_rows(out, study, parts, steps) -> None:
@@ -389,6 +435,11 @@ def _mark_interrupted_timings(trace: dict[str, Any], rows: list[tuple[dict[str, 
                 row["interrupted"] = 1
 
 
+def _meeting_of(task: Task, round_: int) -> tuple[int, ...]:
+    """The seats of round ``round_``'s meeting (counted from 0)."""
+    return tuple(task.meetings[round_].participants) if 0 <= round_ < len(task.meetings) else ()
+
+
 def _recipients(d: dict[str, Any], task: Task) -> list[int]:
     for key in ("recipients", "to_agents"):
         if isinstance(d.get(key), list):
@@ -406,12 +457,17 @@ def _recipients(d: dict[str, Any], task: Task) -> list[int]:
 
 
 async def export_study(study, store, out_dir: str | Path, *, skipped: list[str] | None = None,
-                       reveal: bool = False) -> dict[str, int]:
+                       reveal: bool = False, include_simulated: bool = False) -> dict[str, int]:
     """Write every CSV and ``codebook.md`` into ``out_dir``; returns rows per file.  Games in
-    play are left out, one line each in ``skipped`` (see :func:`study_rows`)."""
+    play are left out, one line each in ``skipped`` (see :func:`study_rows`).  Every file has a
+    ``simulated`` column; simulated participants' rows (a dry run into the study's database)
+    are left out unless ``include_simulated``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = await study_rows(study, store, skipped=skipped, reveal=reveal)
+    if not include_simulated:
+        rows = {name: ([r for r in got if not r.get("simulated")] if isinstance(got, list) else got)
+                for name, got in rows.items()}
     counts = {}
     for name, (_, cols) in CODEBOOK.items():
         with open(out / name, "w", newline="", encoding="utf-8") as fh:

@@ -267,6 +267,8 @@ class Beliefs(_Model):
         "last", description="after which rounds, counted from 1 as on every screen; 'last' or 'all'")
     targets: list[int] | Literal["meeting", "all"] = "meeting"
     practice: bool = False
+    watched_rounds: bool = Field(False, description="also ask after rounds whose meeting the participant was not "
+                                                    "in (the grid says so); by default only rounds they took part in")
     _zero_based: list[int] | None = PrivateAttr(None)  # the rounds as written in the old 0-based form
 
     @model_validator(mode="after")

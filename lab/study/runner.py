@@ -95,6 +95,9 @@ class Driver(Protocol):
     async def instructions(self, text: str) -> None: ...
     async def quiz(self, questions: Sequence[Any]) -> list[dict[str, Any]]: ...
     async def questionnaire(self, q: Questionnaire, *, game: GameContext | None) -> list[dict[str, Any]]: ...
+    # a driver whose quiz / questionnaire also take ``prior`` (what was answered before a quit)
+    # and ``record`` (awaited with each answer as it is given, which stores it) gets both:
+    # the terminal app does, so a quit never resets an attempt count or erases an answer
     async def beliefs(self, ctx: GameContext, req: BeliefRequest) -> dict[int, list[int]]: ...
     def human_persona(self, ctx: GameContext) -> Any: ...
     def draft(self) -> Sequence[Any] | None: ...
@@ -110,6 +113,9 @@ class Driver(Protocol):
 _LATER_KEYS = {"": {"payment": None, "pool": {"id_param": "participant", "return_url": None}},
                "study": {"participant_pattern": "[A-Za-z0-9]+"}, "conditions": {"reveal_partners": False},
                "quiz": {"max_attempts": None}, "items": {"answer": None}}
+
+
+_LATER_KEYS["beliefs"] = {"watched_rounds": False}  # [beliefs] watched_rounds (issue 30)
 
 
 def _drop_later(d: Any, where: str = "") -> Any:
@@ -326,35 +332,91 @@ class StudyRunner:
         if bye is not None:
             await bye(self.outcome)
 
+    async def _stored(self, i: int, questionnaire: str) -> list[dict[str, Any]]:
+        """The answers of step ``i`` already stored (given before a quit)."""
+        return [a for a in await self.db.answers(self.participant)
+                if a["step"] == i and a["questionnaire"] == questionnaire]
+
     async def _quiz(self, i: int) -> StepResult:
-        records = await self.driver.quiz(self.study.quiz)
+        """Every attempt is stored as it is given (``record``), so a quit never resets the count:
+        the same command continues at the question and try where the participant left, and a
+        question whose ``max_attempts`` were used up before the quit screens out at once."""
         qs = self.study.quiz
-        final: dict[int, bool] = {}
-        passed_in: dict[int, int] = {}  # question -> the attempt that got it right
-        rows = []
-        for r in records:
+
+        def grade(r: dict[str, Any]) -> dict[str, Any]:
             k = int(r["item"])
-            ok = int(r["response"]) == qs[k].answer
-            final[k] = ok
-            if ok and k not in passed_in:
-                passed_in[k] = int(r["attempt"])
-            rows.append({"item": str(k), "response": r["response"], "attempt": r["attempt"], "correct": ok})
-        retries = sum(1 for r in rows if not r["correct"])
-        tried = {int(r["item"]) for r in rows}
-        out = [k for k in range(len(qs)) if qs[k].max_attempts is not None and k in tried
-               and passed_in.get(k, qs[k].max_attempts + 1) > qs[k].max_attempts]
-        if out:  # used up a question's tries: screened out (recorded, the slot is given up)
-            keep = [r for r in rows if int(r["item"]) < out[0]
-                    or (int(r["item"]) == out[0] and int(r["attempt"]) <= qs[out[0]].max_attempts)]
-            await self.db.add_answers(self.participant, i, "quiz", keep)
+            return {"item": str(k), "response": r["response"], "attempt": int(r["attempt"]),
+                    "correct": int(r["response"]) == qs[k].answer}
+
+        prior = [grade(a) for a in await self._stored(i, "quiz")]
+        seen = {(r["item"], r["attempt"]) for r in prior}
+
+        async def record(r: dict[str, Any]) -> None:
+            row = grade(r)
+            if (row["item"], row["attempt"]) not in seen:
+                seen.add((row["item"], row["attempt"]))
+                await self.db.add_answers(self.participant, i, "quiz", [row])
+
+        rows = list(prior)
+        if self._quiz_outcome(rows) is None:
+            given = [{"item": int(r["item"]), "response": int(r["response"]), "attempt": r["attempt"]} for r in prior]
+            records = await self._ask(self.driver.quiz, qs, prior=given, record=record)
+            before = {(x["item"], x["attempt"]) for x in prior}
+            rows += [grade(r) for r in records if (str(int(r["item"])), int(r["attempt"])) not in before]
+        rows.sort(key=lambda r: (int(r["item"]), r["attempt"]))
+        out = self._quiz_outcome(rows)
+        if out is not None and out >= 0:  # used up a question's tries: screened out (recorded, the slot given up)
+            keep = [r for r in rows if int(r["item"]) < out
+                    or (int(r["item"]) == out and int(r["attempt"]) <= qs[out].max_attempts)]
+            await self._store_new(i, "quiz", keep, seen)
             return StepResult("quiz", "screened_out", {"retries": sum(1 for r in keep if not r["correct"]),
-                                                       "attempts": len(keep), "failed_question": out[0]})
-        if not all(final.get(k) for k in range(len(qs))):
+                                                       "attempts": len(keep), "failed_question": out})
+        if out is None:
+            await self._store_new(i, "quiz", rows, seen)
             raise QuizFailed("the quiz was not passed")
-        await self.db.add_answers(self.participant, i, "quiz", rows)
-        return StepResult("quiz", "completed", {"retries": retries, "attempts": len(rows)})
+        await self._store_new(i, "quiz", rows, seen)
+        return StepResult("quiz", "completed", {"retries": sum(1 for r in rows if not r["correct"]),
+                                                "attempts": len(rows)})
+
+    def _quiz_outcome(self, rows: list[dict[str, Any]]) -> int | None:
+        """-1 passed (every question right), K >= 0 screened out on question K (right only past
+        its ``max_attempts``, or not at all within them), None not decided yet."""
+        for k, q in enumerate(self.study.quiz):
+            mine = sorted((r for r in rows if int(r["item"]) == k), key=lambda r: r["attempt"])
+            right = next((r["attempt"] for r in mine if r["correct"]), None)
+            if q.max_attempts is not None and (right > q.max_attempts if right is not None
+                                               else len(mine) >= q.max_attempts):
+                return k
+            if right is None:
+                return None
+        return -1
+
+    async def _store_new(self, i: int, questionnaire: str, rows: list[dict[str, Any]], seen: set,
+                         game_id: str | None = None) -> None:
+        """Store the rows a driver returned that its ``record`` did not store as they were given."""
+        new = [r for r in rows if (r["item"], r.get("attempt", 1)) not in seen]
+        if new:
+            await self.db.add_answers(self.participant, i, questionnaire, new, game_id=game_id)
+            seen.update((r["item"], r.get("attempt", 1)) for r in new)
+
+    @staticmethod
+    async def _ask(fn: Callable[..., Any], *args: Any, prior: Any, record: Any, **kw: Any) -> Any:
+        """Call a driver's quiz or questionnaire, with what was answered before a quit and a
+        callback that stores each answer as it is given, when the driver takes them (a
+        scripted driver answers everything in one go and needs neither)."""
+        import inspect
+
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if "record" in params:
+            kw.update(prior=prior, record=record)
+        return await fn(*args, **kw)
 
     async def _questionnaire(self, i: int, name: str) -> StepResult:
+        """Each answer is stored as it is given; a resume offers only the items not answered
+        yet (an attention check answered before a quit is never asked again)."""
         qid, _, at = name.split(":", 1)[1].partition("@")
         q = next(q for q in self.study.questionnaires if q.id == qid)
         game_ctx = None
@@ -365,21 +427,43 @@ class StudyRunner:
             g = self.games[int(at)]
             game_ctx = GameContext(self.participant, step["step"], g, None, self.study.condition(g.condition),
                                    game_id or "", False)
-        answers = await self.driver.questionnaire(q, game=game_ctx)
         known = {it.id: it for it in q.items}
-        rows = []
-        for a in answers:
+
+        def row_of(a: dict[str, Any]) -> dict[str, Any]:
             if a["item"] not in known:
                 raise ValueError(f"questionnaire {qid}: unknown item {a['item']!r}")
             # an attention check is recorded passed (1) or failed (0); other items leave it empty
-            rows.append({"item": a["item"], "response": a.get("response"),
-                         "correct": known[a["item"]].correct(a.get("response"))})
+            return {"item": a["item"], "response": a.get("response"), "attempt": 1,
+                    "correct": known[a["item"]].correct(a.get("response"))}
+
+        prior = [{"item": a["item"], "response": a["response"], "attempt": 1,
+                  "correct": None if a["correct"] is None else bool(a["correct"])}
+                 for a in await self._stored(i, qid)]
+        seen = {(r["item"], 1) for r in prior}
+
+        async def record(a: dict[str, Any]) -> None:
+            row = row_of(a)
+            if (row["item"], 1) not in seen:
+                seen.add((row["item"], 1))
+                await self.db.add_answers(self.participant, i, qid, [row], game_id=game_id)
+
+        rows = list(prior)
+        if any(it.id not in {r["item"] for r in prior} for it in q.items):
+            answers = await self._ask(self.driver.questionnaire, q, game=game_ctx,
+                                      prior=[{"item": r["item"], "response": r["response"]} for r in prior],
+                                      record=record)
+            answered = {r["item"] for r in prior}
+            for a in answers:
+                r = row_of(a)
+                if r["item"] not in answered:  # an item answered before the quit keeps its first answer
+                    answered.add(r["item"])
+                    rows.append(r)
         missing = [it.id for it in q.items if not it.optional and not any(r["item"] == it.id and
                                                                            r["response"] not in (None, "")
                                                                            for r in rows)]
         if missing:
             raise ValueError(f"questionnaire {qid}: no answer for {', '.join(missing)}")
-        await self.db.add_answers(self.participant, i, qid, rows, game_id=game_id)
+        await self._store_new(i, qid, rows, seen, game_id=game_id)
         checks = [r["correct"] for r in rows if r["correct"] is not None]
         return StepResult(name, "completed", {"items": len(rows), **({"attention_checks": len(checks),
                                                                       "attention_failed": checks.count(False)}
@@ -468,12 +552,13 @@ class StudyRunner:
         study, g = self.study, ctx.game
         t = study.timing
         b = study.beliefs
-        rounds = belief_rounds(b.rounds, len(ctx.task.meetings)) if b.enabled and (b.practice or not g.practice) \
-            else set()
+        own = None if b.watched_rounds else [r for r, m in enumerate(ctx.task.meetings) if g.seat in m.participants]
+        rounds = belief_rounds(b.rounds, len(ctx.task.meetings), own) \
+            if b.enabled and (b.practice or not g.practice) else set()
 
-        async def on_timing(*, phase, round_, turn, seconds, timed_out):
+        async def on_timing(*, phase, round_, turn, seconds, timed_out, partial=False):
             await self.db.add_timing(self.participant, ctx.game_id, round_=round_, turn=turn, phase=phase,
-                                     seconds=seconds, timed_out=timed_out)
+                                     seconds=seconds, timed_out=timed_out, partial=partial)
 
         async def ask(req: BeliefRequest):
             return await self.driver.beliefs(ctx, req)
@@ -488,6 +573,7 @@ class StudyRunner:
         model = "human" if not self.driver.simulated else f"sim:{study.study.simulated_protocol}"
         return StudySeat(inner, model=model, talk_seconds=t.talk_seconds, decision_seconds=t.decision_seconds,
                          on_decision_timeout=t.on_decision_timeout, on_timing=on_timing, rounds=rounds,
-                         targets=b.targets, ask_beliefs=ask, on_beliefs=on_beliefs, draft=self.driver.draft,
+                         targets=b.targets, watched_rounds=b.watched_rounds, ask_beliefs=ask,
+                         on_beliefs=on_beliefs, draft=self.driver.draft,
                          on_timeout=getattr(self.driver, "timed_out", None),
                          answered=answered)

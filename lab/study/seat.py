@@ -47,17 +47,23 @@ class BeliefRequest:
     view: Any  # engine.observe.SeatView (the participant's own calendar after the round)
     messages: tuple[Any, ...]  # what was delivered to the participant this round
     start_view: Any = None  # the participant's own calendar as the round started (when the truth is taken)
+    took_part: bool = True  # the participant was in the round's meeting (else: [beliefs] watched_rounds)
 
 
-def belief_rounds(spec: Any, num_rounds: int) -> set[int]:
+def belief_rounds(spec: Any, num_rounds: int, own: Sequence[int] | None = None) -> set[int]:
     """The engine's (0-based) rounds after which the grid is asked, from ``[beliefs] rounds``:
     ``"all"``, ``"last"`` or a list of rounds counted from 1, as the study file and every
-    screen count them (``lab.study.model`` reads the old 0-based lists into this form)."""
+    screen count them (``lab.study.model`` reads the old 0-based lists into this form).
+
+    ``own``: the rounds whose meeting the participant is in (``[beliefs] watched_rounds =
+    false``, the default): only those are asked about — ``"all"`` is all of them, ``"last"``
+    the last of them, a list the ones it names.  ``None``: every round (watched ones too)."""
+    rounds = range(num_rounds) if own is None else sorted(r for r in own if 0 <= r < num_rounds)
     if spec == "all":
-        return set(range(num_rounds))
+        return set(rounds)
     if spec == "last":
-        return {num_rounds - 1}
-    return {int(r) - 1 for r in spec if 1 <= int(r) <= num_rounds}
+        return {rounds[-1]} if len(rounds) else set()
+    return {int(r) - 1 for r in spec if 1 <= int(r) <= num_rounds} & set(rounds)
 
 
 def belief_targets(spec: Any, seat: int, num_agents: int, meeting_participants: Sequence[int]) -> tuple[int, ...]:
@@ -78,7 +84,7 @@ class StudySeat:
 
     def __init__(self, inner: Any, *, model: str, talk_seconds: float | None, decision_seconds: float | None,
                  on_decision_timeout: str = "submit", on_timing: Timing | None = None,
-                 rounds: set[int] = frozenset(), targets: Any = "meeting",
+                 rounds: set[int] = frozenset(), targets: Any = "meeting", watched_rounds: bool = False,
                  ask_beliefs: Callable[[BeliefRequest], Awaitable[dict[int, list[int]]]] | None = None,
                  on_beliefs: Callable[[BeliefRequest, dict[int, list[int]]], Awaitable[None]] | None = None,
                  draft: Callable[[], Sequence[Any] | None] | None = None,
@@ -92,6 +98,7 @@ class StudySeat:
         self.on_timing = on_timing
         self.rounds = set(rounds)
         self.targets = targets
+        self.watched_rounds = watched_rounds  # also ask after rounds whose meeting the participant was not in
         self.ask_beliefs = ask_beliefs
         self.on_beliefs = on_beliefs
         self.draft = draft
@@ -137,14 +144,18 @@ class StudySeat:
     async def _grid(self, round_: int, view: Any, participants: Sequence[int], messages: tuple[Any, ...],
                     start_view: Any = None) -> None:
         seat = view.seat
+        took_part = seat in tuple(participants)
         targets = belief_targets(self.targets, seat, view.num_agents, participants)
-        if not targets:
+        if not targets or not (took_part or self.watched_rounds):
+            # nothing to ask, or a round the participant only watched: no grid about it
+            self.answered.add(round_)
             return None
-        req = BeliefRequest(round_, seat, view.num_slots, targets, view, messages, start_view)
+        req = BeliefRequest(round_, seat, view.num_slots, targets, view, messages, start_view, took_part)
         t0 = time.perf_counter()
         grid = await self.ask_beliefs(req)
-        clean = {int(t): [max(-3, min(3, int(v))) for v in list(row)[:req.num_slots]]
-                 + [0] * max(0, req.num_slots - len(row)) for t, row in (grid or {}).items() if int(t) in targets}
+        # a cell left blank (None) stays blank: missing, not 0 ("no idea")
+        clean = {int(t): [None if v is None else max(-3, min(3, int(v))) for v in list(row)[:req.num_slots]]
+                 + [None] * max(0, req.num_slots - len(row)) for t, row in (grid or {}).items() if int(t) in targets}
         if self.on_timing is not None:
             await self.on_timing(phase="beliefs", round_=round_, turn=None,
                                  seconds=time.perf_counter() - t0, timed_out=False)
@@ -168,6 +179,17 @@ class StudySeat:
             except TimeoutError:
                 timed_out = True
                 reply = self._timeout_reply(phase, limit)
+            except asyncio.CancelledError:
+                # the participant quit (ctrl+q) or the study stopped mid-call: the turn in
+                # progress is timed too, flagged partial (no answer was given)
+                if self.on_timing is not None:
+                    try:
+                        await asyncio.shield(self.on_timing(
+                            phase=phase, round_=getattr(obs, "round", None), turn=getattr(obs, "turn", None),
+                            seconds=time.perf_counter() - t0, timed_out=False, partial=True))
+                    except (Exception, asyncio.CancelledError):  # a closing store: the row is lost, never the stop
+                        pass
+                raise
         finally:
             self.deadline = None
             self.deadline_phase = None

@@ -178,7 +178,7 @@ async def test_study_export_during_a_participants_game_leaves_it_out(scripted_st
                   and e["data"].get("to_agent") != seat]
         assert others  # the game in play holds messages the participant cannot see
         skipped: list[str] = []
-        await export_study(study, store, tmp_path / "out", skipped=skipped)
+        await export_study(study, store, tmp_path / "out", skipped=skipped, include_simulated=True)
     with open(tmp_path / "out" / "messages.csv", newline="") as fh:
         msgs = list(csv.DictReader(fh))
     with open(tmp_path / "out" / "games.csv", newline="") as fh:

@@ -426,3 +426,22 @@ def test_the_models_quick_actions_speak_dsm_and_the_bots_act_on_them():
     for mid in answered:
         parts = next(m.participants for m in task.meetings if m.id == mid)
         assert {_slot_of(resolutions[mid], mid, a) for a in parts} == {chosen[mid]}
+
+
+def test_my_proposal_stays_the_preselected_slot_when_a_partner_then_mentions_another():
+    """Issue 30 item 8: I proposed slot 4; a partner's free text then mentions slot 1.  The
+    builder preselects slot 4 (what I proposed), and slot 4 counts as talked about, so placing
+    the meeting there draws no "the talk was about slot 1" warning."""
+    m = SeatModel(0, ("dm",), 3)
+    _calendar(m, [None] * 6)
+    m.apply(_round(0, 1, [0, 1]))
+    assert m.quick("propose", cursor=4, selected=[4]).messages
+    m.apply(_dm(1, 0, "Slot 1 would be easier for me.", None))
+    assert m.talk == [1]
+    assert m.agreed_slot() == 4 and set(m.talked_slots()) == {1, 4}
+    # a typed counter-proposal is the latest proposal: it is preselected, both are talked about
+    m.apply(_dm(1, 0, "Decision for meeting M1: slot 2.", {"protocol": "imap", "kind": "decision",
+                                                              "meeting_id": 1, "slot": 2}))
+    assert m.agreed_slot() == 2 and set(m.talked_slots()) == {1, 2, 4}
+    m.apply(_round(1, 2, [0, 1]))
+    assert m.agreed_slot() is None and m.talked_slots() == []

@@ -47,7 +47,7 @@ async def test_the_grid_asks_the_truths_question_and_shows_the_own_row_by_it():
                 break
             await pilot.pause(0.01)
     flat = " ".join(text.split())
-    assert "After round 3: as round 3 started, could each seat have taken the meeting" in flat
+    assert "After round 3: as round 3 started, could each agent have taken the meeting" in flat
     assert "surely could not (a blocked errand or a meeting was there)" in flat
     assert "surely busy" not in flat and "surely free" not in flat
     you = next(line.strip() for line in text.splitlines() if line.strip().startswith("you "))
@@ -68,7 +68,8 @@ def test_the_own_row_is_the_truth_at_the_start_of_the_round():
     async def go():
         seats = make_personas("imap", task.num_agents)
         seats[1] = StudySeat(seats[1], model="sim", talk_seconds=None, decision_seconds=None,
-                             rounds=set(range(len(task.meetings))), targets="all", ask_beliefs=ask)
+                             rounds=set(range(len(task.meetings))), targets="all", ask_beliefs=ask,
+                             watched_rounds=True)  # every round, the seat's meeting or not
         return await run_game(task, seats, GameConfig(deterministic=True))
 
     res = asyncio.run(go())

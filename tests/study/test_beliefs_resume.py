@@ -33,6 +33,8 @@ class Records(SimulatedDriver):
 
 async def test_quitting_on_the_grid_resumes_on_the_grid(scripted_study, tmp_path):
     path, study = scripted_study
+    # the last round's grid whether or not the participant is in its meeting (watched_rounds)
+    study = study.model_copy(update={"beliefs": study.beliefs.model_copy(update={"watched_rounds": True})})
     async with await Store.open(tmp_path / "s.db") as store:
         with pytest.raises(asyncio.CancelledError):
             await StudyRunner(study, store, "P1", QuitsOnTheGrid(study, "P1")).run()

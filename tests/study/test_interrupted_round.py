@@ -184,7 +184,7 @@ def test_messages_csv_keeps_the_interrupted_messages_marked(cli, scripted_study,
     gid, cut = asyncio.run(go())
     assert len(cut) == 2
     out = tmp_path / "data"
-    rc, _, err = cli("study", "export", str(path), "--db", str(db), "--out", str(out))
+    rc, _, err = cli("study", "export", str(path), "--db", str(db), "--out", str(out), "--include-simulated")
     assert rc == 0, err
     with open(out / "messages.csv", newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["game_id"] == gid]
@@ -194,7 +194,7 @@ def test_messages_csv_keeps_the_interrupted_messages_marked(cli, scripted_study,
     live = [r for r in rows if r["interrupted"] == "0"]
     assert live and all(r["vps_contribution"] != "" for r in live)
     # the round was played again after the interrupted messages
-    assert min(int(r["seq"]) for r in live if r["round"] == "0") > max(int(r["seq"]) for r in marked)
+    assert min(int(r["seq"]) for r in live if r["round"] == "1") > max(int(r["seq"]) for r in marked)
     assert "`interrupted`" in (out / "codebook.md").read_text()
 
 
@@ -216,9 +216,10 @@ def test_timings_of_the_interrupted_attempt_are_marked(cli, scripted_study, tmp_
             return gid, before
 
     gid, before = asyncio.run(go())
-    rc, _, err = cli("study", "export", str(path), "--db", str(db), "--out", str(tmp_path / "data"))
+    rc, _, err = cli("study", "export", str(path), "--db", str(db), "--out", str(tmp_path / "data"),
+                     "--include-simulated")
     assert rc == 0, err
     with open(tmp_path / "data" / "timings.csv", newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["game_id"] == gid]
     assert before and sum(r["interrupted"] == "1" for r in rows) == before
-    assert any(r["interrupted"] == "0" and r["round"] == "0" for r in rows)
+    assert any(r["interrupted"] == "0" and r["round"] == "1" for r in rows)

@@ -66,7 +66,8 @@ def test_renamed_from_maps_the_games_and_says_so(cli, dry_db, tmp_path):
     rc, text, _ = cli("report", "--study", str(p), "--db", str(db), "--include-simulated")
     assert "Condition 'scripted' is now 'imap-partners' (renamed_from)" in text
     # the export agrees with the report
-    rc, _, err = cli("study", "export", str(p), "--db", str(db), "--out", str(tmp_path / "data"))
+    rc, _, err = cli("study", "export", str(p), "--db", str(db), "--out", str(tmp_path / "data"),
+                     "--include-simulated")
     assert rc == 0, err
     with open(tmp_path / "data" / "games.csv", newline="") as fh:
         assert {r["condition"] for r in csv.DictReader(fh)} == {"imap-partners", "llm"}

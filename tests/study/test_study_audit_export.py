@@ -16,7 +16,8 @@ async def test_export_has_the_message_audit(cli, tmp_path, mock_llm):
     rc, _out, err = await asyncio.to_thread(cli, "study", "check", str(p), "--dry-run", "--db", str(db))
     assert rc == 0, err
     out = tmp_path / "data"
-    rc, _out, err = await asyncio.to_thread(cli, "study", "export", str(p), "--db", str(db), "--out", str(out))
+    rc, _out, err = await asyncio.to_thread(cli, "study", "export", str(p), "--db", str(db), "--out", str(out),
+                                            "--include-simulated")
     assert rc == 0, err
     with open(out / "message_audit.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -484,7 +484,8 @@ def test_end_headline_one_unit_and_why_extras_add_up_when_totals_match():
                          "vps": 3.0}}
     text = EndScreen(trace, seat=0)._headline().plain
     assert "Excess 0.50 per seat (mean extra cost over the best schedule, in cost levels)" in text
-    assert "all seats paid 2, the best schedule of these meetings costs 2" in text
+    assert "all seats paid 2; the best schedule of the task (all 2 meetings, as the task file and the replay " \
+           "say) costs 2" in text
     assert "don't offset those that paid more" in text
     assert "paid 2 (110 on your calendar)" in text and "extra 1" in text
     assert "total excess" not in text and "oracle 1" not in text

@@ -25,17 +25,22 @@ def my_turn(app) -> bool:
         and gs.pending.obs.__class__.__name__ == "TurnObservation"
 
 
+async def to_my_turn(pilot, app) -> None:
+    """Every step by keys up to the participant's first talk turn."""
+    seen: list[str] = []
+    while not my_turn(app):
+        await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
+        if my_turn(app):
+            break
+        await step_by_keys(pilot, app, seen)
+
+
 async def test_quit_mid_round_then_resume_keeps_the_message_and_says_the_round_restarts(tmp_path):
     study = small_study(tmp_path)
     async with await Store.open(tmp_path / "s.db") as store:
         app = make_study_app(study, participant="P010", store=store, base=tmp_path)
-        seen: list[str] = []
         async with app.run_test(size=(120, 40)) as pilot:
-            while not my_turn(app):
-                await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
-                if my_turn(app):
-                    break
-                await step_by_keys(pilot, app, seen)
+            await to_my_turn(pilot, app)
             gs = app.screen
             rnd, step = gs.round, app.current_step
             await pilot.press("i", *WORDS, "enter", "escape", "e")
@@ -83,12 +88,15 @@ async def test_ctrl_q_on_the_belief_grid_then_the_same_command_shows_the_grid_ag
                     break
                 await step_by_keys(pilot, app, seen)
             step = app.current_step
-            await wait_for(pilot, lambda: "After round 2" in screen_text(app), what="the grid painted")
+            # the grid after the participant's last round ("last": the last one they took part in)
+            rnd = app.screen.req.round
+            after = f"After round {rnd + 1}"
+            await wait_for(pilot, lambda: after in screen_text(app), what="the grid painted")
             await pilot.press("ctrl+q")
         app2 = make_study_app(study, participant="P011", store=store, base=tmp_path)
         async with app2.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: isinstance(app2.screen, BeliefGridScreen)
-                           and "After round 2" in screen_text(app2), timeout=PATIENCE,
+                           and after in screen_text(app2), timeout=PATIENCE,
                            what="the belief grid that was cut short")
             assert app2.current_step == step
             await pilot.press("7", "enter")
@@ -98,4 +106,4 @@ async def test_ctrl_q_on_the_belief_grid_then_the_same_command_shows_the_grid_ag
         gid = next(s for s in await app2.runner.db.steps("P011") if s["name"] == step)["game_id"]
         async with store._db.execute("SELECT round, MAX(belief) FROM study_beliefs WHERE game_id = ? GROUP BY round",
                                      (gid,)) as cur:
-            assert await cur.fetchall() == [(1, 3)]
+            assert await cur.fetchall() == [(rnd, 3)]

@@ -123,7 +123,8 @@ async def test_one_participant_through_every_step_by_keys(tmp_path):
                        "ORDER BY item, attempt").fetchall()
     assert quiz[:2] == [("0", 1, 0), ("0", 2, 1)]  # the retry is counted
     beliefs = con.execute("SELECT belief FROM study_beliefs ORDER BY round, target, slot").fetchall()
-    assert [b[0] for b in beliefs[:5]] == [3, -3, 0, 0, 1]  # 7 1 4 typed, right, plus
+    # 7 1 4 typed, right (slot 3 left blank: stored missing, not 0), plus
+    assert [b[0] for b in beliefs[:5]] == [3, -3, 0, None, 1]
     games = con.execute("SELECT agents, config FROM games").fetchall()
     assert all(json.loads(c)["participant"] == "P001" and not json.loads(c)["simulated"] for _, c in games)
     assert con.execute("SELECT COUNT(*) FROM study_timings WHERE phase = 'talk'").fetchone()[0] > 0

@@ -173,16 +173,18 @@ def test_end_screen_vps_split_shows_no_negative_part():
     assert vps_split_text({"vps": 3.0}) is None
 
 
-def test_seat_table_vps_parts_are_never_negative():
+def test_seat_table_vps_parts_add_up_to_the_total():
+    """Issue 30 item 10: "17.8 (≈18.5+0)" had parts larger than the total; a negative part is
+    shown with its sign, so the parts add up (and "-0.1" never reads as "+-0.1")."""
     from rich.console import Console
 
     from calbench_tui.widgets.metrics import seat_table
 
-    rec = {"vps": 49.9, "vps_typed": 50.0, "vps_free_text": -0.1, "meetings_scheduled": 1, "meetings_assigned": 1}
+    rec = {"vps": 17.8, "vps_typed": 18.5, "vps_free_text": -0.7, "meetings_scheduled": 1, "meetings_assigned": 1}
     c = Console(width=120, record=True)
     c.print(seat_table({"metrics": {"per_seat": [rec]}, "config": {"agents": [{"model": "imap"}]}}, None))
     text = c.export_text()
-    assert "49.9 (≈50+0)" in text and "-0.1" not in text
+    assert "17.8 (18.5−0.7)" in text and "≈" not in text and "+-" not in text
 
 
 def test_seats_bar_cells_abbreviate_kinds_instead_of_cutting_them():
