@@ -50,7 +50,7 @@ from .keys import ReadableKeys
 from .messages import AppSink, GameEvent, GameFailed, GameOver, HumanTurn
 from .screens.decision import DecisionScreen
 from .screens.end import EndScreen
-from .screens.game import GameScreen
+from .screens.game import GameScreen, talk_key_elsewhere
 from .screens.help import HelpScreen
 from .screens.setup import SetupScreen
 from .settings import Settings
@@ -501,13 +501,12 @@ class CalBenchApp(ReadableKeys, App):
     def on_key(self, event) -> None:
         """A key of the talk pressed on the batch builder or the end screen, where nothing is bound
         to it, says why it does nothing there (a silent key reads as a frozen game)."""
-        gs = self.game_screen
         screen = self.screen
-        if gs is None or screen is gs or not isinstance(screen, (DecisionScreen, EndScreen)):
+        if self.game_screen is None or not isinstance(screen, (DecisionScreen, EndScreen)):
             return
         if event.key in screen.active_bindings:
             return  # a key of this screen: its binding runs
-        why = gs.elsewhere(event.key, ended=isinstance(screen, EndScreen))
+        why = talk_key_elsewhere(event.key, getattr(self, "_keymap", None), ended=isinstance(screen, EndScreen))
         if why:
             self.notify(why, severity="warning", timeout=5)
 

@@ -70,6 +70,23 @@ def failure_note(agent: int, ev: dict[str, Any], *, blinded: bool = False) -> st
     return f"Agent {agent} failed to answer ({ev.get('error')})."
 
 
+def talk_key_elsewhere(key: str, keymap: dict[str, str] | None, *, ended: bool = False) -> str | None:
+    """Why a key of the talk (a :class:`GameScreen` binding, as ``keymap`` maps it) does nothing
+    on the screen above the game (the batch builder, or the end screen when ``ended``); None
+    when ``key`` is not one of the talk's keys."""
+    from ..keys import binding_keys, key_name
+
+    name = key_name(key)
+    for b in GameScreen.BINDINGS:
+        if isinstance(b, Binding) and b.id != "leave_composer" and name in binding_keys(b, keymap):
+            what = f"{name} ({b.description})"
+            if ended:
+                return f"The game is over: {what} was a key of the talk. The key bar lists what works here."
+            return (f"{what} is a key of the talk, and this round's talk is over: build your batch here "
+                    "(the key bar lists its keys; Talk shows the conversation).")
+    return None
+
+
 class GameScreen(Screen):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
     AUTO_FOCUS = "#calendar"
@@ -227,22 +244,6 @@ class GameScreen(Screen):
             return "There is no batch to build now: the batch builder opens by itself in DECISION."
         if action == "unqueue" and not m.outbox:
             return "Nothing to take back: no message is queued."
-        return None
-
-    def elsewhere(self, key: str, *, ended: bool = False) -> str | None:
-        """Why a key of the talk does nothing on the screen above this one (the batch builder, or
-        the end screen when ``ended``); None when ``key`` is not one of the talk's keys."""
-        from ..keys import binding_keys, key_name
-
-        keymap = getattr(self.app, "_keymap", {}) or {}
-        name = key_name(key)
-        for b in self.BINDINGS:
-            if isinstance(b, Binding) and b.id != "leave_composer" and name in binding_keys(b, keymap):
-                what = f"{name} ({b.description})"
-                if ended:
-                    return f"The game is over: {what} was a key of the talk. The key bar lists what works here."
-                return (f"{what} is a key of the talk, and this round's talk is over: build your batch here "
-                        "(the key bar lists its keys; Talk shows the conversation).")
         return None
 
     def _refuse(self, action: str, parameters: tuple[object, ...] = ()) -> bool:
