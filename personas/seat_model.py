@@ -94,6 +94,7 @@ class SeatModel:
         self.calendar: list[Any] = []
         self.penalty = 0
         self.round_cost = 0  # what my own batches cost this round
+        self._changed: set[int] = set()  # slots where an item of my calendar landed this round
         self.pending = None  # HumanRequest (speak) waiting for "end turn"
         self.batch_request = None  # HumanRequest (decide / volunteer) waiting for the batch builder
         self.outbox: list[Message] = []
@@ -107,7 +108,6 @@ class SeatModel:
         self.last_writer: int | None = None
         self.protocols: dict[int, str | None] = {}  # seat -> scripted protocol it speaks (from game_start)
         self.messages: dict[str, list[dict[str, Any]]] = {}  # thread key -> message events, in order
-        self._changed: set[int] = set()  # slots where an item of my calendar landed this round
         self.game_over = False
         self.timed_out_round: int | None = None  # a study decision that ran out this round
 
@@ -250,6 +250,17 @@ class SeatModel:
     def others_in_meeting(self) -> list[int]:
         return [p for p in self.participants if p != self.seat]
 
+    def thread_fits(self, key: str) -> bool:
+        """Whether a conversation thread is still one to write in for this round's meeting: a DM
+        thread only with one of its participants (a new round resets any other to the feed)."""
+        if key.startswith("dm:"):
+            try:
+                peer = int(key[3:])
+            except ValueError:
+                return False
+            return peer != self.seat and peer in self.participants
+        return True
+
     @property
     def initiator(self) -> bool:
         return bool(self.participants) and self.seat == min(self.participants)
@@ -277,17 +288,6 @@ class SeatModel:
             return "dm", default_to
         ch = "participant_groupchat" if "participant_groupchat" in self.channels else self.channels[0]
         return ch, []
-
-    def thread_fits(self, key: str) -> bool:
-        """Whether a conversation thread is still one to write in for this round's meeting: a DM
-        thread only with one of its participants (a new round resets any other to the feed)."""
-        if key.startswith("dm:"):
-            try:
-                peer = int(key[3:])
-            except ValueError:
-                return False
-            return peer != self.seat and peer in self.participants
-        return True
 
     def agreed_slot(self) -> int | None:
         """The slot the batch builder preselects: the one slot the talk settled on, else my one
