@@ -509,4 +509,3 @@ def test_the_models_quick_actions_speak_dsm_and_the_bots_act_on_them():
     for mid in answered:
         parts = next(m.participants for m in task.meetings if m.id == mid)
         assert {_slot_of(resolutions[mid], mid, a) for a in parts} == {chosen[mid]}
-
