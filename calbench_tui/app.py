@@ -46,10 +46,11 @@ from personas.seat_model import SeatModel
 from personas.spec import AgentsSpec
 from saves.lease import LeaseHeld
 
+from .keys import ReadableKeys
 from .messages import AppSink, GameEvent, GameFailed, GameOver, HumanTurn
 from .screens.decision import DecisionScreen
 from .screens.end import EndScreen
-from .screens.game import GameScreen
+from .screens.game import GameScreen, talk_key_elsewhere
 from .screens.help import HelpScreen
 from .screens.setup import SetupScreen
 from .settings import Settings
@@ -107,13 +108,12 @@ def screen_text(app: App) -> str:
     return console.export_text(styles=False)
 
 
-class CalBenchApp(App):
+class CalBenchApp(ReadableKeys, App):
     TITLE = "CalBench"
     ENABLE_COMMAND_PALETTE = True
     COMMAND_PALETTE_BINDING = "ctrl+p"
     CSS = """
     Screen { background: $surface; }
-    Footer { height: 1; }
     """
 
     BINDINGS = [
@@ -480,14 +480,10 @@ class CalBenchApp(App):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    # -- readable keys and the command palette -------------------------------------------------
-    def get_key_display(self, binding: Binding) -> str:
-        from .keys import key_name
-
-        return binding.key_display or key_name(binding.key)
-
+    # -- the command palette, and talk keys pressed elsewhere -------------------------------------
     def get_system_commands(self, screen) -> Any:
-        """The palette lists every action bound on the screen on top, then help and quit."""
+        """The palette lists this app's actions only: every action bound on the screen on top,
+        then help, the legend and quit (none of Textual's own: theme, screenshot, keys panel…)."""
         from .keys import screen_commands
 
         listed: set[str] = set()
@@ -501,6 +497,18 @@ class CalBenchApp(App):
                             self.action_legend)
         yield SystemCommand("Quit", "key: ctrl+q — leave; a game in progress is saved as stopped",
                             self.action_quit_game)
+
+    def on_key(self, event) -> None:
+        """A key of the talk pressed on the batch builder or the end screen, where nothing is bound
+        to it, says why it does nothing there (a silent key reads as a frozen game)."""
+        screen = self.screen
+        if self.game_screen is None or not isinstance(screen, (DecisionScreen, EndScreen)):
+            return
+        if event.key in screen.active_bindings:
+            return  # a key of this screen: its binding runs
+        why = talk_key_elsewhere(event.key, getattr(self, "_keymap", None), ended=isinstance(screen, EndScreen))
+        if why:
+            self.notify(why, severity="warning", timeout=5)
 
     def _runner(self, action: str, node: Any):
         async def run() -> None:

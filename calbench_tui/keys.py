@@ -14,6 +14,8 @@ from typing import Any, Iterable
 
 from textual.binding import Binding
 
+__all__ = ["key_name", "binding_keys", "keys_label", "screen_commands", "ReadableKeys"]
+
 NAMES = {
     "question_mark": "?", "left_square_bracket": "[", "right_square_bracket": "]",
     "plus": "+", "minus": "-", "equals_sign": "=", "space": "space", "enter": "enter",
@@ -43,13 +45,16 @@ def keys_label(binding: Binding, keymap: dict[str, str] | None = None) -> str:
 
 
 def screen_commands(app: Any, screen: Any) -> Iterable[tuple[str, str, Any, str]]:
-    """(title, help, node, action) for every action bound on ``screen`` now (shown or not)."""
+    """(title, help, node, action) for every action of this app bound on ``screen`` now (shown or
+    not).  Only the project's own bindings: each has an id (the name ``keys.toml`` uses), while
+    Textual's built-in ones (focus next, copy selected text, page and scroll keys) have none and
+    are not this app's actions."""
     seen: set[tuple[int, str]] = set()
     by_action: dict[tuple[int, str], list[str]] = {}
     rows: list[tuple[Any, Binding]] = []
     for key, active in screen.active_bindings.items():
         b = active.binding
-        if not b.description:
+        if not b.description or not b.id:
             continue
         ident = (id(active.node), b.action)
         by_action.setdefault(ident, []).append(key_name(key))
@@ -60,3 +65,10 @@ def screen_commands(app: Any, screen: Any) -> Iterable[tuple[str, str, Any, str]
     for node, b in rows:
         keys = ", ".join(dict.fromkeys(by_action[(id(node), b.action)]))
         yield b.description, f"key: {keys}" + (f" — {b.tooltip}" if b.tooltip else ""), node, b.action
+
+
+class ReadableKeys:
+    """An app mix-in: every key bar and palette of the app prints keys as :func:`key_name` does."""
+
+    def get_key_display(self, binding: Binding) -> str:
+        return binding.key_display or key_name(binding.key)

@@ -11,23 +11,19 @@ from typing import Any
 from textual.app import App
 from textual.binding import Binding
 
+from .keys import ReadableKeys
 from .screens.games import SavedGamesScreen
 from .screens.replay import ReplayScreen
 
 __all__ = ["ReplayApp"]
 
 
-class ReplayApp(App):
+class ReplayApp(ReadableKeys, App):
     """``calbench replay``: one replay screen, or the saved-games list (``store_path``)."""
 
     TITLE = "CalBench replay"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [Binding("ctrl+q", "quit", "Quit", id="quit", priority=True)]
-
-    def get_key_display(self, binding: Binding) -> str:
-        from .keys import key_name
-
-        return binding.key_display or key_name(binding.key)
 
     def __init__(self, trace: dict[str, Any] | None = None, *, seat: int | None = None,
                  store: Any = None, store_path: str | None = None, reveal_all_seats: bool = False) -> None:

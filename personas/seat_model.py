@@ -57,7 +57,9 @@ class Hint:
     ``slot``), ``cheapest`` (every other participant reported costs: ``slot`` has the least
     ``total``), ``no_common_slot`` (…and no slot works for everyone), ``audience`` (whom
     the feed writes to changed), ``kept`` / ``dropped`` (``count`` queued messages carried
-    into a new round / dropped with the last round).
+    into a new round / dropped with the last round), ``outside_over`` (a round the seat was not
+    in is over: ``count`` items of its own calendar moved in it, at ``total`` cost — all a
+    seat outside the meeting may know of it, SPEC §5; never whether the meeting was scheduled).
     """
 
     kind: str
@@ -92,6 +94,8 @@ class SeatModel:
         self.meeting: Any = None  # the round's meeting: the round_start dict, then the observation's MeetingView
         self.calendar: list[Any] = []
         self.penalty = 0
+        self.round_cost = 0  # what my own batches cost this round
+        self._changed: set[int] = set()  # slots where an item of my calendar landed this round
         self.pending = None  # HumanRequest (speak) waiting for "end turn"
         self.batch_request = None  # HumanRequest (decide / volunteer) waiting for the batch builder
         self.outbox: list[Message] = []
@@ -156,20 +160,35 @@ class SeatModel:
         elif t == "batch_applied" and agent == self.seat:
             cal = ev.get("calendar_after")
             if isinstance(cal, list):
+                self._changed |= self._differs(cal)
                 self.calendar = [item_from_json(it) for it in cal]
             self.penalty += ev.get("cost") or 0
+            self.round_cost += ev.get("cost") or 0
         elif t == "resolution":
             cal = ev.get("my_calendar")
             if isinstance(cal, list):
+                self._changed |= self._differs(cal)
                 self.calendar = [item_from_json(it) for it in cal]
             self.batch_request = None
+            if ev.get("participant") is False and self.round >= 0 and ev.get("round") == self.round:
+                return [Hint("outside_over", count=len(self._changed), total=self.round_cost)]
         elif t == "game_end":
             self.game_over = True
         return []
 
+    def _differs(self, calendar: list[Any]) -> set[int]:
+        """The slots where ``calendar`` (JSON items) holds an item the calendar I hold does not have
+        there: one slot per item moved or placed."""
+        new = [item_from_json(it) for it in calendar]
+        if len(new) != len(self.calendar):
+            return set()
+        return {s for s, (a, b) in enumerate(zip(self.calendar, new)) if b is not None and a != b}
+
     def _new_round(self, ev: dict[str, Any]) -> list[Hint]:
         m = ev.get("meeting") or {}
         self.round = ev.get("round") or 0
+        self.round_cost = 0
+        self._changed = set()
         self.meeting = m
         self.meeting_id, self.participants = m.get("id"), list(m.get("participants") or [])
         self.talk, self.proposal, self.cost_request, self.my_proposal = [], None, None, []
@@ -240,6 +259,17 @@ class SeatModel:
     def others_in_meeting(self) -> list[int]:
         return [p for p in self.participants if p != self.seat]
 
+    def thread_fits(self, key: str) -> bool:
+        """Whether a conversation thread is still one to write in for this round's meeting: a DM
+        thread only with one of its participants (a new round resets any other to the feed)."""
+        if key.startswith("dm:"):
+            try:
+                peer = int(key[3:])
+            except ValueError:
+                return False
+            return peer != self.seat and peer in self.participants
+        return True
+
     @property
     def initiator(self) -> bool:
         return bool(self.participants) and self.seat == min(self.participants)
@@ -253,11 +283,16 @@ class SeatModel:
             return [self.last_writer]
         return self.others_in_meeting()
 
-    def route(self, default_to: list[int], open_channel: str | None = None) -> tuple[str, list[int]]:
-        """Channel and recipients for a message: the open groupchat thread if one is open; else
-        DMs to ``default_to``; else the first groupchat the game enables."""
+    def route(self, default_to: list[int], open_channel: str | None = None,
+              open_to: int | None = None) -> tuple[str, list[int]]:
+        """Channel and recipients for a message — typed or made by a quick action, the one rule:
+        the thread on screen decides (a groupchat thread: that chat; a DM thread: its peer
+        ``open_to``, the one the composer's line names); from the feed, DMs to ``default_to``;
+        without DMs, the first groupchat the game enables."""
         if open_channel in ("participant_groupchat", "all_groupchat"):
             return open_channel, []
+        if open_channel == "dm" and open_to is not None and "dm" in self.channels:
+            return "dm", [open_to]
         if "dm" in self.channels:
             return "dm", default_to
         ch = "participant_groupchat" if "participant_groupchat" in self.channels else self.channels[0]
@@ -323,7 +358,7 @@ class SeatModel:
     def write(self, text: str, *, channel: str | None = None, to: int | None = None,
               open_channel: str | None = None) -> QuickResult:
         """A message the person typed: on the thread's ``channel`` (and ``to`` for a DM), or from
-        the feed (``channel`` None) to the meeting's audience."""
+        the feed (``channel`` None) to :meth:`audience` (what the composer's line names)."""
         if channel is None:
             ch, tos = self.route(self.audience(), open_channel)
             if ch == "dm" and not tos:
@@ -336,30 +371,36 @@ class SeatModel:
 
     # -- quick actions --------------------------------------------------------------------
     def quick(self, kind: str, *, cursor: int | None, selected: Sequence[int] = (), marks: Iterable[int] = (),
-              open_channel: str | None = None, confirmed: bool = False) -> QuickResult:
+              open_channel: str | None = None, open_to: int | None = None,
+              confirmed: bool = False) -> QuickResult:
         """The messages a quick action makes (``personas/quick.py``), queued; or why not.
 
         ``kind``: ``ask_costs``, ``share_costs``, ``propose``, ``accept`` or ``decline``.
         ``cursor`` is the calendar slot under the cursor, ``selected`` the slots a proposal is
         about (the marked slots, else the cursor's), ``marks`` the marked slots,
-        ``open_channel`` the channel of the thread on screen, ``confirmed`` a second press of a
-        key that asked for one.
+        ``open_channel`` the channel of the thread on screen and ``open_to`` its DM peer (the
+        thread decides whom it goes to, :meth:`route`; from the feed a reply goes to whoever
+        proposed or asked, anything else to :meth:`audience`, the composer's line), ``confirmed``
+        a second press of a key that asked for one.
         """
         if self.meeting_id is None:
             return QuickResult(warning="No meeting is being negotiated right now.")
         costs = insertion_costs(self.calendar) if self.calendar else []
+        thread = (open_channel, open_to)
         if kind == "ask_costs":
-            ch, to = self.route(self._others_or_all(), open_channel)
+            ch, to = self.route(self.audience(), *thread)
             out = QuickResult(self._typed(quick.ask_costs, ch, to, [s for s, c in enumerate(costs) if c is not None],
                                           initiator=self.initiator))
         elif kind == "share_costs":
-            out = self._share_costs(costs, sorted(marks), open_channel, confirmed)
+            out = self._share_costs(costs, sorted(marks), thread, confirmed)
         elif kind == "propose":
-            out = self._propose(costs, list(selected), open_channel)
+            out = self._propose(costs, list(selected), thread)
         elif kind in ("accept", "decline"):
-            out = self._answer(kind, costs, cursor, open_channel)
+            out = self._answer(kind, costs, cursor, thread)
         else:
             raise ValueError(f"no quick action {kind!r}")
+        if not out.messages and out.warning is None:
+            out = QuickResult(warning="Nobody to send it to: pick a thread with [ or ].")
         self.queue(out.messages)
         return out
 
@@ -388,7 +429,7 @@ class SeatModel:
         text = self.voice.say(act, round=self.round, turn=turn, sender=self.seat) if act else None
         return [replace(m, content=text) for m in out] if text else out
 
-    def _share_costs(self, costs: list[int | None], marks: list[int], open_channel: str | None,
+    def _share_costs(self, costs: list[int | None], marks: list[int], thread: tuple[str | None, int | None],
                      confirmed: bool) -> QuickResult:
         n = len(self.calendar)
         if marks:
@@ -397,8 +438,8 @@ class SeatModel:
             slots = self.cost_request[1] or list(range(n))
         else:
             slots = list(range(n))
-        asker = [self.cost_request[0]] if self.cost_request else self._others_or_all()
-        ch, to = self.route(asker, open_channel)
+        asker = [self.cost_request[0]] if self.cost_request else self.audience()
+        ch, to = self.route(asker, *thread)
         if not marks and not self.cost_request and not confirmed:
             whom = "everyone in the chat" if ch != "dm" else ("Agent " if len(to) == 1 else "Agents ") + \
                 ", ".join(map(str, to))
@@ -407,13 +448,22 @@ class SeatModel:
                                confirm=True)
         return QuickResult(self._typed(quick.share_costs, ch, to, {s: costs[s] for s in slots if 0 <= s < len(costs)}))
 
-    def _propose(self, costs: list[int | None], slots: list[int], open_channel: str | None) -> QuickResult:
-        blocked = [s for s in slots if 0 <= s < len(costs) and costs[s] is None]
-        if blocked:
-            return QuickResult(warning=f"You can't hold {protocol.slots_phrase(blocked)}: it is taken on your "
-                                       "calendar by something that cannot move. Pick a free slot or an errand "
-                                       "you can move.")
-        ch, to = self.route(self._others_or_all(), open_channel)
+    @staticmethod
+    def _cannot_hold(costs: list[int | None], slots: Iterable[int], then: str) -> QuickResult | None:
+        """The one rule for offering or agreeing to a slot: refused when my calendar holds
+        something there that cannot move (its insertion cost is None) — ``p`` and ``a`` alike."""
+        blocked = [s for s in slots if s is not None and 0 <= s < len(costs) and costs[s] is None]
+        if not blocked:
+            return None
+        return QuickResult(warning=f"You can't hold {protocol.slots_phrase(blocked)}: it is taken on your "
+                                   f"calendar by something that cannot move. {then}")
+
+    def _propose(self, costs: list[int | None], slots: list[int],
+                 thread: tuple[str | None, int | None]) -> QuickResult:
+        refused = self._cannot_hold(costs, slots, "Pick a free slot or an errand you can move.")
+        if refused:
+            return refused
+        ch, to = self.route(self.audience(), *thread)
         msgs = self._typed(quick.propose, ch, to, slots, initiator=self.initiator)
         self.my_proposal = slots
         self.talk = slots
@@ -421,20 +471,29 @@ class SeatModel:
         return QuickResult(msgs)
 
     def _answer(self, kind: str, costs: list[int | None], cursor: int | None,
-                open_channel: str | None) -> QuickResult:
-        """Accept or decline the slot proposed to me (or the cursor's slot when none was)."""
+                thread: tuple[str | None, int | None]) -> QuickResult:
+        """Accept or decline the slot proposed to me (or the cursor's slot when none was).  Of
+        several slots proposed: the cursor's, else (accepting) the first I can hold."""
         if self.proposal:
             frm, slots = self.proposal
-            slot = slots[0] if len(slots) == 1 else (cursor if cursor in slots else slots[0])
+            if len(slots) == 1 or cursor in slots:
+                slot = slots[0] if len(slots) == 1 else cursor
+            else:
+                holdable = [s for s in slots if kind == "accept" and 0 <= s < len(costs) and costs[s] is not None]
+                slot = holdable[0] if holdable else slots[0]
             to_default = [frm]
         else:
             slot = cursor
-            to_default = self._others_or_all()
+            to_default = self.audience()
+        if kind == "accept":
+            refused = self._cannot_hold(costs, [slot], "d declines it; p proposes a slot you can hold.")
+            if refused:
+                return refused
         answering = self.proposal_kind if self.proposal else None
         initiator = self.initiator
         if initiator and kind == "accept":
-            to_default = self._others_or_all()  # my confirm / decision goes to every participant
-        ch, to = self.route(to_default, open_channel)
+            to_default = self.audience()  # my confirm / decision goes to every participant
+        ch, to = self.route(to_default, *thread)
         if kind == "decline":
             return QuickResult(self._typed(quick.decline, ch, to, slot, answering=answering, initiator=initiator))
         msgs = self._typed(quick.accept, ch, to, slot, answering=answering, initiator=initiator,

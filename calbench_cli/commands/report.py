@@ -133,12 +133,14 @@ def handle_report(args) -> int:
     return 0
 
 
-def _show_in_app(rows: list[dict[str, Any]], traces: list[dict[str, Any]], group_by: str) -> None:
+def report_app(rows: list[dict[str, Any]], traces: list[dict[str, Any]], group_by: str) -> Any:
+    """The app of ``report --tui``: the report screen alone, with the project's key bar and key names."""
     from textual.app import App
 
+    from calbench_tui.keys import ReadableKeys
     from calbench_tui.screens.report import ReportScreen
 
-    class _ReportApp(App):
+    class ReportApp(ReadableKeys, App):
         TITLE = "CalBench report"
         ENABLE_COMMAND_PALETTE = False
 
@@ -146,7 +148,11 @@ def _show_in_app(rows: list[dict[str, Any]], traces: list[dict[str, Any]], group
             self.push_screen(ReportScreen(rows=rows, traces=traces, group_by=group_by),
                              callback=lambda _: self.exit())
 
-    _ReportApp().run()
+    return ReportApp()
+
+
+def _show_in_app(rows: list[dict[str, Any]], traces: list[dict[str, Any]], group_by: str) -> None:
+    report_app(rows, traces, group_by).run()
 
 
 def _print_report(report: dict[str, Any], written: list[str], path: str, tasks: str | None) -> None:

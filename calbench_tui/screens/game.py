@@ -70,6 +70,23 @@ def failure_note(agent: int, ev: dict[str, Any], *, blinded: bool = False) -> st
     return f"Agent {agent} failed to answer ({ev.get('error')})."
 
 
+def talk_key_elsewhere(key: str, keymap: dict[str, str] | None, *, ended: bool = False) -> str | None:
+    """Why a key of the talk (a :class:`GameScreen` binding, as ``keymap`` maps it) does nothing
+    on the screen above the game (the batch builder, or the end screen when ``ended``); None
+    when ``key`` is not one of the talk's keys."""
+    from ..keys import binding_keys, key_name
+
+    name = key_name(key)
+    for b in GameScreen.BINDINGS:
+        if isinstance(b, Binding) and b.id != "leave_composer" and name in binding_keys(b, keymap):
+            what = f"{name} ({b.description})"
+            if ended:
+                return f"The game is over: {what} was a key of the talk. The key bar lists what works here."
+            return (f"{what} is a key of the talk, and this round's talk is over: build your batch here "
+                    "(the key bar lists its keys; Talk shows the conversation).")
+    return None
+
+
 class GameScreen(Screen):
     CSS_PATH = Path(__file__).with_suffix(".tcss")
     AUTO_FOCUS = "#calendar"
@@ -77,11 +94,11 @@ class GameScreen(Screen):
     BINDINGS = [
         Binding("e", "end_turn", "End turn", id="end_turn", tooltip="send what is queued and end your turn (with nothing queued: pass)"),
         Binding("i", "compose", "Write", id="compose", tooltip="write a message in the composer (enter queues it)"),
-        Binding("p", "quick('propose')", "Propose", id="propose", tooltip="propose the slot under the cursor (or the marked slots) to the other participants"),
+        Binding("p", "quick('propose')", "Propose", id="propose", tooltip="propose the slot under the cursor (or the marked slots) to whom the line above the composer names"),
         Binding("a", "quick('accept')", "Accept", id="accept", tooltip="accept the slot proposed to you"),
         Binding("d", "quick('decline')", "Decline", id="decline", tooltip="decline the slot proposed to you"),
         Binding("c", "quick('share_costs')", "Costs", id="share_costs", tooltip="tell others your cost for the marked slots (or the slots you were asked about)"),
-        Binding("r", "quick('ask_costs')", "Ask", id="ask_costs", tooltip="ask the other participants for their cost per slot"),
+        Binding("r", "quick('ask_costs')", "Ask", id="ask_costs", tooltip="ask for costs per slot, to whom the line above the composer names"),
         Binding("b", "open_batch", "Batch", id="open_batch", tooltip="go back to the batch builder (DECISION / VOLUNTARY)"),
         Binding("u", "unqueue", "Take back", show=False, id="unqueue", tooltip="take back the last queued message"),
         Binding("left_square_bracket", "cycle_thread(-1)", "Previous thread", show=False, id="thread_prev", tooltip="show the previous conversation thread"),
@@ -223,7 +240,8 @@ class GameScreen(Screen):
                 return ("It is not your turn to talk: quick actions are made on your turn "
                         "(you can still write with i; it is sent on your next turn).")
             if kind in ("accept", "decline") and m.proposal is None:
-                return f"Nothing to {'accept' if kind == 'accept' else 'decline'}: nobody has proposed a slot to you this round."
+                where = f" for M{m.meeting_id}" if m.meeting_id is not None else ""
+                return f"Nothing to {kind}: no slot has been proposed to you{where} yet."
         if action == "open_batch" and not m.batch_open:
             return "There is no batch to build now: the batch builder opens by itself in DECISION."
         if action == "unqueue" and not m.outbox:
@@ -339,7 +357,7 @@ class GameScreen(Screen):
             self.chat.note(Text(f"Nothing was applied: {ev.get('reason')}", style="red"), also_active=True)
             return
         if t == "resolution":
-            self._resolution(ev)
+            self._resolution(ev, hints)
             return
         if t in ("seat_timeout", "parse_error", "context_overflow"):
             if agent == self.seat:
@@ -379,6 +397,8 @@ class GameScreen(Screen):
         line.append("You are in it." if self.seat in parts else
                     "You are not in it; you speak only if someone writes to you.")
         self.chat.note(line, also_active=True)
+        if not m.thread_fits(self.chat.active):  # e.g. a DM with a seat not in the new meeting
+            self.chat.show("feed")
         self._update_target()
 
     def _hints(self, hints: list[Hint]) -> None:
@@ -401,7 +421,7 @@ class GameScreen(Screen):
                 self.chat.note(Text("From the costs you got, no slot works for everyone.", style="bold red"),
                                also_active=True)
 
-    def _resolution(self, ev: dict[str, Any]) -> None:
+    def _resolution(self, ev: dict[str, Any], hints: list[Hint] = ()) -> None:
         self.calendar.set_calendar(self.model.calendar)
         if ev.get("participant"):
             mid = ev.get("meeting_id")
@@ -416,8 +436,27 @@ class GameScreen(Screen):
             self.query_one(MeetingCard).set_outcome(text.plain)
             self.chat.note(text, also_active=True)
         else:
-            self.chat.note("Round over.")
+            for h in hints:
+                if h.kind == "outside_over":
+                    card, line = self._outside_outcome(h)
+                    self.query_one(MeetingCard).set_outcome(card)
+                    self.chat.note(line, also_active=True)
         self.sync_bindings()
+
+    def _outside_outcome(self, hint: Hint) -> tuple[str, Text]:
+        """The end of a round the seat was not in, said with what the seat may know (SPEC §5): its
+        own calendar and cost, never whether the others scheduled their meeting."""
+        m = self.model
+        who = ", ".join(map(str, m.participants))
+        if hint.count:
+            mine = (f"you moved {hint.count} item{'s' if hint.count != 1 else ''} of your calendar "
+                    f"(cost {hint.total}); your cost so far: {m.penalty}")
+        else:
+            mine = f"your calendar did not change; your cost so far: {m.penalty}"
+        line = Text(f"Round {m.round + 1} is over. ", style="bold")
+        line.append(f"M{m.meeting_id} was for Agents {who}; you were not in it, so whether it was scheduled "
+                    f"is theirs to know (you see only your own calendar). This round {mine}.")
+        return f"Round over: {mine}.", line
 
     # -- actions ------------------------------------------------------------------------
     def action_end_turn(self) -> None:
@@ -433,6 +472,8 @@ class GameScreen(Screen):
         self.sync_bindings()
 
     def action_compose(self) -> None:
+        if self._refuse("compose"):
+            return
         self.query_one("#composer", Input).focus()
 
     def action_leave_composer(self) -> None:
@@ -506,7 +547,7 @@ class GameScreen(Screen):
         cal = self.calendar
         out = self.model.quick(kind, cursor=cal.cursor, selected=cal.selected_slots() if kind == "propose" else (),
                                marks=cal.marks, open_channel=self.chat.thread().channel,
-                               confirmed=self._arm == kind)
+                               open_to=self.chat.thread().to, confirmed=self._arm == kind)
         if out.warning:
             self._arm = kind if out.confirm else None
             self.notify(out.warning, severity="warning", **({"timeout": 8} if out.confirm else {}))

@@ -109,6 +109,9 @@ def keys_text(app) -> Text:
             out.append("show that seat in the Seat view\n")
     out.append("\nOn the calendar: ↑/↓ move the cursor ▸, space marks slots (for propose and share costs). "
                "In the composer: enter queues a message, esc leaves it. [ and ] switch threads.\n")
+    out.append("What you write and what a quick key sends go where the line above the composer says: in a "
+               "DM thread to that seat, in a chat thread to that chat. From the Feed, d and c (when asked) answer "
+               "whoever proposed or asked, and a too unless you opened the meeting (then it tells everyone in it).\n")
     out.append("ctrl+p opens the command palette: every action of the screen you are on, by name.\n")
     out.append("Keys can be remapped in a keys.toml file (calbench-play --list-keys prints their names).\n",
                style="dim")

@@ -20,11 +20,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 import lab.report as reporting
 
 from .. import report_view
+from ..widgets.keybar import KeyBar
 
 
 async def load_report(store: Any, *, group_by: str = "persona", task_ids: Any = None,
@@ -64,7 +65,7 @@ class ReportScreen(Screen):
         with VerticalScroll(id="report-scroll"):
             yield Static(id="report-tables", classes="report-block")
             yield Static(id="report-charts", classes="report-block")
-        yield Footer()
+        yield KeyBar()  # the project's key bar, as on every other screen (not Textual's Footer)
 
     def on_mount(self) -> None:
         self.query_one("#report-scroll", VerticalScroll).focus()  # ↑/↓, pgup/pgdn, home/end scroll

@@ -327,6 +327,89 @@ def test_item_round_trip_of_the_hand_calendar():
     assert isinstance(m.calendar[0], Errand)
 
 
+# -- what the player sees while talking (issue 29.5) -------------------------------------------------
+def _imap_table(seat=2, n=5):
+    return {"type": "game_start", "num_slots": 4, "agent_models": ["scripted:imap"] * seat + ["human"]
+            + ["scripted:imap"] * (n - seat - 1)}
+
+
+def test_accept_refuses_a_slot_blocked_on_my_calendar_the_way_propose_does():
+    m = SeatModel(2, ("dm",), 5)
+    m.apply(_imap_table())
+    _calendar(m, [None, (1, True), (2, False), None])  # slot 1: an errand that cannot move
+    m.apply(_round(0, 4, [0, 1, 2]))
+    m.apply(_dm(0, 2, "Decision for meeting M4: slot 1.", {"protocol": "imap", "kind": "decision",
+                                                           "meeting_id": 4, "slot": 1}))
+    assert m.proposal == (0, [1])
+    proposed = m.quick("propose", cursor=1, selected=[1])
+    accepted = m.quick("accept", cursor=1)
+    assert not m.outbox and m.talk == [1]  # nothing queued; the talk is still the proposal, not my yes
+    # one rule, one sentence: the same refusal opens both warnings
+    rule = "You can't hold slot 1: it is taken on your calendar by something that cannot move."
+    assert proposed.warning.startswith(rule) and accepted.warning.startswith(rule)
+    assert "d declines" in accepted.warning
+    declined = m.quick("decline", cursor=1)  # saying no to it is fine
+    assert [x.to for x in declined.messages] == [0] and "can't do slot 1" in declined.messages[0].content
+    # several slots offered (a DSM offer) and the cursor on none of them: the first I can hold
+    m.outbox.clear()
+    m.apply(_dm(1, 2, "Which of slots 1, 2 and 3 work for you?", {"protocol": "dsm", "kind": "proposals",
+                                                                  "meeting_id": 4, "slots": [1, 2, 3]}))
+    ok = m.quick("accept", cursor=0)
+    assert ok.warning is None and [x.to for x in ok.messages] == [1]
+    assert ok.messages[0].content.startswith("Yes, slot 2 works")
+    assert m.quick("accept", cursor=1).warning.startswith(rule)  # …but the cursor's slot, if it points at one
+
+
+def test_quick_actions_go_where_the_composer_line_says():
+    """A seat outside the meeting written to by Agent 0: the feed's line says "Agent 0", and so
+    do p and r from the feed (they went to every participant: 0, 1 and 4).  In a DM thread, a
+    quick action goes to that thread's peer, as a typed line does."""
+    out = SeatModel(2, ("dm",), 5)
+    out.apply(_imap_table())
+    _calendar(out, [None, None, (1, False), None])
+    out.apply(_round(4, 5, [0, 1, 4]))
+    out.apply(_dm(0, 2, "Agent 0 asks whether slot 3 works for you.", rnd=4))
+    assert out.audience() == [0]
+    assert [x.to for x in out.quick("propose", cursor=3, selected=[3]).messages] == [0]
+    assert [x.to for x in out.quick("ask_costs", cursor=0).messages] == [0]
+    assert [x.to for x in out.write("3 is fine").messages] == [0]
+    inside = SeatModel(2, ("dm",), 5)
+    inside.apply(_imap_table())
+    _calendar(inside, [None, None, (1, False), None])
+    inside.apply(_round(3, 4, [0, 2, 4]))
+    assert [x.to for x in inside.quick("propose", cursor=0, selected=[0]).messages] == [0, 4]  # feed: both
+    dm4 = inside.quick("propose", cursor=1, selected=[1], open_channel="dm", open_to=4)
+    assert [x.to for x in dm4.messages] == [4]
+    assert inside.route([0, 4], "dm", 4) == inside.route([0], "dm", 4) == ("dm", [4])
+
+
+def test_a_thread_fits_a_round_only_with_the_meetings_participants():
+    m = SeatModel(2, ("dm", "participant_groupchat"), 5)
+    m.apply(_round(0, 1, [2, 3, 4]))
+    assert [k for k in ("feed", "dm:0", "dm:1", "dm:3", "dm:4", "participant") if m.thread_fits(k)] == \
+        ["feed", "dm:3", "dm:4", "participant"]
+    m.apply(_round(1, 2, [0, 1, 3]))  # not in it: a DM with one of its participants still fits
+    assert [k for k in ("dm:0", "dm:1", "dm:3", "dm:4") if m.thread_fits(k)] == ["dm:0", "dm:1", "dm:3"]
+
+
+def test_a_round_outside_the_meeting_ends_with_what_the_seat_may_know():
+    m = SeatModel(2, ("dm",), 5)
+    _calendar(m, [None, (1, False), None, (2, True)])
+    m.apply(_round(2, 3, [0, 1, 3]))
+    cal = [{"errand_id": 1, "cost": 1}, None, None, {"errand_id": 3, "cost": 2, "blocked": True}]
+    m.apply({"type": "batch_applied", "round": 2, "agent_id": 2, "cost": 1, "calendar_after": cal})  # VOLUNTARY
+    hints = m.apply({"type": "resolution", "round": 2, "participant": False, "my_calendar": cal})
+    assert [(h.kind, h.count, h.total) for h in hints] == [("outside_over", 1, 1)]
+    assert m.penalty == 1
+    m.apply(_round(3, 4, [0, 1, 4]))
+    hints = m.apply({"type": "resolution", "round": 3, "participant": False, "my_calendar": cal})
+    assert [(h.kind, h.count, h.total) for h in hints] == [("outside_over", 0, 0)]
+    # a participant's own outcome is said from the event itself: no such hint
+    m.apply(_round(4, 5, [1, 2]))
+    assert m.apply({"type": "resolution", "round": 4, "participant": True, "meeting_id": 5,
+                    "coordinated": True, "my_slot": 1, "my_calendar": cal}) == []
+
+
 # -- a whole game played through the model alone --------------------------------------------------
 class ModelSeat:
     """A seat played through the SeatModel alone — what a person's keys do, without Textual:

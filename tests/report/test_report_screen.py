@@ -112,3 +112,30 @@ async def test_report_screen_at_80_columns_keeps_each_persona_name_on_one_line()
             assert "Msgs/mtg" in header and "Fair." in header
     finally:
         await store.close()
+
+
+async def test_report_tui_shows_the_projects_key_bar_not_textuals_footer():
+    """Issue 35 (Also): ``report --tui`` ended in Textual's ``Footer`` while every other screen
+    shows the project's key bar (keys as printed on the keyboard, clickable)."""
+    from textual.widgets import Footer
+
+    from calbench_cli.commands import report as report_cmd
+    from calbench_tui.widgets.keybar import KeyBar
+
+    from ..tui.helpers import wait_painted
+
+    store = await Store.open(":memory:")
+    try:
+        for g in GAMES:
+            await store.import_trace(json.loads(json.dumps(g)))
+        rows = await store.game_results()
+        traces = [await store.load_trace(g) for g in dict.fromkeys(r["game_id"] for r in rows)]
+    finally:
+        await store.close()
+    app = report_cmd.report_app(rows, traces, "persona")  # what `calbench report --tui` runs
+    async with app.run_test(size=(80, 24)) as pilot:
+        text = await wait_painted(pilot, "Report over 3 completed game(s)", what="the report")
+        assert text.splitlines()[-1].strip() == "g Group by  f5 Rebuild  l Legend  esc Close"
+        assert not app.screen.query(Footer) and len(app.screen.query(KeyBar)) == 1
+        await pilot.click(KeyBar, offset=(2, 0))  # the bar's keys are clickable: g regroups
+        await wait_painted(pilot, "grouped by model", what="a click on g")
