@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
-__all__ = ["Kind", "Seat", "Protocol", "Typed", "register", "get", "all_protocols", "kind", "kinds_with",
+__all__ = ["Kind", "Seat", "Protocol", "Typed", "register", "unregister", "home", "get", "all_protocols", "kind", "kinds_with",
            "cost_reader", "by_author_key", "author_keys", "seat", "seats", "seat_names", "resolve_alias",
            "seat_aliases", "protocol_of_model", "default_seat", "load_factory", "int_of", "num",
            "LiveNames", "LiveMap"]
@@ -132,6 +133,7 @@ class Protocol:
 # The registry
 # ---------------------------------------------------------------------------------------
 _REGISTRY: dict[str, Protocol] = {}
+_HOMES: dict[str, str] = {}  # protocol -> the module that registered it
 _LOADED = False
 _VERSION = 0
 _CACHE: dict[str, Any] = {}
@@ -149,9 +151,26 @@ def register(proto: Protocol) -> Protocol:
     if clash:
         raise ValueError(f"protocol {proto.name!r}: seat name {clash[0]!r} is already {taken[clash[0]]!r}'s")
     _REGISTRY[proto.name] = proto
+    _HOMES[proto.name] = sys._getframe(1).f_globals.get("__name__", "?")
     _VERSION += 1
     _CACHE.clear()
     return proto
+
+
+def unregister(name: str) -> None:
+    """Take a protocol out again (a test's protocol, when the test is over)."""
+    global _VERSION
+    _load_builtins()
+    if _REGISTRY.pop(name, None) is not None:
+        _HOMES.pop(name, None)
+        _VERSION += 1
+        _CACHE.clear()
+
+
+def home(name: str) -> str | None:
+    """The module that registered the protocol ``name`` (its home), or None."""
+    _load_builtins()
+    return _HOMES.get(name)
 
 
 def _load_builtins() -> None:
