@@ -21,9 +21,9 @@ Everything else asks this registry (``tests/architecture/test_one_protocol_home.
 when a protocol's name is written anywhere but its home).  The built-in protocols are the
 modules of this package, found and imported on the first question; a protocol from
 elsewhere registers when its module is imported.  This module imports nothing of the
-project, so every layer may ask it; a protocol module imports only this one (and the
+project, so every layer may ask it; a module of this package imports only this one (and the
 standard library), so the engine's modules may import a protocol's helpers (the DSM score
-scale) without a cycle.
+scale) without a cycle.  docs/architecture.md, "How to add a protocol", has the steps.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class Protocol:
     being answered, ``initiator``, ``my_cost``) or ``decline`` (``slot``, ``answering``,
     ``initiator``).
     ``speaks(model)``: whether a seat whose model is ``model`` speaks it (default: its seat
-    names and aliases).  ``order``: its place in lists.
+    names and aliases).  ``order``: its place in lists.  ``doc``: its page.
     """
 
     name: str
