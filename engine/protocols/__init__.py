@@ -34,8 +34,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
-__all__ = ["Kind", "Seat", "Protocol", "Typed", "register", "unregister", "home", "get", "all_protocols", "kind", "kinds_with",
-           "cost_reader", "by_author_key", "author_keys", "seat", "seats", "seat_names", "resolve_alias",
+__all__ = ["Kind", "Seat", "Protocol", "Typed", "register", "unregister", "home", "get", "all_protocols", "kind",
+           "kinds_with", "cost_reader", "author_keys", "seat", "seats", "seat_names",
            "seat_aliases", "protocol_of_model", "default_seat", "load_factory", "int_of", "num",
            "LiveNames", "LiveMap"]
 
@@ -229,10 +229,6 @@ def author_keys() -> tuple[tuple[str, str], ...]:
     return _cached("author", lambda: tuple((p.author_key, p.name) for p in all_protocols() if p.author_key))
 
 
-def by_author_key(key: str) -> str | None:
-    return dict(author_keys()).get(key)
-
-
 def seats() -> tuple[tuple[Seat, Protocol], ...]:
     """Every seat of every protocol, with its protocol, in list order."""
     return _cached("seats", lambda: tuple((s, p) for p in all_protocols() for s in p.seats))
@@ -252,10 +248,6 @@ def seat(name: Any) -> tuple[Seat, Protocol] | None:
 def seat_aliases() -> dict[str, str]:
     """Alias → seat name for every seat."""
     return _cached("aliases", lambda: {a: s.name for s, _ in seats() for a in s.aliases})
-
-
-def resolve_alias(name: str) -> str:
-    return seat_aliases().get(name, name)
 
 
 def protocol_of_model(model: str | None) -> str | None:

@@ -54,7 +54,7 @@ async def test_it_sits_at_a_table_with_the_built_in_protocols(firstfree):
     """IMAP and SD-MAP bots read its English, it reads theirs: mixed games end and schedule."""
     for task, trace in await _play("first-free,imap,ff,sdmap,dsm-welfare", "canonical:0-4"):
         assert trace["metrics"]["meetings_scheduled"] >= 1
-        assert {p.get("protocol") for m in _messages(trace) for p in [m.get("payload") or {}]} >= {"firstfree", "imap"}
+        assert {(m.get("payload") or {}).get("protocol") for m in _messages(trace)} >= {"firstfree", "imap"}
 
 
 def test_calbench_runs_lab_calls_file_its_games(firstfree, tmp_path):
@@ -139,8 +139,9 @@ def test_the_spec_the_app_a_study_and_a_table_offer_it(firstfree):
 
 def test_the_product_never_names_it(firstfree):
     """The whole point: nothing outside tests/ was edited to add it."""
-    pat = re.compile(r"first.?free", re.I)
-    hits = [str(p.relative_to(REPO)) for pkg in PRODUCT for p in (REPO / pkg).rglob("*.py") if pat.search(p.read_text())]
+    pat = re.compile(r"\bfirst-?free\b", re.I)  # its protocol's and seat's names (not the English "first free")
+    hits = [str(p.relative_to(REPO)) for pkg in PRODUCT for p in (REPO / pkg).rglob("*.py")
+            if pat.search(p.read_text())]
     assert hits == []
 
 
@@ -153,3 +154,15 @@ def test_taken_out_it_is_gone(firstfree):
         AgentsSpec.parse("first-free").for_seats(5)
     assert protocols.protocol_of_model("firstfree") is None
     protocols.register(firstfree.PROTOCOL)  # the fixture takes it out again
+
+
+def test_a_seat_name_another_protocol_uses_is_refused(firstfree):
+    from dataclasses import replace
+
+    from engine import protocols
+
+    clash = replace(firstfree.PROTOCOL, name="copycat",
+                    seats=(replace(firstfree.PROTOCOL.seats[0], name="copycat", aliases=("sd",)),))
+    with pytest.raises(ValueError, match="'sd' is already 'sdmap'"):
+        protocols.register(clash)
+    assert protocols.get("copycat") is None
