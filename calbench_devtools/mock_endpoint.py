@@ -56,7 +56,8 @@ anything), ``bigint`` (``usage`` numbers past the 64-bit range), ``prose``,
 ``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``, ``unauthorized_echo`` (a 401
 whose text quotes the ``Authorization`` header it received, as some providers do — for the
 redaction tests), ``no_choices`` (a 200 with ``"choices": []``), ``agree`` (the short action
-``{"type": "agree", "slot": n}``), and replies past the size limits: ``oversized`` (200,000
+``{"type": "agree", "slot": n}``), ``chatter`` (small talk that names no slot, to each other
+participant of the meeting), and replies past the size limits: ``oversized`` (200,000
 characters), ``flood`` (200 actions) and ``long_message`` (a 5,000-character message).
 
 ``sloppy_mode`` (with ``policy="sloppy"``) copies a small model's habits instead of the
@@ -124,7 +125,7 @@ _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · 
                        re.M)
 FAULTS = ("429", "500", "context_length", "hang", "prose", "fenced", "invalid_batch", "empty", "truncated",
           "unauthorized", "unauthorized_echo", "no_choices", "agree", "oversized", "flood", "long_message",
-          "drip", "trickle", "bigint")
+          "drip", "trickle", "bigint", "chatter")
 
 _REFLECT_RE = re.compile(r"^=== Reflection after Round (\d+) · Meeting M(-?\d+) · You are Agent (\d+) ===$", re.M)
 _SEAT_RE = re.compile(r"You are Agent (\d+)")
@@ -903,6 +904,8 @@ class MockLLMServer:
             envelope = _invalid(th, envelope)
         elif kind == "agree":
             envelope = _agree(th, schema)
+        elif kind == "chatter":
+            envelope = _chatter(th)
         elif kind in ("oversized", "flood", "long_message"):
             envelope = _oversize(kind, th)
         content = json.dumps(envelope)
@@ -1069,6 +1072,17 @@ def _agree(th: _Thread, schema: dict[str, Any] | None) -> dict[str, Any]:
             if ((alt.get("properties") or {}).get("type") or {}).get("enum") == ["agree"]:
                 slot = alt["properties"]["slot"]["enum"][0]
     return {"thinking": "Agreeing.", "actions": [{"type": "agree", "slot": slot if slot is not None else 0}]}
+
+
+def _chatter(th: _Thread) -> dict[str, Any]:
+    """Small talk that names no slot: a direct message to each other participant of the
+    meeting (what a blinded game's phrasebook withholds from an LLM partner, issue 29)."""
+    h = th.header
+    parts, _order = th.participants(th.round_user_texts(int(h["round"]))) if h is not None else ([], [])
+    others = [p for p in parts if p != th.seat] or [next(a for a in range(8) if a != th.seat)]
+    return {"thinking": "", "actions": [{"type": "dm", "to": p, "content": "Hello! Happy to help, let me think "
+                                                                           "about what suits everyone."}
+                                        for p in others]}
 
 
 def _oversize(kind: str, th: _Thread) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any
 from rich.text import Text
 from textual import work
 
+from engine.phrasebook import Phrasebook
 from lab.study.model import Study
 from personas.human import HumanPersona
 from personas.seat_model import SeatModel
@@ -97,6 +98,8 @@ class TerminalDriver:
         app.blind_partners = not ctx.condition.reveal_partners
         app.seat_model = SeatModel(g.seat, ctx.condition.channel_names(), task.num_agents,
                                    num_rounds=len(task.meetings))
+        if ctx.condition.phrasebook != "off":  # the quick actions in the phrasebook's words (engine/phrasebook.py)
+            app.seat_model.voice = Phrasebook(ctx.game_id)
         gs = GameScreen(app.seat_model, blind=app.blind_partners, participant_words=True)
         app.game_screen = gs
         await app.push_screen(gs)

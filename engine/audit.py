@@ -55,11 +55,8 @@ def _typed(proto: str, kind: str, p: dict[str, Any]) -> set[str]:
     """The categories its protocol declares for the kind (``Kind.audit`` and ``audit_rule`` in
     ``engine/protocols/``); a kind its protocol does not declare (a foreign trace) is read
     as any protocol that declares it reads it."""
-    own = protocols.kind(proto, kind)
-    rules = [own] if own is not None else [k for q in protocols.all_protocols()
-                                             if (k := q.kinds.get(kind)) is not None]
     out: set[str] = set()
-    for rule in rules:
+    for rule in protocols.rules(proto, kind):
         out.update(rule.audit)
         if rule.audit_rule is not None:
             out |= rule.audit_rule(p)

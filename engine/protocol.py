@@ -103,18 +103,7 @@ def protocol_of(model: str | None) -> str | None:
 # ---------------------------------------------------------------------------------------
 # Reading payloads
 # ---------------------------------------------------------------------------------------
-def as_int(v: Any) -> int | None:
-    if type(v) is int:  # the common case, first
-        return v
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return None
+as_int = protocols.as_int  # the lenient int reader, with the protocols' other payload readers
 
 
 def typed_payload(msg: Any, protocol: str | None = None) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ state plus what the person points at (cursor, marks, the open thread's channel).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from engine import protocol
@@ -28,6 +28,7 @@ from engine.actions import Message
 from engine.channels import CHANNEL_SHORT
 from engine.events import MESSAGE_EVENTS
 from engine.model import item_from_json
+from engine.phrasebook import Phrasebook, act_of_text
 from engine.seats import Reply
 
 from . import quick
@@ -106,6 +107,9 @@ class SeatModel:
         self.messages: dict[str, list[dict[str, Any]]] = {}  # thread key -> message events, in order
         self.game_over = False
         self.timed_out_round: int | None = None  # a study decision that ran out this round
+        #: A blinded study game's phrasebook (``engine.phrasebook``): the quick actions' words
+        #: come from it, the same whoever the recipients are; None: ``personas/quick.py``'s words.
+        self.voice: Phrasebook | None = None
 
     # -- requests -------------------------------------------------------------------------
     def _view(self, view: Any) -> None:
@@ -347,11 +351,21 @@ class SeatModel:
         everyone it is meant for speaks the same protocol."""
         mid = self.meeting_id
         if ch == "dm":
-            return [m for t in to for m in builder(self.seat, mid, *args, channel=ch, to=[t],
-                                                   protocol=self.protocols.get(t), **kw)]
-        protos = {self.protocols.get(p) for p in self._others_or_all()}
-        proto = protos.pop() if len(protos) == 1 else None
-        return builder(self.seat, mid, *args, channel=ch, to=to, protocol=proto, **kw)
+            out = [m for t in to for m in builder(self.seat, mid, *args, channel=ch, to=[t],
+                                                  protocol=self.protocols.get(t), **kw)]
+        else:
+            protos = {self.protocols.get(p) for p in self._others_or_all()}
+            proto = protos.pop() if len(protos) == 1 else None
+            out = builder(self.seat, mid, *args, channel=ch, to=to, protocol=proto, **kw)
+        if self.voice is None or not out:
+            return out
+        # One text for every recipient: the act of the English a recipient with no protocol
+        # gets (an LLM's), in the phrasebook's words; each payload stays its recipient's.
+        plain = builder(self.seat, mid, *args, channel="participant_groupchat", to=None, protocol=None, **kw)
+        act = act_of_text(plain[0].content, self.num_slots or 1000) if plain else None
+        turn = self.pending.obs.turn if self.pending is not None else 0
+        text = self.voice.say(act, round=self.round, turn=turn, sender=self.seat) if act else None
+        return [replace(m, content=text) for m in out] if text else out
 
     def _share_costs(self, costs: list[int | None], marks: list[int], open_channel: str | None,
                      confirmed: bool) -> QuickResult:

@@ -199,6 +199,12 @@ def _print_dry_run(result) -> None:
         print(f"  FIX {fix}")
 
 
+#: What ``phrasebook`` in a condition does, as ``study check`` says it.
+_WORDING = {"off": "messages read as the partners write them",
+            "scripted": "scripted partners' messages and the quick actions in a person's words",
+            "all": "every partner's messages in a person's words, LLM partners' typed only"}
+
+
 def _format_design(d) -> str:
     lines = [f"Study {d['study']}: {len(d['conditions'])} conditions, assignment {d['method']}, "
              f"{d['participants_per_cycle']} participants per counterbalancing cycle"]
@@ -215,6 +221,10 @@ def _format_design(d) -> str:
     shown = [c["name"] for c in d["conditions"] if not c.get("blinded", True)]
     lines.append("Partners are blinded (Agent N) in every condition" if not shown else
                  f"Partners are named (reveal_partners) in: {', '.join(shown)}; blinded elsewhere")
+    modes = sorted({c.get("phrasebook", "off") for c in d["conditions"]})
+    lines.append(f"Phrasebook {modes[0]} in every condition: {_WORDING[modes[0]]}" if len(modes) == 1
+                 else "Phrasebook: " + "; ".join(f"{c['name']} {c.get('phrasebook', 'off')}" for c in d["conditions"])
+                 + " (" + "; ".join(f"{m}: {_WORDING[m]}" for m in ("off", "scripted", "all")) + ")")
     if d.get("payment"):
         p = d["payment"]
         cur = p["currency"]

@@ -140,6 +140,8 @@ class GameScreen(Screen):
         if self.model.num_rounds:
             self.banner.update_state(rounds=self.model.num_rounds)
         self.query_one(ChatPanel).blind = self.blind
+        # a blinded game in the phrasebook's words: every message tagged as a person calls it
+        self.query_one(ChatPanel).person_tags = self.blind and self.model.voice is not None
         self.query_one(ChatPanel).setup(self.seat, self.model.num_agents, self.model.channels)
         self.query_one(ChatPanel).note(f"You are Agent {self.seat}. ? shows the instructions and keys; "
                                        "ctrl+p lists every action by name.")

@@ -30,6 +30,7 @@ from textual.message import Message
 from textual.widgets import ContentSwitcher, Input, RichLog, Static
 
 from engine.channels import CHANNEL_LABEL
+from engine.phrasebook import person_tag
 from engine.protocol import payload_kind
 from personas.seat_model import thread_of  # the model owns the thread keys
 
@@ -47,9 +48,13 @@ class Thread:
     unread: int = 0
 
 
-def message_text(event: dict, seat: int, *, blind: bool = False) -> Text:
+def message_text(event: dict, seat: int, *, blind: bool = False, person_tags: bool = False) -> Text:
     """One chat line: who → whom, the words, and a tag naming a typed payload (not when
-    ``blind``: in a blinded study game the tag would tell a protocol partner from an LLM one)."""
+    ``blind``: in a blinded study game the tag would tell a protocol partner from an LLM one).
+
+    ``person_tags`` (a blinded game in the phrasebook's words, ``engine/phrasebook.py``):
+    every message gets the tag a person would give it — ``⟨proposal⟩`` for a protocol's
+    ``decision`` — read from its words, so it is the same whoever sent it."""
     t = Text()
     t.append(f"r{(event.get('round') or 0) + 1}·{(event.get('turn') or 0) + 1} ", style="dim")
     frm = event.get("from_agent")
@@ -62,7 +67,10 @@ def message_text(event: dict, seat: int, *, blind: bool = False) -> Text:
         t.append(" → " + CHANNEL_NAME[event["channel"]], style="dim")
     t.append(": ")
     t.append(str(event.get("content") or ""))
-    kind = None if blind else payload_kind(event.get("payload"))
+    if person_tags:
+        kind = person_tag(str(event.get("content") or ""))
+    else:
+        kind = None if blind else payload_kind(event.get("payload"))
     if kind:
         t.append(f"  ⟨{kind}⟩", style="dim")
     return t
@@ -144,6 +152,7 @@ class ChatPanel(Vertical):
         self.seat: int | None = None
         self.count = 0
         self.blind = False  # a blinded study game: no payload tags (see message_text)
+        self.person_tags = False  # a blinded game in the phrasebook's words: a person's tags (see message_text)
 
     def compose(self) -> ComposeResult:
         yield ThreadBar(id="threads")
@@ -247,7 +256,8 @@ class ChatPanel(Vertical):
     # -- content ------------------------------------------------------------------------
     def add_message(self, event: dict) -> None:
         key = thread_of(event, self.seat if self.seat is not None else -1)
-        line = message_text(event, self.seat if self.seat is not None else -1, blind=self.blind)
+        line = message_text(event, self.seat if self.seat is not None else -1, blind=self.blind,
+                            person_tags=self.person_tags)
         self.log_for("feed").add(line)
         self.count += 1
         if key not in self.threads or key == "feed":

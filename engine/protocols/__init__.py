@@ -32,11 +32,12 @@ import importlib
 import pkgutil
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 __all__ = ["Kind", "Seat", "Protocol", "Typed", "register", "unregister", "home", "get", "all_protocols", "kind",
            "kinds_with", "cost_reader", "author_keys", "seat", "seats", "seat_names",
-           "seat_aliases", "protocol_of_model", "default_seat", "load_factory", "int_of", "num",
+           "seat_aliases", "protocol_of_model", "default_seat", "load_factory", "rules", "int_of", "num",
+           "as_int", "seq_of", "slots_of", "slot_of", "meeting_of", "moves_of",
            "LiveNames", "LiveMap"]
 
 
@@ -58,6 +59,9 @@ class Kind:
     ``asks_costs`` / ``offers``: a person's screen reads it as a question for costs / as an
     offer to answer with ``a`` or ``d`` (``engine.protocol.is_request_for_costs`` /
     ``is_proposal``).
+    ``says(payload)``: what it says in a person's terms, the clauses ``(verb, data)`` of
+    ``engine.phrasebook`` (``VERBS``) a blinded game's words are made from; None or no
+    clause: the phrasebook reads the message's English.
     """
 
     fields: tuple[str, ...] = ()
@@ -67,6 +71,7 @@ class Kind:
     costs: Callable[[dict[str, Any]], "dict[int, int | None] | None"] | None = None
     asks_costs: bool = False
     offers: bool = False
+    says: Callable[[dict[str, Any]], "Sequence[tuple[str, Any]] | None"] | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,18 @@ def kind(protocol: Any, name: Any) -> Kind | None:
     return p.kinds.get(name) if p is not None and isinstance(name, str) else None
 
 
+def rules(protocol: Any, name: Any) -> list[Kind]:
+    """The declaration(s) to read a message of ``protocol`` and kind ``name`` by: its
+    protocol's, else (a kind its protocol does not declare: a foreign trace) every
+    protocol's that declares a kind of that name, in list order."""
+    own = kind(protocol, name)
+    if own is not None:
+        return [own]
+    if not isinstance(name, str):
+        return []
+    return [k for p in all_protocols() if (k := p.kinds.get(name)) is not None]
+
+
 def kinds_with(flag: str) -> frozenset[str]:
     """Every kind name some protocol declares with ``flag`` (``asks_costs``, ``offers``) set."""
     return _cached(f"flag:{flag}", lambda: frozenset(k for p in all_protocols() for k, v in p.kinds.items()
@@ -280,8 +297,58 @@ def load_factory(s: Seat) -> Callable[..., Any]:
 
 
 # ---------------------------------------------------------------------------------------
-# Lenient readers of a payload's numbers (the VPS rules read foreign traces too)
+# Lenient readers of a payload's fields (messages come from foreign traces and LLMs too)
 # ---------------------------------------------------------------------------------------
+def as_int(v: Any) -> int | None:
+    """An int from an int, a (signed) digit string or a whole float; None otherwise (a bool too)."""
+    if type(v) is int:  # the common case, first
+        return v
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+def seq_of(v: Any) -> tuple[Any, ...]:
+    """A payload field read as a list (anything else, e.g. a number where a list belongs: empty)."""
+    return tuple(v) if isinstance(v, Iterable) and not isinstance(v, (str, bytes)) else ()
+
+
+def slots_of(xs: Any) -> tuple[int, ...]:
+    """The non-negative slots of a list field, sorted, once each."""
+    return tuple(sorted({s for s in (as_int(x) for x in seq_of(xs)) if s is not None and s >= 0}))
+
+
+def slot_of(p: dict[str, Any], key: str = "slot") -> tuple[int, ...]:
+    """``(slot,)`` of a slot field, or ``()``."""
+    s = as_int(p.get(key))
+    return (s,) if s is not None and s >= 0 else ()
+
+
+def meeting_of(p: dict[str, Any]) -> int:
+    return as_int(p.get("meeting_id")) or 0
+
+
+def moves_of(p: dict[str, Any]) -> tuple[tuple[int, int, int], ...]:
+    """A ``moves`` field as ``(meeting_id, from_slot, to_slot)`` triples (dicts or triples)."""
+    out = []
+    for mv in seq_of(p.get("moves")):
+        if isinstance(mv, dict):
+            m, f, t = as_int(mv.get("meeting_id")), as_int(mv.get("from_slot")), as_int(mv.get("to_slot"))
+        elif isinstance(mv, (list, tuple)) and len(mv) == 3:
+            m, f, t = (as_int(x) for x in mv)
+        else:
+            continue
+        if None not in (m, f, t):
+            out.append((m, f, t))
+    return tuple(out)
+
+
 def int_of(v: Any) -> int | None:
     """An int from an int, a digit string or a whole float; None otherwise."""
     tv = type(v)

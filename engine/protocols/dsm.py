@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.protocols import Kind, Protocol, Seat, Typed, int_of, num, register
+from engine.protocols import Kind, Protocol, Seat, Typed, as_int, int_of, moves_of, num, register, slot_of, slots_of
 
 NAME = "dsm"
 D = 12  # satisfaction levels 0..D-1
@@ -122,6 +122,39 @@ def _scores_read(p: dict[str, Any]) -> dict[int, int | None] | None:
     return out
 
 
+# -- what it says in a person's terms (engine/phrasebook.py's clauses) ----------------------
+def _scores_says(p: dict[str, Any]) -> tuple | None:
+    """11 free, 1..10 possible at a cost (the level is not a figure), 0 impossible."""
+    raw = p.get("scores")
+    if not isinstance(raw, dict):
+        return None
+    free, some, bad = [], [], []
+    for k, v in raw.items():
+        s, level = as_int(k), as_int(v)
+        if s is None or level is None:
+            continue
+        (free if level >= TOP else some if level > 0 else bad).append(s)
+    return (("works", slots_of(free)), ("costly", slots_of(some)), ("fails", slots_of(bad)))
+
+
+def _decision_says(p: dict[str, Any]) -> tuple:
+    """The initiator's choice (and the moves it carries): a person calls it a proposal."""
+    return (("propose", slot_of(p)), ("move_confirm", moves_of(p)))
+
+
+def _proposals_says(p: dict[str, Any]) -> tuple:
+    """Plain slots asked about; displacement plans as options."""
+    plans = p.get("plans") if isinstance(p.get("plans"), dict) else {}
+    options = set()
+    for plan in plans.values():
+        slot, mv = (as_int(plan.get("slot")), moves_of(plan)) if isinstance(plan, dict) else (None, ())
+        if slot is not None and mv:
+            options.add((slot,) + mv[0])  # the first move of a chain names the meeting that gives way
+    moved = {o[0] for o in options}
+    plain = [s for s in slots_of(p.get("slots")) if s not in moved]
+    return (("ask", tuple(plain)), ("option", tuple(sorted(options))))
+
+
 # -- a person's quick actions to a DSM seat -----------------------------------------------
 def _offer(slots: list[int]) -> Typed:
     return Typed("proposals", {"slots": slots, "L": len(slots), "subround": 1})
@@ -155,12 +188,13 @@ PROTOCOL = register(Protocol(
     author_key="dsm",
     kinds={
         "proposals": Kind(("subround", "slots", "L", "participants", "plans"), audit=("proposal", "question"),
-                          evidence=_proposals, asks_costs=True, offers=True),
+                          evidence=_proposals, asks_costs=True, offers=True, says=_proposals_says),
         "scores": Kind(("subround", "scores", "scoring_cost", "plan_scores"), audit=("availability",),
-                       audit_rule=_scores_audit, evidence=_scores, costs=_scores_read),
+                       audit_rule=_scores_audit, evidence=_scores, costs=_scores_read, says=_scores_says),
         "decision": Kind(("slot", "plan", "moves", "participants", "reward", "budget"), audit=("proposal",),
-                         evidence=_decision, offers=True),
-        "fail": Kind(("tried", "participants", "reward", "budget"), audit=("refusal",)),
+                         evidence=_decision, offers=True, says=_decision_says),
+        "fail": Kind(("tried", "participants", "reward", "budget"), audit=("refusal",),
+                     says=lambda p: (("give_up", True),)),
     },
     seats=(
         Seat("dsm-welfare", _BOT, (("preset", "welfare"),), aliases=("dsm_welfare", "paper_dsm", "dsm"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.protocols import Kind, Protocol, Seat, Typed, int_of, register
+from engine.protocols import Kind, Protocol, Seat, Typed, as_int, int_of, moves_of, register, slot_of, slots_of
 
 NAME = "imap"
 
@@ -72,6 +72,35 @@ def _costs_read(p: dict[str, Any]) -> dict[int, int | None] | None:
     return out
 
 
+# -- what it says in a person's terms (engine/phrasebook.py's clauses) ----------------------
+def _costs_says(p: dict[str, Any]) -> tuple | None:
+    raw = p.get("costs")
+    if not isinstance(raw, dict):
+        return None
+    free, bad, priced = [], [], []
+    for k, v in raw.items():
+        s = as_int(k)
+        if s is None:
+            continue
+        c = as_int(v) if v is not None else None
+        if c is None:
+            bad.append(s)
+        elif c <= 0:
+            free.append(s)
+        else:
+            priced.append((s, c))
+    return (("works", slots_of(free)), ("costs", tuple(sorted(priced))), ("fails", slots_of(bad)))
+
+
+def _decision_says(p: dict[str, Any]) -> tuple:
+    """The initiator's choice: a person calls it a proposal."""
+    return (("propose", slot_of(p)), ("move_confirm", moves_of(p)))
+
+
+def _give_up(p: dict[str, Any]) -> tuple:
+    return (("give_up", True),)
+
+
 # -- a person's quick actions to an IMAP seat ---------------------------------------------
 def _quick(action: str, *, slots: list[int] = (), costs: list = (), **_: Any) -> Typed | None:
     if action == "ask_costs":
@@ -89,11 +118,11 @@ PROTOCOL = register(Protocol(
     author_key="imap",
     kinds={
         "cost_request": Kind(("slots",), audit=("question", "availability"), evidence=_cost_request,
-                             asks_costs=True),
+                             asks_costs=True, says=lambda p: (("ask_costs", slots_of(p.get("slots"))),)),
         "costs": Kind(("costs",), audit=("availability",), audit_rule=_costs_audit, evidence=_costs,
-                      costs=_costs_read),
-        "decision": Kind(("slot",), audit=("proposal",), evidence=_decision, offers=True),
-        "fail": Kind((), audit=("refusal",)),
+                      costs=_costs_read, says=_costs_says),
+        "decision": Kind(("slot",), audit=("proposal",), evidence=_decision, offers=True, says=_decision_says),
+        "fail": Kind((), audit=("refusal",), says=_give_up),
     },
     seats=(Seat(NAME, "personas.scripted.imap:IMAPPersona", default=True,
                 words="asks everyone's cost per slot, then picks the cheapest common slot (easiest to follow)"),),

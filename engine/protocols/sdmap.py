@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.protocols import Kind, Protocol, Seat, Typed, int_of, register
+from engine.protocols import Kind, Protocol, Seat, Typed, int_of, meeting_of, register, slot_of
 
 NAME = "sdmap"
 #: a ``reply`` / ``reschedule_reply`` status
@@ -55,6 +55,31 @@ def _refused(p: dict[str, Any]) -> set[str]:
     return {"refusal"} if str(p.get("status", "")).upper() == IMPOSSIBLE else set()
 
 
+# -- what it says in a person's terms (engine/phrasebook.py's clauses) ----------------------
+def _pending(p: dict[str, Any]) -> bool:
+    return p.get("status", p.get("reply_status")) == PENDING
+
+
+def _says(verb: str, key: str = "slot"):
+    return lambda p: ((verb, slot_of(p, key)),)
+
+
+def _move(p: dict[str, Any], *keys: str) -> tuple[int, ...]:
+    """``(meeting, slot, ...)``: the bumped meeting and the slots of ``keys`` it names."""
+    out: tuple[int, ...] = (meeting_of(p),)
+    for k in keys:
+        out += slot_of(p, k)
+    return out
+
+
+def _confirm_move(p: dict[str, Any]) -> tuple:
+    return (("move_confirm", tuple(mv for mv in [_move(p, "from_slot", "to_slot")] if len(mv) == 3)),)
+
+
+def _give_up(p: dict[str, Any]) -> tuple:
+    return (("give_up", True),)
+
+
 # -- a person's quick actions to an SD-MAP seat -------------------------------------------
 def _quick(action: str, *, slots: list[int] = (), slot: int | None = None, initiator: bool = False,
            answering: str | None = None, **_: Any) -> Typed | None:
@@ -75,18 +100,23 @@ PROTOCOL = register(Protocol(
     author_key="sd",
     kinds={
         "propose": Kind(("slot",), audit=("proposal", "question"), evidence=_proposed("slot", "sd_propose"),
-                        offers=True),
+                        offers=True, says=_says("propose")),
         "reply": Kind(("slot", "status"), audit=("availability",), audit_rule=_refused,
-                      evidence=_replied("slot", "sd_reply")),
-        "confirm": Kind(("slot",), audit=("proposal",), offers=True),
-        "fail": Kind((), audit=("refusal",)),
-        "reschedule_request": Kind(("from_slot",), audit=("question",)),
+                      evidence=_replied("slot", "sd_reply"),
+                      says=lambda p: (("works" if _pending(p) else "fails", slot_of(p)),)),
+        "confirm": Kind(("slot",), audit=("proposal",), offers=True, says=_says("confirm")),
+        "fail": Kind((), audit=("refusal",), says=_give_up),
+        "reschedule_request": Kind(("from_slot",), audit=("question",),
+                                   says=lambda p: (("move_ask", _move(p, "from_slot")),)),
         "propose_reschedule": Kind(("from_slot", "to_slot"), audit=("proposal", "question"),
-                                   evidence=_proposed("to_slot", "sd_propose_reschedule"), offers=True),
+                                   evidence=_proposed("to_slot", "sd_propose_reschedule"), offers=True,
+                                   says=lambda p: (("move_propose", _move(p, "from_slot", "to_slot")),)),
         "reschedule_reply": Kind(("from_slot", "to_slot", "status"), audit=("availability",), audit_rule=_refused,
-                                 evidence=_replied("to_slot", "sd_reschedule_reply")),
-        "confirm_reschedule": Kind(("from_slot", "to_slot"), audit=("proposal",)),
-        "fail_reschedule": Kind(("from_slot",), audit=("refusal",)),
+                                 evidence=_replied("to_slot", "sd_reschedule_reply"),
+                                 says=lambda p: (("move_ok" if _pending(p) else "move_no", _move(p, "to_slot")),)),
+        "confirm_reschedule": Kind(("from_slot", "to_slot"), audit=("proposal",), says=_confirm_move),
+        "fail_reschedule": Kind(("from_slot",), audit=("refusal",),
+                                says=lambda p: (("move_fail", (meeting_of(p),)),)),
     },
     seats=(Seat(NAME, "personas.scripted.sdmap:SDMAPPersona", aliases=("sd-map", "sd_map", "sd"), short="sd",
                 words="proposes one slot at a time; the others answer \"works\" or \"impossible\"; it confirms"),),

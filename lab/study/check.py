@@ -25,7 +25,7 @@ def design(study: Study) -> dict[str, Any]:
         positions = sorted({g.position for plan in plans for g in plan if g.condition == c.name and not g.practice})
         conds.append({"name": c.name, "partners": c.partners, "channels": c.channels, "max_turns": c.max_turns,
                       "seats": seats, "positions": positions, "uses_llm": c.uses_llm,
-                      "blinded": not c.reveal_partners})
+                      "blinded": not c.reveal_partners, "phrasebook": c.phrasebook})
     steps = plan_steps(study, plans[0])
     return {
         "study": study.name,

@@ -31,6 +31,7 @@ partners = "imap"
 seat = 0                  # used when [assignment] does not rotate seats
 channels = ["dm"]         # dm, participant (the meeting's group chat), all (everyone's chat)
 max_turns = 6             # talk sweeps per round
+# phrasebook = "all"      # messages in a person's words, whoever wrote them: off | scripted | all (study guide §4)
 cost = "task"             # task (the tasks' own costs) | uniform | varied (re-costs seed:N scenarios)
 # renamed_from = ["old"]  # renamed mid-study? the old names: their games count under this one
 

@@ -119,6 +119,10 @@ class Condition(_Model):
     llm: LLMEndpoint = LLMEndpoint()
     reveal_partners: bool = Field(False, description="show the partners' protocol or model to the participant "
                                                      "(default: blinded, every partner is 'Agent N')")
+    phrasebook: Literal["off", "scripted", "all"] = Field(
+        "off", description="blinded wording (engine/phrasebook.py): 'scripted' — the scripted partners' messages to "
+                           "the participant, and the participant's quick actions, in a person's varied words; 'all' — "
+                           "the LLM partners' too (what the reader can tell in them; the rest is withheld)")
     fidelity: Literal["ours", "paper"] = Field(
         "ours", description="how DSM partners play: ours, or paper (the authors' code; docs/protocols-dsm.md)")
     renamed_from: list[str] = Field(

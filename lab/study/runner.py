@@ -27,6 +27,8 @@ from typing import Any, Callable, Protocol, Sequence
 from engine.events import EventSink
 from engine.game import resume_point
 from engine.gameid import game_id as new_game_id
+from engine.phrasebook import Phrasebook
+from personas.voice import Voice
 
 from ..gamespec import GameSpec, close_pools, game_config, settings_key
 from personas.spec import AgentsSpec
@@ -36,7 +38,23 @@ from .model import Questionnaire, Study, condition_task, practice_task, pool_tas
 from .seat import BeliefRequest, StudySeat, belief_rounds
 
 __all__ = ["StudyRunner", "Driver", "GameContext", "plan_steps", "completion_code", "design_hash",
-           "StepResult", "QuizFailed"]
+           "StepResult", "QuizFailed", "with_phrasebook"]
+
+
+def with_phrasebook(seats: list[Any], mode: str, participant: int, game_id: str) -> list[Any]:
+    """The seats of a study game with the condition's ``phrasebook`` (``lab.study.model``):
+    ``off`` leaves them as they are; ``scripted`` puts every scripted partner's messages to
+    the participant through the phrasebook (``personas.voice.Voice``); ``all`` every LLM
+    partner's too, typed only (what the reader tells in them; the rest is withheld)."""
+    if mode == "off":
+        return seats
+    book = Phrasebook(game_id)
+    out = list(seats)
+    for a, seat in enumerate(seats):
+        kind = getattr(seat, "kind", None)
+        if a != participant and (kind == "scripted" or (kind == "llm" and mode == "all")):
+            out[a] = Voice(seat, book, listener=participant, typed_only=kind == "llm")
+    return out
 
 
 class QuizFailed(Exception):
@@ -421,9 +439,12 @@ class StudyRunner:
         spec = AgentsSpec.of_names(names)  # the condition's seats, as named: parsed here once
         seats = make_personas(spec, task.num_agents, llm=self._llm_settings(cond), humans={g.seat: seat_persona},
                               fidelity=cond.fidelity)
+        seats = with_phrasebook(seats, cond.phrasebook, g.seat, game_id)
         config = game_config(max_turns=cond.max_turns, channels=cond.channel_names(), deterministic=self.deterministic)
         extra = {"study": self.study.name, "participant": self.participant, "condition": cond.name,
                  "practice": g.practice, "simulated": self.driver.simulated, "study_game": index}
+        if cond.phrasebook != "off":
+            extra["phrasebook"] = cond.phrasebook
         game = GameSpec(task, spec, config, game_id, settings_key({"study": self.study.name, "condition": cond.name}),
                         extra_config=extra, human_seat=g.seat, logical_clock=self.deterministic and not resumed)
         await self.driver.game_started(ctx)
@@ -461,6 +482,9 @@ class StudyRunner:
             await self.db.add_beliefs(self.participant, ctx.game_id, req.round, req.seat, grid)
 
         inner = self.driver.human_persona(ctx)
+        if self.driver.simulated and ctx.condition.phrasebook != "off":
+            # a scripted participant's messages read as a person's quick actions do (personas/seat_model.py)
+            inner = Voice(inner, Phrasebook(ctx.game_id), listener=None)
         model = "human" if not self.driver.simulated else f"sim:{study.study.simulated_protocol}"
         return StudySeat(inner, model=model, talk_seconds=t.talk_seconds, decision_seconds=t.decision_seconds,
                          on_decision_timeout=t.on_decision_timeout, on_timing=on_timing, rounds=rounds,

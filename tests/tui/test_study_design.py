@@ -205,3 +205,34 @@ async def test_timeout_and_rejections_in_the_participants_words_and_the_thanks_s
                  and e["data"].get("request") == "decide"]
         assert notes and {n["data"]["timeout_outcome"] for n in notes} == {"no_move"}
         assert (await app.runner.db.participant("P1"))["pool_id"] == "pool-77"
+
+
+async def test_a_blinded_game_in_the_phrasebooks_words(tmp_path):
+    """phrasebook = "scripted": the partners' messages and the participant's own quick actions
+    read as a person writes, tagged as a person tags them; no protocol wording on screen."""
+    study = study_file(tmp_path, extra={'cost = "task"': 'cost = "task"\nphrasebook = "scripted"',
+                                        "decision_seconds = 120": "decision_seconds = 15"})
+    tags = ("⟨question⟩", "⟨answer⟩", "⟨proposal⟩", "⟨agreement⟩")
+    async with await Store.open(tmp_path / "s.db") as store:
+        app = make_study_app(study, participant="P1", store=store, base=tmp_path)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await to_first_game(pilot, app)
+            assert app.seat_model.voice is not None
+            sent = False
+            while not any(t in screen_text(app) for t in tags) or not sent:
+                await wait_for(pilot, lambda: is_waiting(app) or any(t in screen_text(app) for t in tags),
+                               timeout=PATIENCE, what="a turn or a tagged message")
+                s = app.screen
+                if isinstance(s, GameScreen) and s.pending is not None and not s.pending.done:
+                    if app.seat_model.seat in app.seat_model.participants:
+                        await pilot.press("r")  # ask the others' costs: a quick action
+                        sent = sent or bool(app.seat_model.outbox)
+                    await pilot.press("e")
+                await asyncio.sleep(0.05)
+            text = screen_text(app)
+            for protocol_words in ("asks your costs", "costs for meeting", "PENDING", "IMPOSSIBLE",
+                                   "Decision for meeting", "⟨cost_request⟩", "⟨costs⟩", "⟨decision⟩", "⟨reply⟩"):
+                assert protocol_words not in text, text
+            mine = [line for line in text.splitlines() if "you →" in line]
+            assert mine and not any("meeting M" in line or "Agent" in line.split(":", 1)[-1] for line in mine), mine
+            await pilot.press("ctrl+q")
