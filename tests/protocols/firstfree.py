@@ -1,7 +1,7 @@
 """A protocol that exists only in the tests: "first free slot".
 
 It shows what adding a protocol takes — this one module and nothing else.  It declares its
-messages (with their VPS evidence and audit categories), its seat and the typed form of a
+messages (with their VPS evidence, audit categories and what they say in a person's words), its seat and the typed form of a
 person's quick actions, and registers itself when it is imported; the engine plays it, the
 lab files its games, the VPS estimator and the message audit read its messages, a person's
 quick keys speak it, and no file of the product names it.
@@ -20,7 +20,7 @@ from typing import Any
 from engine.actions import Message
 from engine.observe import Delivered, SeatView, TurnObservation
 from engine.protocol import as_int
-from engine.protocols import Kind, Protocol, Seat, Typed, int_of, register
+from engine.protocols import Kind, Protocol, Seat, Typed, int_of, register, slot_of
 from personas.scripted.protocol import ProtocolPersona
 
 NAME = "firstfree"
@@ -109,9 +109,11 @@ PROTOCOL = register(Protocol(
     name=NAME,
     order=90,
     kinds={
-        "offer": Kind(("slot",), audit=("proposal", "question"), evidence=_offer_evidence, offers=True),
+        "offer": Kind(("slot",), audit=("proposal", "question"), evidence=_offer_evidence, offers=True,
+                      says=lambda p: (("propose", slot_of(p)),)),
         "answer": Kind(("slot", "ok"), audit=("availability",), evidence=_answer_evidence,
-                       audit_rule=lambda p: set() if p.get("ok") else {"refusal"}),
+                       audit_rule=lambda p: set() if p.get("ok") else {"refusal"},
+                       says=lambda p: (("works" if p.get("ok") else "fails", slot_of(p)),)),
     },
     seats=(Seat(SEAT, FirstFreePersona, aliases=(NAME, "ff"), short="ff",
                 words="offers its first free slot; the others say yes or no"),),

@@ -122,6 +122,20 @@ def test_a_persons_quick_keys_speak_it(firstfree):
     assert c.payload is None and "costs" in c.content  # no typed form declared: English only
 
 
+def test_a_blinded_game_words_it_as_a_person_would(firstfree):
+    """The phrasebook reads its messages by what its kinds say: an offer is a proposal, like an
+    IMAP decision or an LLM's "let's meet at slot 7"."""
+    from engine.phrasebook import Phrasebook, act_of_payload, act_of_text, person_tag
+    from engine.protocol import payload, read_text
+
+    offer = payload("firstfree", "offer", 4, slot=7)
+    act = act_of_payload(offer, "How about slot 7 for meeting M4? It is my first free one.")
+    assert act == act_of_payload(payload("imap", "decision", 4, slot=7)) == act_of_text("Let's meet at slot 7.")
+    assert act_of_payload(payload("firstfree", "answer", 4, slot=7, ok=False)).verbs == ("fails",)
+    words = Phrasebook("g").say(act, round=0, turn=0, sender=1)
+    assert "first free" not in words and read_text(words, 16).proposed == [7] and person_tag(words) == "proposal"
+
+
 def test_the_spec_the_app_a_study_and_a_table_offer_it(firstfree):
     from calbench_tui.screens.setup import persona_choices, persona_words
     from calbench_tui.widgets.seats import kind_short
