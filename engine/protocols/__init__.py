@@ -140,7 +140,6 @@ class Protocol:
 _REGISTRY: dict[str, Protocol] = {}
 _HOMES: dict[str, str] = {}  # protocol -> the module that registered it
 _LOADED = False
-_VERSION = 0
 _CACHE: dict[str, Any] = {}
 
 
@@ -148,7 +147,6 @@ def register(proto: Protocol) -> Protocol:
     """Add ``proto`` (a module calls it once, when it is imported); registering the same name
     again replaces the declaration (a reloaded module).  A seat name or alias another
     protocol already uses is refused."""
-    global _VERSION
     _load_builtins()
     taken = {n: p.name for p in _REGISTRY.values() if p.name != proto.name
              for s in p.seats for n in (s.name, *s.aliases)}
@@ -157,18 +155,15 @@ def register(proto: Protocol) -> Protocol:
         raise ValueError(f"protocol {proto.name!r}: seat name {clash[0]!r} is already {taken[clash[0]]!r}'s")
     _REGISTRY[proto.name] = proto
     _HOMES[proto.name] = sys._getframe(1).f_globals.get("__name__", "?")
-    _VERSION += 1
     _CACHE.clear()
     return proto
 
 
 def unregister(name: str) -> None:
     """Take a protocol out again (a test's protocol, when the test is over)."""
-    global _VERSION
     _load_builtins()
     if _REGISTRY.pop(name, None) is not None:
         _HOMES.pop(name, None)
-        _VERSION += 1
         _CACHE.clear()
 
 
