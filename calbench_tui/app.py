@@ -36,6 +36,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.worker import Worker
 
+from engine import protocols
 from engine.game import GameConfig
 from engine.gameid import game_id
 from engine.model import Task
@@ -208,7 +209,7 @@ class CalBenchApp(ReadableKeys, App):
     def _seat_names(self, num_agents: int) -> list[str]:
         """One persona name per seat ("human" at the player's seat): ``--agents`` parsed here, once a game."""
         s = self.settings
-        spec = AgentsSpec.parse(s.agents if s.agents and s.agents.strip() else "imap")
+        spec = AgentsSpec.parse(s.agents if s.agents and s.agents.strip() else protocols.default_seat())
         base = spec.seats * num_agents if len(spec.seats) == 1 else spec.seats
         if len(base) != num_agents:
             raise GameSetupError(f"--agents names {len(base)} seats but the task has {num_agents}")
@@ -217,7 +218,8 @@ class CalBenchApp(ReadableKeys, App):
             if i == s.seat:
                 out.append("human")
             else:
-                out.append(s.seat_personas.get(i, base[i].name if base[i].kind != "human" else "imap"))
+                fill = base[i].name if base[i].kind != "human" else protocols.default_seat()
+                out.append(s.seat_personas.get(i, fill))
         return out
 
     def make_seats(self, task: Task) -> list[Any]:

@@ -27,7 +27,9 @@ contains — a message may contain several, or none (a greeting):
     free text a slot said not to work, or a bare "no".
 
 Typed messages are read from their payload (ours in ``payload``, the authors' JSON in
-``content``); everything else — humans, LLMs, the bots' own English lines — through the
+``content``), with the categories their protocol declares for each kind (``Kind.audit``,
+``Kind.audit_rule`` in ``engine/protocols/<name>.py``; the lists above are the built-in
+protocols'); everything else — humans, LLMs, the bots' own English lines — through the
 shared free-text reader :func:`engine.protocol.read_text`, so both kinds of seat are counted
 by the same rules.  Rates (docs/metrics.md, "Message audit"): per seat, the share of its
 messages containing each thing (``rate``), and the share of its *talking rounds* (rounds in
@@ -40,42 +42,24 @@ import re
 from typing import Any, Iterable
 
 from .events import MESSAGE_EVENTS
-from .protocol import IMPOSSIBLE, read_text, typed_message
+from . import protocols
+from .protocol import read_text, typed_message
 
 __all__ = ["CATEGORIES", "classify", "seat_audit", "pool_audit"]
 
 CATEGORIES = ("proposal", "availability", "cost", "question", "refusal")
 
-_PROPOSAL = {"decision", "propose", "confirm", "proposals", "propose_reschedule", "confirm_reschedule"}
-_QUESTION = {"cost_request", "proposals", "propose", "reschedule_request", "propose_reschedule"}
-_AVAIL = {"cost_request", "costs", "reply", "reschedule_reply", "scores"}
 
 
-def _typed(kind: str, p: dict[str, Any]) -> set[str]:
+def _typed(proto: str, kind: str, p: dict[str, Any]) -> set[str]:
+    """The categories its protocol declares for the kind (``Kind.audit`` and ``audit_rule`` in
+    ``engine/protocols/``); a kind its protocol does not declare (a foreign trace) is read
+    as any protocol that declares it reads it."""
     out: set[str] = set()
-    if kind in _PROPOSAL:
-        out.add("proposal")
-    if kind in _QUESTION:
-        out.add("question")
-    if kind in _AVAIL:
-        out.add("availability")
-    if kind in ("fail", "fail_reschedule"):
-        out.add("refusal")
-    if kind in ("reply", "reschedule_reply") and str(p.get("status", "")).upper() == IMPOSSIBLE:
-        out.add("refusal")
-    if kind == "costs":
-        vals = list((p.get("costs") or {}).values()) if isinstance(p.get("costs"), dict) else []
-        if any(v is not None for v in vals):
-            out.add("cost")
-        if vals and all(v is None for v in vals):
-            out.add("refusal")
-    if kind == "scores":
-        raw = p.get("scores") if isinstance(p.get("scores"), dict) else {}
-        vals = [v for v in raw.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if any(0 < v < 11 for v in vals):
-            out.add("cost")
-        if vals and all(v <= 0 for v in vals):
-            out.add("refusal")
+    for rule in protocols.rules(proto, kind):
+        out.update(rule.audit)
+        if rule.audit_rule is not None:
+            out |= rule.audit_rule(p)
     return out
 
 
@@ -104,8 +88,8 @@ def classify(data: dict[str, Any], num_slots: int) -> tuple[set[str], bool]:
     """``(categories, typed)`` of one message event's ``data``."""
     tm = typed_message(data)
     if tm is not None:
-        _proto, kind, p = tm
-        return _typed(kind, p), True
+        proto, kind, p = tm
+        return _typed(proto, kind, p), True
     content = data.get("content")
     return (_free(content, num_slots) if isinstance(content, str) else set()), False
 

@@ -11,8 +11,9 @@ a participant sends or receives from *what it says*, never from who sent it:
    ``costly`` (possible at some cost, no figure), ``fails``, ``ask`` (do these work for
    you?), ``ask_costs``, ``propose``, ``confirm`` (settled), ``give_up``, ``yes``, ``no``,
    ``option`` (a slot if an earlier meeting moves) and the ``move_*`` clauses of
-   moving an earlier meeting.  :func:`act_of_payload` reads a typed payload by its kind
-   (``engine.protocol.KINDS``; a kind it does not know is read from the message's English);
+   moving an earlier meeting.  :func:`act_of_payload` reads a typed payload by what its
+   protocol declares its kind says (``Kind.says`` in ``engine/protocols/<name>.py``; a kind
+   with no such declaration is read from the message's English);
    :func:`act_of_text` reads English with the engine's one free-text reader
    (``engine.protocol.read_text``).  So an IMAP ``decision``, an SD-MAP ``propose``, a DSM
    ``decision`` and an LLM's "let's meet at slot 5" are all ``propose (5,)``.
@@ -37,9 +38,10 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-from .protocol import PENDING, TOP, as_int, fmt_slots, read_text, typed_payload
+from . import protocols
+from .protocol import fmt_slots, read_text, typed_payload
 
 __all__ = ["Act", "Phrasebook", "act_of_payload", "act_of_text", "person_tag", "VERBS", "PERSON_TAGS"]
 
@@ -79,13 +81,7 @@ class Act:
         return repr(self.clauses)
 
 
-def _seq(v: Any) -> tuple[Any, ...]:
-    """A payload field read as a list (anything else, e.g. a number where a list belongs: empty)."""
-    return tuple(v) if isinstance(v, Iterable) and not isinstance(v, (str, bytes)) else ()
-
-
-def _slots(xs: Any) -> tuple[int, ...]:
-    return tuple(sorted({s for s in (as_int(x) for x in _seq(xs)) if s is not None and s >= 0}))
+_slots = protocols.slots_of
 
 
 # ---------------------------------------------------------------------------------------
@@ -97,99 +93,11 @@ def act_of_payload(p: Any, content: str = "", num_slots: int = 1000) -> Act:
     tp = typed_payload(p)
     if tp is None:
         return act_of_text(content, num_slots)
-    kind = tp.get("kind")
-    reader = _PAYLOAD_READERS.get(kind)
-    act = reader(tp) if reader else None
+    # what its kind says, as its protocol declares it (``Kind.says``, engine/protocols/)
+    says = next((r.says for r in protocols.rules(tp.get("protocol"), tp.get("kind")) if r.says is not None), None)
+    clauses = says(tp) if says is not None else None
+    act = Act.of(*clauses) if clauses is not None else None
     return act if act else act_of_text(content, num_slots)
-
-
-def _costs_act(raw: Any) -> Act | None:
-    if not isinstance(raw, dict):
-        return None
-    free, bad, priced = [], [], []
-    for k, v in raw.items():
-        s = as_int(k)
-        if s is None:
-            continue
-        c = as_int(v) if v is not None else None
-        if c is None:
-            bad.append(s)
-        elif c <= 0:
-            free.append(s)
-        else:
-            priced.append((s, c))
-    return Act.of(("works", _slots(free)), ("costs", tuple(sorted(priced))), ("fails", _slots(bad)))
-
-
-def _scores_act(raw: Any) -> Act | None:
-    """DSM scores: 11 free, 1..10 possible at a cost (the level is not a figure), 0 impossible."""
-    if not isinstance(raw, dict):
-        return None
-    free, some, bad = [], [], []
-    for k, v in raw.items():
-        s, level = as_int(k), as_int(v)
-        if s is None or level is None:
-            continue
-        (free if level >= TOP else some if level > 0 else bad).append(s)
-    return Act.of(("works", _slots(free)), ("costly", _slots(some)), ("fails", _slots(bad)))
-
-
-def _one(p: dict, key: str = "slot") -> tuple[int, ...]:
-    s = as_int(p.get(key))
-    return (s,) if s is not None and s >= 0 else ()
-
-
-def _moves(p: dict) -> tuple[tuple[int, int, int], ...]:
-    out = []
-    for mv in _seq(p.get("moves")):
-        if isinstance(mv, dict):
-            m, f, t = as_int(mv.get("meeting_id")), as_int(mv.get("from_slot")), as_int(mv.get("to_slot"))
-        elif isinstance(mv, (list, tuple)) and len(mv) == 3:
-            m, f, t = (as_int(x) for x in mv)
-        else:
-            continue
-        if None not in (m, f, t):
-            out.append((m, f, t))
-    return tuple(out)
-
-
-def _proposals_act(p: dict) -> Act | None:
-    """DSM proposals: plain slots asked about; displacement plans as options."""
-    plans = p.get("plans") if isinstance(p.get("plans"), dict) else {}
-    options = set()
-    for plan in plans.values():
-        slot, mv = (as_int(plan.get("slot")), _moves(plan)) if isinstance(plan, dict) else (None, ())
-        if slot is not None and mv:
-            options.add((slot,) + mv[0])  # the first move of a chain names the meeting that gives way
-    moved = {o[0] for o in options}
-    plain = [s for s in _slots(p.get("slots")) if s not in moved]
-    return Act.of(("ask", tuple(plain)), ("option", tuple(sorted(options))))
-
-
-def _mid(p: dict) -> int:
-    return as_int(p.get("meeting_id")) or 0
-
-
-_PAYLOAD_READERS = {
-    "cost_request": lambda p: Act.of(("ask_costs", _slots(p.get("slots")))),
-    "costs": lambda p: _costs_act(p.get("costs")),
-    "scores": lambda p: _scores_act(p.get("scores")),
-    "proposals": _proposals_act,
-    "propose": lambda p: Act.of(("propose", _one(p))),
-    # IMAP's and DSM's "decision" is the initiator's choice: a person calls it a proposal.
-    "decision": lambda p: Act.of(("propose", _one(p)),
-                                 ("move_confirm", tuple((m, f, t) for m, f, t in _moves(p)))),
-    "reply": lambda p: Act.of(("works" if p.get("status", p.get("reply_status")) == PENDING else "fails", _one(p))),
-    "confirm": lambda p: Act.of(("confirm", _one(p))),
-    "fail": lambda p: Act.of(("give_up", True)),
-    "reschedule_request": lambda p: Act.of(("move_ask", (_mid(p),) + _one(p, "from_slot"))),
-    "propose_reschedule": lambda p: Act.of(("move_propose", (_mid(p),) + _one(p, "from_slot") + _one(p, "to_slot"))),
-    "reschedule_reply": lambda p: Act.of(
-        ("move_ok" if p.get("status", p.get("reply_status")) == PENDING else "move_no", (_mid(p),) + _one(p, "to_slot"))),
-    "confirm_reschedule": lambda p: Act.of(("move_confirm", tuple(
-        mv for mv in [(_mid(p),) + _one(p, "from_slot") + _one(p, "to_slot")] if len(mv) == 3))),
-    "fail_reschedule": lambda p: Act.of(("move_fail", (_mid(p),))),
-}
 
 
 def act_of_text(text: str, num_slots: int = 1000) -> Act:

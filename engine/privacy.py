@@ -11,9 +11,10 @@ Where evidence comes from
     the belief of its recipient about its sender; a groupchat moves every reader's.  Our
     traces carry the typed form in ``payload`` (``{"protocol", "kind", ...}``); the authors'
     traces carry JSON in ``content`` (``{"imap": kind}``, ``{"sd": kind}``, ``{"dsm":
-    kind}``) — both are read.  IMAP ``costs`` count only the slots of the matching
-    ``cost_request``; DSM ``scores`` are mapped back to slots through the matching
-    ``proposals`` plans.  A message with no recognised typed form (an LLM's or a human's
+    kind}``) — both are read.  Each protocol declares the evidence of its kinds with them
+    (``Kind.evidence`` in ``engine/protocols/<name>.py``): IMAP ``costs`` count only the
+    slots of the matching ``cost_request``; DSM ``scores`` are mapped back to slots through
+    the matching ``proposals`` plans.  A message with no recognised typed form (an LLM's or a human's
     English, or a bot's ``kind: "text"`` line) goes to the free-text estimator
     ``engine.freetext.slot_statements``; statements about a third party are *gossip*.  An
     observer never "learns" about itself (such statements are skipped).
@@ -43,74 +44,26 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .freetext import LEAK_THRESHOLD, semantic_leaks, slot_statements
-from .protocol import D, MESSAGE_EVENTS, typed_message
+from . import protocols
+from .protocol import MESSAGE_EVENTS, typed_message
 from .model import Errand, MeetingCopy, Task
 from .reflection import reflection_vps
 from .trace import fold_trace
 
 P0 = 0.5
 MAX_WEIGHT = 32.0
-DSM_LEVELS = D  # satisfaction levels 0..11 (D = 12)
-SD_PROPOSE = (0.85, 0.70)  # evidence, strength for SD propose / propose_reschedule
 
 
 # ---------------------------------------------------------------------------------------
 # Reading typed messages (ours in payload, the authors' JSON in content)
 # ---------------------------------------------------------------------------------------
-def _int(v: Any) -> int | None:
-    tv = type(v)
-    if tv is int:
-        return v
-    if tv is str and v.isdigit():
-        return int(v)
-    if v is None or tv is bool:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return int(f) if f.is_integer() else None
+_int = protocols.int_of  # the lenient readers every protocol's evidence rules use too
+_num = protocols.num
 
 
 def _seq(ev: dict[str, Any], index: int) -> int:
     s = ev.get("seq")
     return s if isinstance(s, int) and not isinstance(s, bool) else index
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def _plan_slots(d: dict[str, Any]) -> dict[int, int]:
-    """DSM proposals: plan id -> slot (plans first; a bare slot list means plan id == slot)."""
-    out: dict[int, int] = {}
-    plans = d.get("plans") or ()
-    if isinstance(plans, dict):  # {plan id: plan}
-        plans = [dict(v, id=v.get("id", k)) for k, v in plans.items() if isinstance(v, dict)]
-    for plan in plans:
-        if isinstance(plan, dict):
-            pid, slot = _int(plan.get("id")), _int(plan.get("slot"))
-            if pid is not None and slot is not None:
-                out[pid] = slot
-    for raw in d.get("slots") or ():
-        s = _int(raw)
-        if s is not None:
-            out.setdefault(s, s)
-    return out
-
-
-def _status_evidence(d: dict[str, Any]) -> float | None:
-    st = d.get("status", d.get("reply_status"))
-    if st == "PENDING":
-        return 1.0
-    if st == "IMPOSSIBLE":
-        return 0.0
-    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -153,7 +106,7 @@ def _cell(item: Any) -> tuple[bool, float]:
 # The fold
 # ---------------------------------------------------------------------------------------
 class _Fold:
-    __slots__ = ("task", "S", "N", "beliefs", "rows", "obs", "cat", "req", "plans", "cals",
+    __slots__ = ("task", "S", "N", "beliefs", "rows", "obs", "cat", "memo", "cals",
                  "snap", "parts", "untyped")
     # Calendars come from the one fold (engine.trace.fold_trace): ``snap`` holds them at
     # the start of each round, ``cals`` after the last event.
@@ -166,8 +119,9 @@ class _Fold:
         self.rows: list[dict[str, Any]] | None = [] if collect else None
         self.obs = 0
         self.cat = {"typed": 0.0, "freetext": 0.0, "gossip": 0.0}
-        self.req: dict[tuple[int, int, int], set[int]] = {}  # (round, requester, responder) -> slots
-        self.plans: dict[tuple[int, int, int], dict[int, int]] = {}  # (round, initiator, reader)
+        #: what a protocol's evidence rules keep for a later message, keyed (protocol, ...): IMAP's
+        #: cost requests (round, requester, responder) -> slots, DSM's offers -> plans
+        self.memo: dict[tuple, Any] = {}
         self.cals: tuple = task.calendars
         self.snap: dict[int, tuple] = {}  # round -> calendars at its start
         self.parts: dict[int, tuple[int, ...]] = {}
@@ -231,68 +185,9 @@ class _Fold:
             self.text(r, sender, readers, data.get("content") or "", seq)
             return
         proto, kind, d = typed
-        upd = self.update
-        if proto == "imap":
-            if kind == "cost_request":
-                slots = {s for s in (_int(x) for x in d.get("slots") or ()) if s is not None}
-                for j in readers:
-                    self.req[(r, sender, j)] = slots
-            elif kind == "costs":
-                costs = d.get("costs")
-                if isinstance(costs, dict):
-                    items = list(costs.items())
-                elif isinstance(costs, list) and isinstance(d.get("slots"), list):
-                    items = list(zip(d["slots"], costs))
-                else:
-                    items = []
-                for j in readers:
-                    asked = self.req.get((r, j, sender))
-                    for k, v in items:
-                        s = _int(k)
-                        if s is None or (asked and s not in asked):
-                            continue
-                        upd(r, sender, j, s, 0.0 if v is None else 1.0, 1.0, "typed", "imap_costs", seq)
-            elif kind == "decision":
-                s = _int(d.get("slot"))
-                if s is not None:
-                    for j in readers:
-                        upd(r, sender, j, s, 1.0, 1.0, "typed", "imap_decision", seq)
-        elif proto == "sdmap":
-            if kind in ("propose", "propose_reschedule"):
-                s = _int(d.get("slot") if kind == "propose" else d.get("to_slot"))
-                if s is not None:
-                    for j in readers:
-                        upd(r, sender, j, s, SD_PROPOSE[0], SD_PROPOSE[1], "typed", f"sd_{kind}", seq)
-            elif kind in ("reply", "reschedule_reply"):
-                s = _int(d.get("slot") if kind == "reply" else d.get("to_slot"))
-                e = _status_evidence(d)
-                if s is not None and e is not None:
-                    for j in readers:
-                        upd(r, sender, j, s, e, 1.0, "typed", f"sd_{kind}", seq)
-        else:  # dsm
-            if kind == "proposals":
-                plan = _plan_slots(d)
-                slots = sorted(set(plan.values()))
-                for j in readers:
-                    self.plans[(r, sender, j)] = plan
-                    for s in slots:
-                        upd(r, sender, j, s, 1.0, 1.0, "typed", "dsm_proposals", seq)
-            elif kind == "scores":
-                scores = d.get("scores")
-                if isinstance(scores, dict):
-                    for j in readers:
-                        plan = self.plans.get((r, j, sender), {})
-                        for k, v in scores.items():
-                            pid, sc = _int(k), _num(v)
-                            if pid is None or sc is None:
-                                continue
-                            e = 0.0 if sc <= 0 else min(1.0, sc / (DSM_LEVELS - 1))
-                            upd(r, sender, j, plan.get(pid, pid), e, 1.0, "typed", "dsm_scores", seq)
-            elif kind == "decision":
-                s = _int(d.get("slot"))
-                if s is not None:
-                    for j in readers:
-                        upd(r, sender, j, s, 1.0, 1.0, "typed", "dsm_decision", seq)
+        rule = protocols.kind(proto, kind)  # its protocol's declared evidence (engine/protocols/)
+        if rule is not None and rule.evidence is not None:
+            rule.evidence(self, r, sender, readers, d, seq)
 
     def text(self, r: int, sender: int, readers: list[int], content: str, seq: Any) -> None:
         if not content or not readers:

@@ -4,14 +4,16 @@ lists, and the free-text reader the scripted seats use (SPEC §7).
 Every module that writes or reads a protocol message uses this one: the scripted seats
 (``personas/scripted/``), the human's quick actions (``personas/quick.py``), the VPS
 estimator (``engine/privacy.py``), the game screen and the loopback mock endpoint
-(``calbench_devtools/mock_endpoint.py``).  It imports nothing but the standard library and
-``engine.events``, so every layer may use it.
+(``calbench_devtools/mock_endpoint.py``).  It imports nothing but the standard library,
+``engine.events`` and the protocols' registry ``engine.protocols``, so every layer may use it.
 
 Typed payloads
     A protocol message is a DM (or, with DMs off, a groupchat line) whose ``payload`` is
-    ``{"protocol": "imap" | "sdmap" | "dsm", "kind": ..., "meeting_id": k, <fields>}`` in
-    that key order (:func:`payload`), with the same meaning in plain English in
-    ``content``.  :data:`KINDS` lists every kind and its fields.  ``kind`` in
+    ``{"protocol": name, "kind": ..., "meeting_id": k, <fields>}`` in that key order
+    (:func:`payload`), with the same meaning in plain English in ``content``.  Each
+    protocol declares its kinds and their fields in its own module (``engine/protocols/``,
+    docs/architecture.md "How to add a protocol"); :data:`KINDS` is the registry's view of
+    every kind and its fields.  ``kind`` in
     :data:`TEXT_KINDS` (``"text"`` …) marks a bot's English-only line: free text, not a
     typed message.  The authors' harness writes the typed form as JSON in ``content``
     (``{"imap": kind}``, ``{"sd": kind}``, ``{"dsm": kind}``); :func:`typed_message`
@@ -20,7 +22,8 @@ Typed payloads
 DSM scores
     A DSM ``scores`` payload carries satisfaction levels ``0..D-1`` (``D = 12``):
     :func:`satisfaction` (cost → level) and :func:`band_cost` (level → the largest cost it
-    stands for) are the scale's two directions.
+    stands for) are the scale's two directions, declared with DSM
+    (``engine/protocols/dsm.py``) and re-exported here.
 
 Slot-list English
     :func:`fmt_slots` (``"0–3, 5, 7–8"``, the bots' lists), :func:`slot_words`
@@ -52,7 +55,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from . import protocols
 from .events import MESSAGE_EVENTS
+from .protocols.dsm import D, TOP, band_cost, satisfaction  # the DSM score scale, declared with DSM
+from .protocols.sdmap import IMPOSSIBLE, PENDING  # SD-MAP's reply statuses
 
 __all__ = [
     "MESSAGE_EVENTS", "PROTOCOLS", "TEXT_KINDS", "KINDS", "AUTHOR_KEYS", "D", "TOP",
@@ -63,49 +69,26 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------
-# Payload schemas and constructors
+# Payload schemas and constructors: each protocol declares its kinds in its own module
+# (``engine/protocols/``); the names below follow the registry
 # ---------------------------------------------------------------------------------------
-PROTOCOLS = ("imap", "sdmap", "dsm")
+#: The registered protocols' names (``engine.protocols``), in list order.
+PROTOCOLS = protocols.LiveNames(lambda: [p.name for p in protocols.all_protocols()], "protocols")
 #: ``kind`` values that mark an English-only line (free text), whatever the protocol.
 TEXT_KINDS = frozenset({"text", "chat", "free_text", "note", "fallback"})
-#: The authors' harness: JSON in ``content`` keyed by these names.
-AUTHOR_KEYS = (("imap", "imap"), ("sd", "sdmap"), ("dsm", "dsm"))
+#: The authors' harness: JSON in ``content`` keyed by these names (``Protocol.author_key``).
+AUTHOR_KEYS = protocols.LiveNames(protocols.author_keys, "author_keys")
 
 #: protocol -> kind -> its fields besides protocol/kind/meeting_id (optional ones included).
-KINDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "imap": {
-        "cost_request": ("slots",),
-        "costs": ("costs",),  # {"slot": cost | null}, string keys
-        "decision": ("slot",),
-        "fail": (),
-    },
-    "sdmap": {
-        "propose": ("slot",),
-        "reply": ("slot", "status"),  # status PENDING | IMPOSSIBLE
-        "confirm": ("slot",),
-        "fail": (),
-        "reschedule_request": ("from_slot",),
-        "propose_reschedule": ("from_slot", "to_slot"),
-        "reschedule_reply": ("from_slot", "to_slot", "status"),
-        "confirm_reschedule": ("from_slot", "to_slot"),
-        "fail_reschedule": ("from_slot",),
-    },
-    "dsm": {
-        "proposals": ("subround", "slots", "L", "participants", "plans"),
-        "scores": ("subround", "scores", "scoring_cost", "plan_scores"),
-        "decision": ("slot", "plan", "moves", "participants", "reward", "budget"),
-        "fail": ("tried", "participants", "reward", "budget"),
-    },
-}
-PENDING, IMPOSSIBLE = "PENDING", "IMPOSSIBLE"
+KINDS = protocols.LiveMap(lambda: {p.name: p.kind_fields() for p in protocols.all_protocols()}, "kinds")
 
 
 def payload(protocol: str, kind: str, meeting_id: int | None, **fields: Any) -> dict[str, Any]:
     """A typed payload, keys in the canonical order (protocol, kind, meeting_id, fields…).
 
-    ``kind`` is a typed kind of ``protocol`` (:data:`KINDS`) or a text kind.
+    ``kind`` is a typed kind of ``protocol`` (its declared ``kinds``) or a text kind.
     """
-    if kind not in TEXT_KINDS and kind not in KINDS.get(protocol, ()):
+    if kind not in TEXT_KINDS and protocols.kind(protocol, kind) is None:
         raise ValueError(f"{protocol!r} has no message kind {kind!r}")
     out = {"protocol": protocol, "kind": kind, "meeting_id": meeting_id}
     out.update(fields)
@@ -113,39 +96,21 @@ def payload(protocol: str, kind: str, meeting_id: int | None, **fields: Any) -> 
 
 
 def protocol_of(model: str | None) -> str | None:
-    """The scripted protocol a seat's model speaks (``"imap"``, ``"sdmap"``, ``"dsm"``), or None."""
-    m = (model or "").lower().replace("scripted:", "")
-    if m == "imap":
-        return "imap"
-    if m in ("sdmap", "sd-map", "sd_map"):
-        return "sdmap"
-    if m.startswith("dsm"):
-        return "dsm"
-    return None
+    """The scripted protocol a seat's model speaks (its declaration's ``speaks``), or None."""
+    return protocols.protocol_of_model(model)
 
 
 # ---------------------------------------------------------------------------------------
 # Reading payloads
 # ---------------------------------------------------------------------------------------
-def as_int(v: Any) -> int | None:
-    if type(v) is int:  # the common case, first
-        return v
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return None
+as_int = protocols.as_int  # the lenient int reader, with the protocols' other payload readers
 
 
 def typed_payload(msg: Any, protocol: str | None = None) -> dict[str, Any] | None:
     """The typed payload of a message (a ``Delivered`` or the payload dict itself), of
     ``protocol`` if given; None for free text or a text kind."""
     p = getattr(msg, "payload", msg)
-    if not isinstance(p, dict) or p.get("protocol") not in PROTOCOLS:
+    if not isinstance(p, dict) or protocols.get(p.get("protocol")) is None:
         return None
     kind = p.get("kind")
     if not isinstance(kind, str) or kind in TEXT_KINDS:
@@ -161,7 +126,7 @@ def typed_message(data: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | Non
     p = data.get("payload")
     if isinstance(p, dict):
         proto, kind = p.get("protocol"), p.get("kind")
-        if proto in PROTOCOLS and isinstance(kind, str) and kind not in TEXT_KINDS:
+        if protocols.get(proto) is not None and isinstance(kind, str) and kind not in TEXT_KINDS:
             return proto, kind, p
     c = data.get("content")
     if isinstance(c, str) and c[:1] == "{":
@@ -170,7 +135,7 @@ def typed_message(data: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | Non
         except ValueError:
             return None
         if isinstance(d, dict):
-            for key, proto in AUTHOR_KEYS:
+            for key, proto in protocols.author_keys():
                 kind = d.get(key)
                 if isinstance(kind, str):
                     return proto, kind, d
@@ -212,57 +177,10 @@ def slots_in_payload(p: Any, num_slots: int) -> list[int]:
 
 
 def costs_in_payload(p: Any) -> dict[int, int | None] | None:
-    """A typed ``costs`` payload (IMAP) as ``{slot: cost or None}``, or a DSM ``scores``
-    payload read back as costs (score 0 → None, else :func:`band_cost`); None otherwise."""
-    kind = payload_kind(p)
-    if kind == "scores" and isinstance(p.get("scores"), dict):
-        out_s: dict[int, int | None] = {}
-        for k, v in p["scores"].items():
-            try:
-                s, v = int(k), int(v)
-            except (TypeError, ValueError):
-                continue
-            out_s[s] = band_cost(v) if v > 0 else None
-        return out_s
-    if kind != "costs" or not isinstance(p.get("costs"), dict):
-        return None
-    out: dict[int, int | None] = {}
-    for k, v in p["costs"].items():
-        try:
-            s = int(k)
-        except (TypeError, ValueError):
-            continue
-        out[s] = v if isinstance(v, int) and not isinstance(v, bool) else None
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# The DSM score scale
-# ---------------------------------------------------------------------------------------
-D = 12  # satisfaction levels 0..D-1
-TOP = D - 1
-
-
-def satisfaction(cost: int | None) -> int:
-    """Satisfaction level of a plan whose displacement cost (shown units) is ``cost``.
-
-    ``None`` (cannot be done) → 0; no displacement → 11; otherwise the level drops by one
-    each time the cost doubles: ``11 - ceil(log2(1 + cost))``, never below 1.  So cost 1 →
-    10, 2–3 → 9, 4–7 → 8, 10 → 7, 100 → 4, ≥ 512 → 1 (never increasing with cost).
-    """
-    if cost is None:
-        return 0
-    if cost <= 0:
-        return TOP
-    return max(1, TOP - int(cost).bit_length())
-
-
-def band_cost(s: int) -> int:
-    """The largest displacement cost a non-zero score stands for: ``2**(D-1-s) - 1``
-    (11 → 0, 10 → 1, 9 → 3, 8 → 7, 7 → 15, 4 → 127).  The initiator adds these up to
-    compare plans in cost terms (a sum of log-scale levels would favour one agent paying
-    100 over four agents paying 10 each)."""
-    return (1 << (TOP - s)) - 1 if s > 0 else 0
+    """The costs a typed payload reports as ``{slot: cost or None}`` (an IMAP ``costs``; a DSM
+    ``scores`` read back through its scale), by its kind's declared reader; None otherwise."""
+    read = protocols.cost_reader(payload_kind(p))
+    return read(p) if read is not None else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -340,10 +258,15 @@ def mentioned_slots(event: dict, num_slots: int) -> list[int]:
     return slots_in_payload(event.get("payload"), num_slots) or slots_in_text(event.get("content") or "", num_slots)
 
 
+#: Kinds no protocol declares that still ask for costs / make an offer (others' words for them).
+_ASKS_COSTS = frozenset({"request_costs", "ask_costs"})
+_OFFERS = frozenset({"proposal", "offer"})
+
+
 def is_request_for_costs(event: dict) -> bool:
     kind = payload_kind(event.get("payload"))
     if kind:
-        return kind in ("cost_request", "request_costs", "ask_costs", "proposals")
+        return kind in _ASKS_COSTS or kind in protocols.kinds_with("asks_costs")
     text = (event.get("content") or "").lower()
     return "cost" in text and ("?" in text or "ask" in text or "what" in text)
 
@@ -351,7 +274,7 @@ def is_request_for_costs(event: dict) -> bool:
 def is_proposal(event: dict) -> bool:
     kind = payload_kind(event.get("payload"))
     if kind:
-        return kind in ("decision", "propose", "proposal", "proposals", "offer", "confirm", "propose_reschedule")
+        return kind in _OFFERS or kind in protocols.kinds_with("offers")
     text = (event.get("content") or "").lower()
     return any(w in text for w in ("propose", "let's meet", "how about", "meet at", "suggest"))
 

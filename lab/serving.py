@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from engine import protocols
 from engine.game import GameConfig
 from engine.model import Task
 
@@ -37,8 +38,7 @@ __all__ = ["ServeLimits", "TablePlan", "ServeResult", "check_limits", "plan_tabl
 
 #: what ``--lobby-fill`` takes besides a scripted persona
 CANCEL = "cancel"
-SCRIPTED_ONLY = ("--lobby-fill takes a scripted persona (imap, sdmap, dsm-welfare, dsm-private, passive) "
-                 "or 'cancel'")
+SCRIPTED_ONLY = "--lobby-fill takes a scripted persona ({names}) or 'cancel'"
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,9 @@ def lobby_fill(raw: str) -> str | None:
         return None
     seat = SeatSpec.parse(raw)
     if seat.kind != "scripted":
-        raise SetupError(SCRIPTED_ONLY)
+        from personas.spec import PASSIVE
+
+        raise SetupError(SCRIPTED_ONLY.format(names=", ".join((*protocols.seat_names(variants=False), PASSIVE))))
     return seat.name
 
 

@@ -47,6 +47,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from engine import protocols
 from engine.actions import EnvelopeError, actions_from_json
 from engine.game import GameConfig
 from engine.model import Task
@@ -203,7 +204,7 @@ class Table:
 
     def __init__(self, task: Task, agents: list[str], config: GameConfig, *, game_id: str, store: Any = None,
                  settings_key: str | None = None, make_persona=None, hold_seconds: float = 120.0,
-                 lobby_wait: float = 600.0, lobby_fill: str | None = "imap",
+                 lobby_wait: float = 600.0, lobby_fill: str | None = protocols.default_seat(),
                  extra_config: dict[str, Any] | None = None, send_queue: int = SEND_QUEUE,
                  send_timeout: float = SEND_TIMEOUT, on_takeover=None, resume_upto: int | None = None) -> None:
         if len(agents) != task.num_agents:

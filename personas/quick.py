@@ -23,14 +23,27 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from engine import protocols
 from engine.actions import Message
 from engine.protocol import PROTOCOLS, payload, protocol_of, satisfaction, slots_phrase
 
 __all__ = ["TYPED_PROTOCOLS", "protocol_of", "dsm_score", "ask_costs", "share_costs", "propose", "accept",
            "decline"]
 
-#: Protocols whose typed payloads the quick actions can write (``personas/scripted/*.py``).
+#: Protocols whose typed payloads the quick actions can write (each declares its ``quick``).
 TYPED_PROTOCOLS = PROTOCOLS
+
+#: The English a protocol's typed form may ask for instead of the action's usual sentence
+#: (``Typed.wording``): a question with the proposal, a confirmation, a decision.
+WORDING = {
+    "ask_one": "Agent {seat} proposes slot {slot} for meeting M{meeting_id} — does it work for you?",
+    "confirm": "Confirmed: meeting M{meeting_id} at slot {slot}.",
+    "decide": "Decision for meeting M{meeting_id}: slot {slot}. Agreed.",
+}
+
+
+#: ``protocol=`` left out: the protocol of the default partner (``engine.protocols.default_seat``).
+DEFAULT = "default"
 
 
 def dsm_score(cost: int | None) -> int:
@@ -44,33 +57,39 @@ def _send(channel: str, to: Iterable[int] | None, content: str, payload: dict[st
     return [Message(channel, content, None, payload)]
 
 
-def _payload(protocol: str | None, kind: str | None, meeting_id: int, **fields: Any) -> dict[str, Any] | None:
-    """The typed payload (:func:`engine.protocol.payload`), or None (free text only) when the
-    recipients speak no protocol we can type for, or the action has no typed form in theirs;
-    the bots then read the English, which names every slot."""
-    if protocol not in TYPED_PROTOCOLS or kind is None:
-        return None
-    return payload(protocol, kind, meeting_id, **fields)
+def _typed(protocol: str | None, action: str, seat: int, meeting_id: int, content: str,
+           **context: Any) -> tuple[str, dict[str, Any] | None]:
+    """``(content, payload)``: the typed form the recipients' protocol declares for the action
+    (its ``quick``; :func:`engine.protocol.payload`), or None (free text only) when they speak
+    no protocol we can type for or the action has no typed form in theirs — the bots then
+    read the English, which names every slot."""
+    if protocol == DEFAULT:
+        protocol = protocols.seat(protocols.default_seat())[1].name
+    proto = protocols.get(protocol)
+    form = proto.quick(action, **context) if proto is not None and proto.quick is not None else None
+    if form is None:
+        return content, None
+    if form.wording is not None:
+        slot = context.get("slot")
+        if slot is None and context.get("slots"):
+            slot = context["slots"][0]
+        content = WORDING[form.wording].format(seat=seat, meeting_id=meeting_id, slot=slot)
+    return content, payload(protocol, form.kind, meeting_id, **form.fields)
 
 
 def ask_costs(seat: int, meeting_id: int, slots: Sequence[int], *, channel: str, to: Sequence[int],
-              protocol: str | None = "imap", initiator: bool = True) -> list[Message]:
+              protocol: str | None = DEFAULT, initiator: bool = True) -> list[Message]:
     """Ask the others what each slot would cost them: IMAP ``cost_request {slots}``; DSM
     ``proposals {slots}`` (the responders score each slot) when I open the meeting; English
     otherwise (SD-MAP has no cost question)."""
     slots = sorted(set(slots))
     content = f"Agent {seat} asks your costs for meeting M{meeting_id} at {slots_phrase(slots)}. What are your costs?"
-    if protocol == "imap":
-        payload = _payload(protocol, "cost_request", meeting_id, slots=slots)
-    elif protocol == "dsm" and initiator and slots:
-        payload = _payload(protocol, "proposals", meeting_id, slots=slots, L=len(slots), subround=1)
-    else:
-        payload = None
+    content, payload = _typed(protocol, "ask_costs", seat, meeting_id, content, slots=slots, initiator=initiator)
     return _send(channel, to, content, payload)
 
 
 def share_costs(seat: int, meeting_id: int, costs: dict[int, int | None], *, channel: str,
-                to: Sequence[int], protocol: str | None = "imap") -> list[Message]:
+                to: Sequence[int], protocol: str | None = DEFAULT) -> list[Message]:
     """My cost per slot (0 free, the errand's cost, None impossible): IMAP ``costs``; DSM
     ``scores`` (a satisfaction level per slot, 0 impossible … 11 free); English for SD-MAP."""
     items = sorted(costs.items())
@@ -83,17 +102,12 @@ def share_costs(seat: int, meeting_id: int, costs: dict[int, int | None], *, cha
     if bad:
         parts.append(f"I can't do {slots_phrase(bad)}")
     content = "; ".join(parts) + "."
-    if protocol == "imap":
-        payload = _payload(protocol, "costs", meeting_id, costs={str(s): c for s, c in items})
-    elif protocol == "dsm":
-        payload = _payload(protocol, "scores", meeting_id, scores={str(s): dsm_score(c) for s, c in items})
-    else:
-        payload = None
+    content, payload = _typed(protocol, "share_costs", seat, meeting_id, content, costs=items)
     return _send(channel, to, content, payload)
 
 
 def propose(seat: int, meeting_id: int, slots: Sequence[int], *, channel: str, to: Sequence[int],
-            protocol: str | None = "imap", initiator: bool = True) -> list[Message]:
+            protocol: str | None = DEFAULT, initiator: bool = True) -> list[Message]:
     """Propose a slot or a few.
 
     One slot: IMAP ``decision {slot}``; SD-MAP ``propose {slot}`` and DSM ``decision {slot}``
@@ -102,24 +116,16 @@ def propose(seat: int, meeting_id: int, slots: Sequence[int], *, channel: str, t
     which the bots read from the text.
     """
     slots = sorted(set(slots))
-    payload = None
     if len(slots) == 1:
-        if protocol == "sdmap" and initiator:
-            content = f"Agent {seat} proposes slot {slots[0]} for meeting M{meeting_id} — does it work for you?"
-            payload = _payload(protocol, "propose", meeting_id, slot=slots[0])
-        else:
-            content = f"Let's meet at slot {slots[0]} for meeting M{meeting_id}."
-            if protocol == "imap" or (protocol == "dsm" and initiator):
-                payload = _payload(protocol, "decision", meeting_id, slot=slots[0])
+        content = f"Let's meet at slot {slots[0]} for meeting M{meeting_id}."
     else:
         content = f"How about {slots_phrase(slots)} for meeting M{meeting_id}? Which works for you?"
-        if protocol == "dsm" and initiator and slots:
-            payload = _payload(protocol, "proposals", meeting_id, slots=slots, L=len(slots), subround=1)
+    content, payload = _typed(protocol, "propose", seat, meeting_id, content, slots=slots, initiator=initiator)
     return _send(channel, to, content, payload)
 
 
 def accept(seat: int, meeting_id: int, slot: int | None, *, channel: str, to: Sequence[int],
-           protocol: str | None = "imap", answering: str | None = None, initiator: bool = False,
+           protocol: str | None = DEFAULT, answering: str | None = None, initiator: bool = False,
            my_cost: int | None = 0) -> list[Message]:
     """Say yes to ``slot``.  Typed when the message being answered has a typed answer:
     SD-MAP ``propose`` → ``reply {slot, status: PENDING}``; SD-MAP ``reply`` to my proposal
@@ -130,29 +136,19 @@ def accept(seat: int, meeting_id: int, slot: int | None, *, channel: str, to: Se
     content = f"Yes, {where} works for me for meeting M{meeting_id}. Agreed."
     payload = None
     if slot is not None:
-        if protocol == "sdmap" and answering == "propose":
-            payload = _payload(protocol, "reply", meeting_id, slot=slot, status="PENDING")
-        elif protocol == "sdmap" and initiator:
-            content = f"Confirmed: meeting M{meeting_id} at slot {slot}."
-            payload = _payload(protocol, "confirm", meeting_id, slot=slot)
-        elif protocol == "dsm" and answering == "proposals":
-            payload = _payload(protocol, "scores", meeting_id, scores={str(slot): dsm_score(my_cost)})
-        elif protocol == "dsm" and initiator:
-            content = f"Decision for meeting M{meeting_id}: slot {slot}. Agreed."
-            payload = _payload(protocol, "decision", meeting_id, slot=slot)
+        content, payload = _typed(protocol, "accept", seat, meeting_id, content, slot=slot, answering=answering,
+                                  initiator=initiator, my_cost=my_cost)
     return _send(channel, to, content, payload)
 
 
 def decline(seat: int, meeting_id: int, slot: int | None, *, channel: str, to: Sequence[int],
-            protocol: str | None = "imap", answering: str | None = None, initiator: bool = False) -> list[Message]:
+            protocol: str | None = DEFAULT, answering: str | None = None, initiator: bool = False) -> list[Message]:
     """Say no to ``slot``: SD-MAP ``propose`` → ``reply {slot, status: IMPOSSIBLE}``; DSM
     ``proposals`` → ``scores {slot: 0}``; English only otherwise."""
     where = f"slot {slot}" if slot is not None else "that"
     content = f"No, I can't do {where} for meeting M{meeting_id}."
     payload = None
     if slot is not None:
-        if protocol == "sdmap" and answering == "propose":
-            payload = _payload(protocol, "reply", meeting_id, slot=slot, status="IMPOSSIBLE")
-        elif protocol == "dsm" and answering == "proposals":
-            payload = _payload(protocol, "scores", meeting_id, scores={str(slot): 0})
+        content, payload = _typed(protocol, "decline", seat, meeting_id, content, slot=slot, answering=answering,
+                                  initiator=initiator)
     return _send(channel, to, content, payload)

@@ -6,7 +6,9 @@ A spec is one name for every seat (``"imap"``) or a comma list with one name per
 
 ``imap`` · ``sdmap`` · ``dsm-welfare`` · ``dsm-private`` — scripted reference protocols
 (SPEC §7); ``dsm-private-requeue`` — DSM-Private that offers the slots of its failed
-negotiations last; ``passive`` — a seat that never speaks or schedules; ``llm:MODEL[+variant]`` —
+negotiations last (each protocol's seats are declared in its module under
+``engine/protocols/``, which names the bot's class); ``passive`` — a seat that never speaks
+or schedules; ``llm:MODEL[+variant]`` —
 an LLM seat (``personas.llm.factory.make_llm_persona``); ``human`` — a person at the
 terminal, created by the app and handed in through ``humans={seat: persona}``.
 
@@ -15,46 +17,28 @@ Every call builds fresh persona objects (they keep per-game state).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
+from engine import protocols
 from engine.seats import Persona, PassivePersona
-from personas.spec import (ALIASES, PERSONAS, AgentsSpec, PersonaSpecError, UnknownPersona, canonical_name,
-                           valid_names)
+from personas.spec import (ALIASES, PASSIVE, PERSONAS, AgentsSpec, PersonaSpecError, UnknownPersona,
+                           canonical_name, valid_names)
 
 __all__ = ["FIDELITIES", "ALIASES", "PERSONAS", "AgentsSpec", "PersonaSpecError", "UnknownPersona", "canonical_name",
            "valid_names", "parse_spec", "make_personas", "personas_file_fidelity"]
 
-def _imap() -> Persona:
-    from personas.scripted.imap import IMAPPersona
 
-    return IMAPPersona()
+def _make_scripted(name: str, fidelity: str) -> Persona:
+    """A fresh scripted seat: the passive seat, or a protocol's seat as its declaration says
+    (``engine.protocols.Seat``: the bot's class, its arguments, whether ``--fidelity`` applies)."""
+    if name == PASSIVE:
+        return PassivePersona()
+    seat, _proto = protocols.seat(name)
+    kwargs = dict(seat.kwargs)
+    if seat.fidelity:
+        kwargs["fidelity"] = fidelity
+    return protocols.load_factory(seat)(**kwargs)
 
-
-def _sdmap() -> Persona:
-    from personas.scripted.sdmap import SDMAPPersona
-
-    return SDMAPPersona()
-
-
-def _dsm(preset: str, *, requeue: bool = False) -> Callable[..., Persona]:
-    def make(fidelity: str = "ours") -> Persona:
-        from personas.scripted.dsm import DSMPersona
-
-        return DSMPersona(preset=preset, fidelity=fidelity, requeue=requeue)
-
-    # the requeue variant is a variant of our rules: --fidelity leaves it as it is
-    make.takes_fidelity = not requeue  # type: ignore[attr-defined]
-    return make
-
-
-_SCRIPTED: dict[str, Callable[..., Persona]] = {
-    "imap": _imap,
-    "sdmap": _sdmap,
-    "dsm-welfare": _dsm("welfare"),
-    "dsm-private": _dsm("private"),
-    "dsm-private-requeue": _dsm("private", requeue=True),
-    "passive": PassivePersona,
-}
 
 #: How faithful the scripted protocols are to the authors' code (``calbench run --fidelity``):
 #: ``ours`` (the default) or ``paper`` (DSM only: docs/protocols-dsm.md, "Paper fidelity").
@@ -101,8 +85,7 @@ def make_personas(
                 raise UnknownPersona("llm seats are not available yet") from None
             out.append(make_llm_persona(name, llm))
         else:
-            make = _SCRIPTED[name]
-            out.append(make(fidelity) if getattr(make, "takes_fidelity", False) else make())
+            out.append(_make_scripted(name, fidelity))
     return out
 
 

@@ -222,7 +222,7 @@ class SeatModel:
             if protocol.is_request_for_costs(ev):
                 self.cost_request = (frm, slots)
                 hints.append(Hint("asks_costs", frm=frm))
-                if kind == "proposals" and slots:  # a DSM offer: c scores them all, a / d answer one
+                if kind and slots and protocol.is_proposal(ev):  # an offer too (DSM's): c scores all, a / d one
                     self.proposal, self.proposal_kind = (frm, slots), kind
             elif slots and protocol.is_proposal(ev):
                 self.proposal, self.proposal_kind = (frm, slots), kind

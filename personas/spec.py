@@ -6,10 +6,12 @@ the text once; everything else — the label games are filed under, whether LLM 
 matter, whether events are saved as they happen, the per-seat names the registry builds
 personas from — is a property of the parsed value, so no module splits the string again.
 
-Names (``personas.registry`` builds them): ``imap`` · ``sdmap`` · ``dsm-welfare`` ·
-``dsm-private`` · ``passive`` (scripted), ``human``, ``llm:MODEL[+VARIANT]`` and a bare
-``llm`` (its model comes from a personas file; only ``calbench run --personas`` allows it).
-Aliases (``paper_dsm``, ``sd-map``, ...) are resolved here; ``llm:`` models keep their case.
+Names (``personas.registry`` builds them): every scripted protocol's seats (``imap`` ·
+``sdmap`` · ``dsm-welfare`` · ``dsm-private`` …, declared with their aliases in the
+protocol's module, ``engine/protocols/``) and ``passive`` (scripted), ``human``,
+``llm:MODEL[+VARIANT]`` and a bare ``llm`` (its model comes from a personas file; only
+``calbench run --personas`` allows it).  Aliases (``paper_dsm``, ``sd-map``, ...) are
+resolved here; ``llm:`` models keep their case.
 
 Errors are :class:`PersonaSpecError` / :class:`UnknownPersona` with one-line messages.
 """
@@ -19,18 +21,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from engine import protocols
+
 __all__ = ["AgentsSpec", "SeatSpec", "PersonaSpecError", "UnknownPersona", "SCRIPTED_NAMES", "PERSONAS",
            "ALIASES", "canonical_name", "valid_names", "compact_label"]
 
-#: The scripted personas (SPEC §7 protocols and the passive seat).
-SCRIPTED_NAMES: tuple[str, ...] = ("imap", "sdmap", "dsm-welfare", "dsm-private", "dsm-private-requeue", "passive")
-PERSONAS: tuple[str, ...] = (*SCRIPTED_NAMES, "human", "llm:MODEL[+variant]")
-ALIASES = {
-    "sd-map": "sdmap", "sd_map": "sdmap", "sd": "sdmap",
-    "dsm_welfare": "dsm-welfare", "paper_dsm": "dsm-welfare", "dsm": "dsm-welfare",
-    "dsm_private": "dsm-private", "private_dsm": "dsm-private",
-    "none": "passive", "empty": "passive",
-}
+#: The seat that never speaks or schedules, and its aliases (not a protocol).
+PASSIVE = "passive"
+_PASSIVE_ALIASES = {"none": PASSIVE, "empty": PASSIVE}
+#: The scripted personas: every protocol's seats (``engine.protocols``, each declared in its
+#: protocol's module, with its aliases) and the passive seat; they follow the registry.
+SCRIPTED_NAMES = protocols.LiveNames(lambda: (*protocols.seat_names(), PASSIVE), "scripted_names")
+PERSONAS = protocols.LiveNames(lambda: (*SCRIPTED_NAMES, "human", "llm:MODEL[+variant]"), "personas")
+ALIASES = protocols.LiveMap(lambda: {**protocols.seat_aliases(), **_PASSIVE_ALIASES}, "aliases")
 
 
 class PersonaSpecError(ValueError):

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from engine import protocols
+
 from . import ArgumentParser, UserError, add_db_option, db_path, game_options, require_terminal
 
 
@@ -39,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seat", type=int, metavar="N", help="your seat (0..N-1); without it a setup screen opens")
     p.add_argument("--agents", metavar="SPEC",
-                   help="personas for the other seats: one name for all (imap, sdmap, dsm-welfare, dsm-private, "
-                        "llm:MODEL) or a comma list with one entry per seat (default: imap)")
+                   help=f"personas for the other seats: one name for all "
+                        f"({', '.join(protocols.seat_names(variants=False))}, llm:MODEL) or a comma list with one "
+                        f"entry per seat (default: {protocols.default_seat()})")
     p.add_argument("--task", metavar="REF",
                    help="task reference: seed:7, canonical:12, FILE.jsonl[:ID] (default: a new generated scenario)")
     p.add_argument("--seed", type=int, metavar="N", help="seed of the generated scenario (default: random)")

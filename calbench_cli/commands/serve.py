@@ -18,6 +18,8 @@ import json
 import sys
 
 from calbench_tui.safe_text import plain
+from engine import protocols
+
 from . import UserError, add_db_option, db_path, game_options
 
 
@@ -59,8 +61,9 @@ def register(subparsers) -> None:
                         "the table never waits for it (default 15)")
     p.add_argument("--lobby-wait", type=float, default=600.0, metavar="SECONDS",
                    help="how long to wait for every human seat to be taken (default 600)")
-    p.add_argument("--lobby-fill", default="imap", metavar="PERSONA|cancel",
-                   help="after the wait, give empty seats to this persona, or 'cancel' the table (default imap)")
+    fill = protocols.default_seat()
+    p.add_argument("--lobby-fill", default=fill, metavar="PERSONA|cancel",
+                   help=f"after the wait, give empty seats to this persona, or 'cancel' the table (default {fill})")
     p.add_argument("--linger", type=float, default=300.0, metavar="SECONDS",
                    help="after the game, keep serving until every participant has left, at most this long "
                         "(default 300), so they can read the end screen")

@@ -40,6 +40,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
+from engine import protocols
 from engine.channels import channel_label
 from engine.events import MESSAGE_EVENTS
 from engine.model import Errand, MeetingCopy
@@ -93,7 +94,7 @@ def _payload_kind(d: dict[str, Any]) -> str | None:
         except ValueError:
             return None
         if isinstance(j, dict):
-            for key in ("imap", "sd", "dsm"):
+            for key, _proto in protocols.author_keys():
                 if isinstance(j.get(key), str):
                     return f"{key}:{j[key]}"
     return None

@@ -24,38 +24,30 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
+from engine import protocols
 from engine.channels import CHANNEL_LABEL
-from personas.spec import AgentsSpec, PersonaSpecError
+from personas.spec import PASSIVE, SCRIPTED_NAMES, AgentsSpec, PersonaSpecError
 
 from ..widgets.keybar import KeyBar
 from ..settings import CHANNEL_ORDER, Settings
 
-DEFAULT_PERSONAS = ("imap", "sdmap", "dsm-welfare", "dsm-private", "passive")
-
-#: One line per protocol, for a participant who has never heard of them (docs/protocols.md).
-PERSONA_WORDS = {
-    "imap": "asks everyone's cost per slot, then picks the cheapest common slot (easiest to follow)",
-    "sdmap": "proposes one slot at a time; the others answer \"works\" or \"impossible\"; it confirms",
-    "dsm-welfare": "offers several slots, asks for scores, picks the best total for everyone",
-    "dsm-private": "like dsm-welfare but offers few slots at a time, to reveal less",
-    "passive": "never speaks and never schedules (an empty seat)",
-}
+#: One line for the passive seat; each protocol's seat declares its own (``engine.protocols``,
+#: ``Seat.words``; docs/protocols.md), for a participant who has never heard of them.
+PASSIVE_WORDS = "never speaks and never schedules (an empty seat)"
 
 
 def persona_words(name: str) -> str:
     if name.startswith("llm"):
         return "a language model behind your endpoint; writes free text"
-    return PERSONA_WORDS.get(name, "")
+    if name == PASSIVE:
+        return PASSIVE_WORDS
+    found = protocols.seat(name)
+    return found[0].words if found else ""
 
 
 def persona_choices(llm_available: bool) -> list[str]:
     """The personas the setup screen offers for the other seats (from ``personas.registry``)."""
-    try:
-        from personas.registry import PERSONAS
-
-        names = [n for n in PERSONAS if n != "human" and not n.startswith("llm")]
-    except ImportError:
-        names = list(DEFAULT_PERSONAS)
+    names = list(SCRIPTED_NAMES)
     if llm_available:
         model = os.environ.get("CALBENCH_LLM_MODEL") or os.environ.get("OPENAI_MODEL") or "gpt-4o-mini"
         names.append(f"llm:{model}")
@@ -146,7 +138,8 @@ class SetupScreen(Screen):
             spec = AgentsSpec.parse(self.settings.agents or "").seats[0].name
         except PersonaSpecError:
             spec = ""
-        return spec if spec in self.choices else ("imap" if "imap" in self.choices else self.choices[0])
+        default = protocols.default_seat()
+        return spec if spec in self.choices else (default if default in self.choices else self.choices[0])
 
     def on_mount(self) -> None:
         for inp in self.query(Input):
@@ -248,7 +241,8 @@ class SetupScreen(Screen):
             if tasks[0].num_agents != self.num_agents and not 0 <= seat < tasks[0].num_agents:
                 err.update(f"[red]That task has {tasks[0].num_agents} seats; pick a seat below it.[/red]")
                 return
-        spec = ",".join("human" if i == seat else personas.get(i, "imap") for i in range(self.num_agents))
+        spec = ",".join("human" if i == seat else personas.get(i, protocols.default_seat())
+                        for i in range(self.num_agents))
         self.dismiss(self.settings.with_(task=task, seed=seed, cost=str(self.query_one("#cost", Select).value),
                                          seat=seat, channels=channels, seat_personas=personas, agents=spec,
                                          setup=False))

@@ -15,6 +15,8 @@ import time
 from rich.text import Text
 from textual.widget import Widget
 
+from engine import protocols
+
 SLOW_AFTER = 8.0  # seconds
 
 
@@ -101,8 +103,14 @@ class SeatsBar(Widget):
         return t
 
 
-#: Short forms of the persona kinds, used when a seat's cell is too narrow for the full name.
-KIND_SHORT = {"sdmap": "sd", "dsm-welfare": "dsmW", "dsm-private": "dsmP", "passive": "pasv", "human": "hum"}
+#: Short forms of the persona kinds, used when a seat's cell is too narrow for the full name
+#: (a protocol's seats declare theirs: ``engine.protocols.Seat.short``).
+KIND_SHORT = {"passive": "pasv", "human": "hum"}
+
+
+def kind_short(kind: str) -> str:
+    found = protocols.seat(kind)
+    return KIND_SHORT.get(kind) or (found[0].short if found and found[0].short else kind)
 #: Short forms of the states, used after the kind has been shortened.
 STATE_SHORT = {"thinking…": "think…", "waiting": "wait", "playing": "play", "no answer": "no ans"}
 
@@ -126,7 +134,7 @@ def fit_cell(agent: int, kind: str, desc: str, width: int) -> str:
         return f"{agent}:{k} {d}"
 
     # One name per width, whatever the state (a name must not flicker between forms).
-    short = kind if len(cell(kind, "think…")) <= width else KIND_SHORT.get(kind, kind)
+    short = kind if len(cell(kind, "think…")) <= width else kind_short(kind)
     if len(cell(short, desc)) <= width:
         return cell(short, desc)
     desc = STATE_SHORT.get(desc, "slow" if desc.startswith("slow") else desc)

@@ -43,7 +43,7 @@ from lab.summary import mode_rank
 from personas.spec import SCRIPTED_NAMES, canonical_name
 
 GROUP_BY = ("persona", "model", "cost_mode")
-SCRIPTED = frozenset(SCRIPTED_NAMES)
+SCRIPTED = SCRIPTED_NAMES  # follows the protocols' registry
 #: OpenSkill score margins (SPEC §11): coordination ratio, excess cost (shown units), excess VPS.
 MARGINS = {"coordination": 0.2, "excess": 10.0, "vps": 5.0}
 METRICS = ("coordination", "excess", "vps")

@@ -29,12 +29,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from engine import protocols
 from engine.channels import CHANNEL_ALIASES, CHANNEL_ORDER, CHANNEL_SHORT
 from engine.inputs import MAX_ID_CHARS
+from personas.spec import SCRIPTED_NAMES
 
 __all__ = ["Study", "Condition", "StudyFileError", "load_study", "parse_study"]
 
-SCRIPTED = ("imap", "sdmap", "dsm-welfare", "dsm-private", "dsm-private-requeue", "passive")
+#: The scripted partners a condition may name (every protocol's seats and the passive seat).
+SCRIPTED = SCRIPTED_NAMES
 #: The channel words a study file takes: the short names of ``engine.channels``.
 CHANNELS = tuple(CHANNEL_SHORT[c] for c in CHANNEL_ORDER)
 
@@ -106,7 +109,8 @@ class Condition(_Model):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=_MAX_ID)
     description: str = ""
-    partners: list[str] | str = Field("imap", description="one persona for every other seat, or one per seat")
+    partners: list[str] | str = Field(default_factory=protocols.default_seat,
+                                      description="one persona for every other seat, or one per seat")
     seat: int = Field(0, ge=0, description="the participant's seat when assignment does not rotate seats")
     channels: list[str] = ["dm"]
     max_turns: int = Field(6, ge=1, le=50)
@@ -320,9 +324,18 @@ class StudyMeta(_Model):
     title: str = ""
     seed: int = 0
     code_prefix: str = Field("CB", pattern=r"^[A-Z0-9]{0,8}$")
-    simulated_protocol: Literal["imap", "sdmap", "dsm-welfare", "dsm-private"] = "imap"
+    simulated_protocol: str = Field(default_factory=protocols.default_seat,
+                                    description="a reference protocol's seat (engine.protocols, no variant)")
     minutes_per_game: float = Field(8.0, gt=0, description="for the time estimate of study check")
     participant_pattern: str = Field(r"[A-Za-z0-9]+", description="participant ids must match it in full")
+
+    @field_validator("simulated_protocol")
+    @classmethod
+    def _simulated(cls, v: str) -> str:
+        names = protocols.seat_names(variants=False)
+        if v not in names:
+            raise ValueError(f"Input should be {', '.join(repr(n) for n in names[:-1])} or {names[-1]!r}")
+        return v
 
     @field_validator("participant_pattern")
     @classmethod

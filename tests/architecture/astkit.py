@@ -30,3 +30,12 @@ def house_counts() -> ModuleType:
 def called_name(node: ast.Call) -> str | None:
     """``f`` for ``f(...)`` and ``x.f(...)``; None for anything else called."""
     return house_counts().callee(node)
+
+
+def code_strings(tree: ast.AST) -> list[ast.Constant]:
+    """Every string constant of a module that is code, not a docstring (f-string pieces
+    included: a name written into a sentence is still written)."""
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
