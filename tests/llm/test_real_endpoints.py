@@ -248,7 +248,7 @@ def test_failures_are_classed_by_whose_fault_and_shown_on_the_end_screen():
                           "undeliverable": 1, "unreachable": 1}
     line = failure_line({"events": events})
     assert "3 infrastructure" in line and "1 configuration" in line and "2 agent" in line
-    assert "1,200 prompt (1,000 cached), 40 completion over 1 calls" in line
+    assert "1,200 prompt (1,000 cached), 40 completion over 1 answered calls" in line
     assert failure_line({"events": [ev("turn_end")]}) is None  # a scripted game: nothing to say
 
 
