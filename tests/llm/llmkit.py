@@ -60,11 +60,15 @@ def decisions_as_named(trace) -> list[dict]:
         sent = [a.get("slot") for a in d.get("tool_calls") or [] if a.get("type") == "schedule"]
         later = [x for x in evs[i + 1:] if (x.get("data") or {}).get("agent_id") == seat
                  and (x.get("data") or {}).get("round") == rnd]
-        rejected = next((x for x in later[:3] if x["type"] == "batch_rejected"), None)
+        nxt = next((k for k, x in enumerate(later) if x["type"] == "decide_start"), len(later))
+        rejected = next((x for x in later[:nxt] if x["type"] == "batch_rejected"), None)
         row = {"seat": seat, "round": rnd, "named": named, "sent": sent, "status": d.get("status"),
                "decision": extra.get("decision")}
         where = f"seat {seat}, round {rnd}, retry {d.get('retry_count')}: {d.get('text')!r:.300}"
-        if d.get("status") == "rejected" or rejected is not None:
+        if d.get("status") == "failed":  # lost to the endpoint: no batch, asked again
+            assert rejected is None and nxt < len(later), f"a lost DECISION call not asked again ({where})"
+            row["outcome"] = "lost"
+        elif d.get("status") == "rejected" or rejected is not None:
             assert rejected is not None, f"a rejected reply without batch_rejected ({where})"
             words = rejected["data"]["conflict_description"]
             again = next((x for x in later if x["type"] == "decide_start"), None)

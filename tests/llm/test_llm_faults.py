@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from llmkit import decisions_as_named
 
 from engine.game import GameConfig, run_game
 from engine.observe import (
@@ -159,6 +160,7 @@ async def test_faults_in_a_game(mock, make_settings, task):
     mock.inject("prose", seat=other1, phase="CHEAP_TALK")
     seats = [make_llm_persona("llm:mock", settings) for _ in range(task.num_agents)]
     res = await run_game(task, seats, GameConfig(deterministic=True))
+    decisions_as_named(res.trace)
     ev = res.trace["events"]
     timeouts = [e["data"] for e in ev if e["type"] == "seat_timeout"]
     assert {(d["phase"], d["agent_id"]) for d in timeouts} == {("CHEAP_TALK", resp0), ("DECISION", other1)}

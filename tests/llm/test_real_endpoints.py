@@ -17,6 +17,7 @@ import re
 from collections import Counter
 
 import pytest
+from llmkit import decisions_as_named
 
 from engine.game import GameConfig, run_game
 from engine.taskref import hydrate_labels, resolve_tasks
@@ -33,6 +34,7 @@ def canonical(i: int = 0):
 async def play(task, settings, model="llm:m"):
     seats = [make_llm_persona(model, settings) for _ in range(task.num_agents)]
     res = await run_game(task, seats, GameConfig(deterministic=True))
+    decisions_as_named(res.trace)
     return res, seats
 
 
