@@ -146,15 +146,17 @@ def talk_facts(obs, own: Sequence[tuple[int, Message]] = ()) -> TalkFacts:
 
 
 def _slots(slots: Sequence[int]) -> str:
-    from engine.protocol import slot_words
+    """"slot 3", "slots 3, 5 and 9", a long list as ranges ("slots 0–4, 6, 8, 12–15")."""
+    from engine.protocol import fmt_slots, slot_words
 
-    return slot_words(list(slots))
+    return slot_words(list(slots)) if len(slots) <= 4 else "slots " + fmt_slots(slots)
 
 
 def talk_lines(facts: TalkFacts, seat: int, meeting_id: int, *, limit: int = 8) -> list[str]:
     """The talk facts in words, one line each (the DECISION message's "What the talk produced")."""
     out: list[str] = []
-    for sender, what, slots in facts.said[-limit:]:
+    said = [x for i, x in enumerate(facts.said) if i == 0 or x != facts.said[i - 1]]  # one text to several seats
+    for sender, what, slots in said[-limit:]:
         who = "You" if sender == seat else f"Agent {sender}"
         if what == "sent costs":
             continue  # the costs line below says it with the numbers
