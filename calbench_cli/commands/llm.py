@@ -181,7 +181,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                         "a request (default: 4 when the model's context window is 8,192 tokens or less — small local models "
                         "rarely end their turn — else no cap; the turn budget still applies)")
     g.add_argument("--llm-decision", choices=("slot", "batch"), default=None, dest="llm_decision",
-                   help="LLM DECISION replies: slot (default: the model names the meeting's slot, any it can reach, "
+                   help="LLM DECISION replies: slot (default: the model names the meeting's slot, any slot, "
                         "and the seat moves an errand out of it) or batch (the model writes its own moves)")
     g.add_argument("--reflection", action="store_true",
                    help="after each round ask every LLM seat for its belief changes (reflection-calibrated VPS)")

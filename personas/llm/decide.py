@@ -1,8 +1,8 @@
 """DECISION by slot: the model names the meeting's slot, the seat builds the batch.
 
 ``decision = "slot"`` (the default, :class:`~personas.llm.settings.LLMSettings`): the
-DECISION reply names the slot of this round's meeting — any slot the seat can reach, free
-or holding an item it may move — with the moves optional.  The seat completes the batch
+DECISION reply names the slot of this round's meeting — any slot: free, holding an item
+it may move, or one the rules will refuse — with the moves optional.  The seat completes the batch
 with the one builder the scripted seats use (:func:`personas.base.clear_and_schedule`): the
 model's own moves first, then a movable errand still sitting in the named slot goes to the
 lowest free slot (moving an errand costs its own cost wherever it goes).  What the model
