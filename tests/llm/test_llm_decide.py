@@ -245,3 +245,33 @@ async def test_calls_capped_turns_and_retries_are_named_apart(make_settings, tmp
     assert (row["requests"], row["retries"], row["capped_turns"], row["calls"]) == (http, 1, capped, http - 1)
     line = failure_line(res.trace)
     assert f"LLM requests: {http} (of which 1 retries after a failure); {capped} capped turns" in line
+
+
+async def test_the_llm_and_the_human_screen_read_the_same_talk(make_settings):
+    """One reader: the human's seat model, fed the LLM seat's own projected events as the game
+    screen is, shows at each DECISION the slots the LLM's DECISION message names."""
+    from engine.observe import seat_event
+    from personas.seat_model import SeatModel
+
+    async with MockLLMServer(policy="cooperative") as server:
+        for i in (0, 1):
+            task = canonical(i)
+            res, _ = await play(server, make_settings, task)
+            model = SeatModel(1, ("dm",), task.num_agents)
+            model.num_slots = task.num_slots
+            checked = 0
+            for e in res.trace["events"]:
+                if e["type"] == "decide_start" and e["data"]["agent_id"] == 1 and e["data"]["phase"] == "DECISION" \
+                        and "was rejected" not in e["data"]["prompt_sent"]:
+                    prompt = e["data"]["prompt_sent"]
+                    if model.talk:
+                        assert "- Talked about: " + ", ".join(f"slot {s}" for s in model.talk) + "." in prompt
+                        checked += 1
+                    else:
+                        assert "Talked about" not in prompt
+                    if model.accepted_by_all():
+                        assert "Every participant accepted" in prompt
+                ev = seat_event(e, 1)
+                if ev is not None:
+                    model.apply(ev)
+            assert checked >= 2
