@@ -34,8 +34,9 @@ the inbox) and plays a seat:
     ``{"type": "json_object"}`` gets JSON with invented keys.
 ``listener``
     cooperative in CHEAP_TALK; in DECISION it schedules the slot the DECISION message says
-    the talk produced — "Every participant accepted: slot N", else the last "… decided slot
-    N", else "Talked about: slot N", else its lowest free slot — by naming the slot alone
+    the talk produced — "Every participant accepted: slot N", else "The slot the talk settled
+    on: slot N", else the last "… decided slot N", else "Talked about: slot N", else its
+    lowest free slot — by naming the slot alone
     (``[{"type": "schedule", ...}]``, no moves), as a small model that reads the prompt does.
 ``literal``
     cooperative in CHEAP_TALK; in DECISION it always schedules the slot in its own words (the
@@ -471,6 +472,7 @@ def _reflect(th: _Thread) -> dict[str, Any]:
 _ACCEPTED_RE = re.compile(r"^- Every participant accepted: slots? (\d+)", re.M)
 _DECIDED_RE = re.compile(r"^- (?:You|Agent \d+) decided slot (\d+)", re.M)
 _TALKED_RE = re.compile(r"^- Talked about: slot (\d+)", re.M)
+_SETTLED_RE = re.compile(r"^- The slot the talk settled on: slot (\d+)", re.M)
 
 
 def _slot_only(th: _Thread, slot: int, mid: int, why: str) -> dict[str, Any]:
@@ -485,8 +487,8 @@ def listener(th: _Thread) -> dict[str, Any]:
         return cooperative(th)
     mid = int(h["meeting"])
     said = "\n".join(t for t in th.round_user_texts(int(h["round"])) if "· DECISION ·" in t)  # retries too
-    for rx, why in ((_ACCEPTED_RE, "every participant accepted it"), (_DECIDED_RE, "it was decided"),
-                    (_TALKED_RE, "the talk was about it")):
+    for rx, why in ((_ACCEPTED_RE, "every participant accepted it"), (_SETTLED_RE, "the talk settled on it"),
+                    (_DECIDED_RE, "it was decided"), (_TALKED_RE, "the talk was about it")):
         found = rx.findall(said)
         if found:
             return _slot_only(th, int(found[-1] if rx is _DECIDED_RE else found[0]), mid, why)

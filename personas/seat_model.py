@@ -114,7 +114,8 @@ class TalkFacts:
     ``talk``: the slots the latest message about a few slots named (the human's "Talked
     about"); ``accepted``: the slots every participant's latest stance can take; ``costs``:
     the costs each participant sent this seat; ``cheapest``: ``(total, slot)`` of least
-    total once every other participant sent costs.
+    total once every other participant sent costs; ``settled``: the one slot the talk
+    settled on — the slot the human's batch builder preselects (:meth:`SeatModel.agreed_slot`).
     """
 
     said: list[tuple[int, str, list[int]]]
@@ -122,6 +123,7 @@ class TalkFacts:
     accepted: list[int]
     costs: dict[int, dict[int, int | None]]
     cheapest: tuple[int, int] | None = None
+    settled: int | None = None  # the slot the human's batch builder preselects (SeatModel.agreed_slot)
 
 
 @dataclass
@@ -303,7 +305,8 @@ class SeatModel:
         if others and all(p in self.reported for p in others) and self.calendar:
             best = self.best_common_slot()
         return TalkFacts(said=list(self.said), talk=list(self.talk), accepted=self.accepted_by_all(),
-                         costs={p: dict(c) for p, c in self.reported.items()}, cheapest=best)
+                         costs={p: dict(c) for p, c in self.reported.items()}, cheapest=best,
+                         settled=self.agreed_slot())
 
     def best_common_slot(self) -> tuple[int, int] | None:
         """(total, slot) of least total from my costs and the costs the others reported."""

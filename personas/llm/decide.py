@@ -173,4 +173,6 @@ def talk_lines(facts: TalkFacts, seat: int, meeting_id: int, *, limit: int = 8) 
         out.append("Talked about: " + ", ".join(f"slot {s}" for s in facts.talk) + ".")
     if facts.accepted:
         out.append(f"Every participant accepted: {_slots(facts.accepted)} for Meeting M{meeting_id}.")
+    if facts.settled is not None:  # the slot the human's batch builder would preselect
+        out.append(f"The slot the talk settled on: slot {facts.settled}.")
     return out

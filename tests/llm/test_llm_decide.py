@@ -152,6 +152,8 @@ async def test_the_decision_prompt_names_what_talk_produced(make_settings):
         assert "What the talk produced for Meeting M" in d["prompt_sent"]
         assert f"- Agent {frm} decided slot {slot}." in d["prompt_sent"]
         assert f"- Talked about: slot {slot}." in d["prompt_sent"]
+        assert d["prompt_sent"].count("- The slot the talk settled on: slot") == 1
+        assert f"- The slot the talk settled on: slot {slot}.\n" in d["prompt_sent"]
     rows = decisions_as_named(res.trace)
     assert {r["round"]: r["named"] for r in rows if r["round"] in decided} == {r: s for r, (_f, s) in decided.items()}
     assert all(r["outcome"] == "accepted" for r in rows)
@@ -178,6 +180,7 @@ def test_talk_facts_count_the_seats_own_messages():
     assert f"Agent {a} proposed slot 5." in lines and "You can do slot 5." in lines
     assert f"Every participant accepted: slot 5 for Meeting M{m.id}." in lines
     assert f"Agent {b} sent you its costs (slot: cost): 5: 2, 6: impossible." in lines
+    assert lines[-1] == "The slot the talk settled on: slot 5."
     assert talk_facts(obs).accepted == []  # without this seat's own word, not everyone accepted
     book = PromptBook(SeatBriefing(view, 15, 3, len(task.meetings)))
     text = book.decision_message(obs, own=mine)
@@ -271,6 +274,8 @@ async def test_the_llm_and_the_human_screen_read_the_same_talk(make_settings):
                         assert "Talked about" not in prompt
                     if model.accepted_by_all():
                         assert "Every participant accepted" in prompt
+                    if model.agreed_slot() is not None:  # what the human's batch builder preselects
+                        assert f"- The slot the talk settled on: slot {model.agreed_slot()}." in prompt
                 ev = seat_event(e, 1)
                 if ev is not None:
                     model.apply(ev)
