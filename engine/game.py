@@ -550,13 +550,26 @@ class _Game:
         mv = meeting_view(meeting, seat, task.labels)
         rejection: str | None = None
         log = self.log
-        for attempt in range(cfg.decision_retries + 1):
+        lost = 0  # calls whose endpoint failed (infra_error): asked again without using a retry
+        attempt = 0
+        while attempt <= cfg.decision_retries:
             obs = DecisionObservation(view, r, mv, received, attempt, cfg.decision_retries, rejection)
             persona = self.seats[seat]
             prompt = persona.prompt(obs) if hasattr(persona, "prompt") else None
             events.append(log.make("decide_start", round=r, turn=turn, phase="DECISION", agent_id=seat,
                                    calendar_snapshot_render=self.render(seat, snapshot), prompt_sent=prompt))
             reply = await self.call(seat, "decide", obs, round=r, turn=turn, phase="DECISION", buffer=events)
+            if reply.error == "infra_error" and lost < cfg.decision_retries:
+                # The endpoint failed (timed out, unreachable) past its own retries: no batch was
+                # written, so no rule refused one — the decision retries stay for rejected batches.
+                # Bounded apart: at most decision_retries such calls per seat and round.
+                lost += 1
+                events.append(log.make("decide_end", round=r, turn=turn, phase="DECISION", agent_id=seat,
+                                       tool_calls=[], text=reply.text, thinking=reply.thinking, usage=reply.usage,
+                                       latency_ms=reply.latency_ms, raw_api_response=reply.raw, retry_count=attempt,
+                                       status="failed", **_extra(reply)))
+                continue
+            attempt += 1
             outcome: BatchOutcome | Rejection
             if reply.error:
                 outcome = Rejection(0, f"Your reply could not be used: {reply.error_detail or reply.error}")
@@ -569,13 +582,13 @@ class _Game:
             events.append(log.make("decide_end", round=r, turn=turn, phase="DECISION", agent_id=seat,
                                    tool_calls=actions_to_json(reply.actions), text=reply.text,
                                    thinking=reply.thinking, usage=reply.usage, latency_ms=reply.latency_ms,
-                                   raw_api_response=reply.raw, retry_count=attempt,
+                                   raw_api_response=reply.raw, retry_count=attempt - 1,
                                    status="pending" if ok else "rejected", **_extra(reply)))
             if ok:
                 return events, outcome, _costed(reply.actions, outcome, meeting.cost)
             rejection = str(outcome)
             events.append(log.make("batch_rejected", round=r, turn=turn, phase="DECISION", agent_id=seat,
-                                   attempt=attempt, conflict_description=rejection, rule=outcome.rule,
+                                   attempt=attempt - 1, conflict_description=rejection, rule=outcome.rule,
                                    actions=actions_to_json(reply.actions)))
         return events, None, []
 

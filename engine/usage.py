@@ -15,6 +15,14 @@
                      a rule of SPEC §4 (kind ``rejected_batch_rule_N``; an unreadable
                      DECISION reply is counted once, as its ``parse_error``).
 
+* :func:`call_counts` — what an LLM seat's calls were, each named apart (issue 31):
+  ``requests`` (HTTP requests sent: every attempt, format fallbacks, reflections),
+  ``retries`` (of those, requests sent again after a timeout, 429, 5xx or connection
+  error), ``capped_turns`` (CHEAP_TALK turns passed without a request: the per-round cap),
+  ``rejected_batches`` (batches the rules refused; each is asked again while the game's
+  decision retries last) and ``lost_decisions`` (DECISION calls whose endpoint failed;
+  asked again without using a decision retry).
+
 * :func:`token_usage` — prompt, completion and cached prompt tokens per seat and for the
   game, summed over every call that reports ``usage`` (game calls, reflections and, when
   an LLM judge ran, the judge's calls under ``judge``).  ``cached`` is what the endpoint
@@ -26,7 +34,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-__all__ = ["FAILURE_EVENTS", "failure_class", "failure_counts", "usage_tokens", "token_usage"]
+__all__ = ["FAILURE_EVENTS", "failure_class", "failure_counts", "usage_tokens", "token_usage", "call_counts",
+           "CALL_COUNT_KEYS"]
 
 FAILURE_EVENTS = {"seat_timeout": "infra", "context_overflow": "configuration", "parse_error": "agent"}
 
@@ -115,3 +124,53 @@ def token_usage(events: Iterable[Mapping[str, Any]], judge: Iterable[Mapping[str
         out["judge"] = j
     out["total"] = {k: game[k] + j[k] for k in game}
     return out
+
+
+#: The names :func:`call_counts` keeps apart, in the order screens print them.
+CALL_COUNT_KEYS = ("requests", "retries", "capped_turns", "rejected_batches", "lost_decisions")
+
+
+def call_counts(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"per_seat": {seat: {requests, retries, capped_turns, rejected_batches, lost_decisions}},
+    "game": the sums}`` for the game's LLM seats (seats whose calls carry ``extra.counters``).
+
+    ``requests`` and ``retries`` are the seat's own running counters as its last call
+    recorded them (so every HTTP request counts, also a format fallback or a reflection),
+    plus the reflections it answered after that call; ``capped_turns`` the calls marked
+    ``extra.capped``; ``rejected_batches`` its ``batch_rejected`` events; ``lost_decisions``
+    its DECISION ``decide_end`` events with status ``failed``.
+    """
+    last: dict[int, Mapping[str, Any]] = {}
+    after: dict[int, int] = {}
+    acc: dict[int, dict[str, int]] = {}
+    rejected: dict[int, int] = {}
+    for e in events:
+        t = e.get("type")
+        d = e.get("data") or {}
+        seat = d.get("agent_id")
+        if not isinstance(seat, int):
+            continue
+        if t in ("turn_end", "decide_end"):
+            extra = d.get("extra")
+            if not isinstance(extra, Mapping) or not isinstance(extra.get("counters"), Mapping):
+                continue
+            row = acc.setdefault(seat, dict.fromkeys(CALL_COUNT_KEYS, 0))
+            last[seat], after[seat] = extra["counters"], 0
+            if extra.get("capped") is not None:
+                row["capped_turns"] += 1
+            if t == "decide_end" and d.get("phase") == "DECISION" and d.get("status") == "failed":
+                row["lost_decisions"] += 1
+        elif t == "reflection" and seat in last and (d.get("usage") or d.get("error") == "infra_error"):
+            after[seat] += 1
+        elif t == "batch_rejected":
+            rejected[seat] = rejected.get(seat, 0) + 1
+    for seat, row in acc.items():
+        c = last[seat]
+        row["requests"] = int(c.get("requests") or 0) + after.get(seat, 0)
+        row["retries"] = int(c.get("retries") or 0)
+        row["rejected_batches"] = rejected.get(seat, 0)
+    game = dict.fromkeys(CALL_COUNT_KEYS, 0)
+    for row in acc.values():
+        for k in game:
+            game[k] += row[k]
+    return {"per_seat": {str(k): v for k, v in sorted(acc.items())}, "game": game}

@@ -5,9 +5,13 @@ One row per *LLM setting*: model, endpoint (without credentials), structured mod
 so two tables that seat the same model the same way share a row, and one model behind two
 endpoints or with two reply budgets gets two.  Per row:
 
-* ``games``, ``seats`` (LLM seats of that setting), ``calls`` (game calls: CHEAP_TALK turns,
-  VOLUNTARY and DECISION answers; reflections are not game calls), ``requests`` (HTTP
-  attempts), ``retries``;
+* ``games``, ``seats`` (LLM seats of that setting), ``calls`` (game calls that went to the
+  model: CHEAP_TALK turns, VOLUNTARY and DECISION answers; reflections are not game calls),
+  and, named apart (``engine.usage.call_counts``, issue 31): ``requests`` (HTTP requests,
+  every attempt), ``retries`` (requests sent again after a failure), ``capped_turns``
+  (CHEAP_TALK turns passed without a request), ``rejected_batches`` (batches the rules
+  refused) and ``lost_decisions`` (DECISION calls the endpoint lost, asked again without
+  using a decision retry);
 * ``latency_median_ms`` / ``latency_p95_ms``: per call, the whole call as the seat lived it
   (``extra.wall_ms``: queueing, every attempt and the waits between them), else the last
   request's ``latency_ms``; p95 is the nearest-rank percentile;
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import math
 from typing import Any, Iterable, Mapping
+
+from engine.usage import CALL_COUNT_KEYS, call_counts
 
 __all__ = ["llm_call_rows", "call_failure_kind", "percentile"]
 
@@ -70,9 +76,14 @@ def llm_call_rows(traces: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             key = _setting_key(entry)
             row = acc.setdefault(key, {"model": key[0], "endpoint": key[1], "structured": key[2],
                                        "max_tokens": key[3], "games": set(), "seats": 0, "calls": 0,
-                                       "requests": 0, "retries": 0, "_lat": [], "failures": {}})
+                                       **dict.fromkeys(CALL_COUNT_KEYS, 0), "_lat": [], "failures": {}})
             row["games"].add(gid)
             row["seats"] += 1
+        counted = call_counts(tr.get("events") or [])["per_seat"]
+        for seat, entry in seats.items():
+            row = acc[_setting_key(entry)]
+            for k, n in (counted.get(str(seat)) or {}).items():
+                row[k] += n
         for ev in tr.get("events") or []:
             if not isinstance(ev, Mapping):
                 continue
@@ -85,9 +96,9 @@ def llm_call_rows(traces: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             fails = row["failures"]
             if t in _CALL_ENDS:
                 extra = d.get("extra") if isinstance(d.get("extra"), Mapping) else {}
+                if extra.get("capped") is not None:
+                    continue  # a turn passed without a request: capped_turns
                 row["calls"] += 1
-                row["requests"] += int(extra.get("attempts") or (1 if extra else 0))
-                row["retries"] += len(extra.get("retried") or ())
                 lat = extra.get("wall_ms", d.get("latency_ms"))
                 if isinstance(lat, (int, float)) and not isinstance(lat, bool) and math.isfinite(lat):
                     row["_lat"].append(float(lat))

@@ -34,7 +34,7 @@ from engine.seats import Reply
 from . import quick
 from .base import cheapest_common_slot, insertion_costs
 
-__all__ = ["SeatModel", "Hint", "QuickResult", "thread_of", "CHANNEL_THREAD"]
+__all__ = ["SeatModel", "Hint", "QuickResult", "thread_of", "CHANNEL_THREAD", "stance_of", "TalkFacts"]
 
 #: Thread keys of the groupchats (a DM thread is ``dm:<peer>``; everything else is the feed).
 CHANNEL_THREAD = {c: CHANNEL_SHORT[c] for c in ("participant_groupchat", "all_groupchat")}  # engine.channels
@@ -67,6 +67,66 @@ class Hint:
     slot: int | None = None
     total: int | None = None
     count: int = 0
+
+
+#: Stances (:func:`stance_of`) that say which slots a seat can take.
+STANCE_TAKES = ("decided", "proposed", "can do", "sent costs")
+_TYPED_STANCE = {"decision": "decided", "confirm": "decided", "propose": "proposed", "proposal": "proposed",
+                 "proposals": "proposed", "offer": "proposed", "cost_request": "asked costs for",
+                 "request_costs": "asked costs for", "ask_costs": "asked costs for", "costs": "sent costs",
+                 "scores": "sent costs", "fail": "cannot do", "decline": "cannot do", "reject": "cannot do",
+                 "accept": "can do"}
+
+
+def stance_of(event: dict, num_slots: int) -> tuple[str, list[int]] | None:
+    """What one (projected) message says about slots: ``(what, slots)`` — ``decided``,
+    ``proposed``, ``can do``, ``cannot do``, ``sent costs`` (slots with a cost), ``asked costs
+    for``, ``asked about`` — or None when it names no slot.  Typed payloads by their kind
+    (``engine.protocol``), free text by :func:`engine.protocol.read_text`."""
+    p = event.get("payload")
+    kind = protocol.payload_kind(p)
+    if kind:
+        costs = protocol.costs_in_payload(p)
+        if costs is not None:
+            return "sent costs", sorted(s for s, c in costs.items() if c is not None and 0 <= s < num_slots)
+        slots = protocol.slots_in_payload(p, num_slots)
+        if not slots:
+            return None
+        return _TYPED_STANCE.get(kind, "mentioned"), slots
+    r = protocol.read_text(event.get("content") or "", num_slots)
+    if r.decided is not None:
+        return "decided", [r.decided]
+    if r.proposed:
+        return "proposed", list(dict.fromkeys(r.proposed))
+    if r.costs:
+        return "sent costs", sorted(s for s in r.costs if s not in r.fails)
+    if r.works:
+        return "can do", sorted(r.works)
+    if r.fails:
+        return "cannot do", sorted(r.fails)
+    if r.asked:
+        return ("asked costs for" if "cost" in (event.get("content") or "").lower() else "asked about"), list(r.asked)
+    return None
+
+
+@dataclass(frozen=True)
+class TalkFacts:
+    """What a round's talk produced for one seat (:meth:`SeatModel.talk_facts`).
+
+    ``said``: per message about slots, in order, ``(sender, what, slots)`` (:func:`stance_of`);
+    ``talk``: the slots the latest message about a few slots named (the human's "Talked
+    about"); ``accepted``: the slots every participant's latest stance can take; ``costs``:
+    the costs each participant sent this seat; ``cheapest``: ``(total, slot)`` of least
+    total once every other participant sent costs; ``settled``: the one slot the talk
+    settled on — the slot the human's batch builder preselects (:meth:`SeatModel.agreed_slot`).
+    """
+
+    said: list[tuple[int, str, list[int]]]
+    talk: list[int]
+    accepted: list[int]
+    costs: dict[int, dict[int, int | None]]
+    cheapest: tuple[int, int] | None = None
+    settled: int | None = None  # the slot the human's batch builder preselects (SeatModel.agreed_slot)
 
 
 @dataclass
@@ -108,6 +168,8 @@ class SeatModel:
         self.last_proposal: list[int] = []  # the slots of this round's latest proposal, mine or to me
         self.proposed: list[int] = []  # every slot proposed this round, by anyone, in order
         self.reported: dict[int, dict[int, int | None]] = {}  # costs other participants sent me this round
+        self.said: list[tuple[int, str, list[int]]] = []  # this round: (sender, what, slots) per message about slots
+        self.stances: dict[int, list[int]] = {}  # this round: the slots each seat's latest stance can take
         self.last_writer: int | None = None
         self.protocols: dict[int, str | None] = {}  # seat -> scripted protocol it speaks (from game_start)
         self.messages: dict[str, list[dict[str, Any]]] = {}  # thread key -> message events, in order
@@ -195,6 +257,7 @@ class SeatModel:
         self.last_proposal, self.proposed = [], []
         self.proposal_kind = None
         self.reported = {}
+        self.said, self.stances = [], {}
         self.last_writer = None
         hints: list[Hint] = []
         if self.outbox:
@@ -238,7 +301,40 @@ class SeatModel:
                 hints.extend(self._suggest_from_costs())
         if slots and len(slots) <= 4:  # a proposal or an answer about a few slots, not a cost list
             self.talk = slots
+        self._stance(frm, ev)
         return hints
+
+    def _stance(self, frm: Any, ev: dict[str, Any]) -> None:
+        st = stance_of(ev, self.num_slots or 10**6)
+        if st is None or not isinstance(frm, int):
+            return
+        what, slots = st
+        self.said.append((frm, what, slots))
+        if what in STANCE_TAKES:
+            self.stances[frm] = list(slots)
+        elif what == "cannot do" and frm in self.stances:
+            self.stances[frm] = [s for s in self.stances[frm] if s not in slots]
+
+    def accepted_by_all(self) -> list[int]:
+        """The slots every participant's latest stance this round can take (proposed, decided,
+        accepted, said to work, or reported with a cost); [] while one has taken none."""
+        common: set[int] | None = None
+        for p in self.participants:
+            if p not in self.stances:
+                return []
+            common = set(self.stances[p]) if common is None else common & set(self.stances[p])
+        return sorted(common or ())
+
+    def talk_facts(self) -> "TalkFacts":
+        """What the talk of this round produced, as the decision screens show it (the human's
+        "Talked about: slot 7"; the LLM seat's DECISION message)."""
+        best = None
+        others = self.others_in_meeting()
+        if others and all(p in self.reported for p in others) and self.calendar:
+            best = self.best_common_slot()
+        return TalkFacts(said=list(self.said), talk=list(self.talk), accepted=self.accepted_by_all(),
+                         costs={p: dict(c) for p, c in self.reported.items()}, cheapest=best,
+                         settled=self.agreed_slot())
 
     def best_common_slot(self) -> tuple[int, int] | None:
         """(total, slot) of least total from my costs and the costs the others reported."""

@@ -25,11 +25,14 @@ def register(subparsers) -> None:
                     "prompts and plays a seat. Point LLM seats at it with --base-url http://127.0.0.1:PORT/v1.",
     )
     p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0 = any free port)")
-    p.add_argument("--policy", choices=("cooperative", "silent", "chaos", "sloppy", "judge"), default="cooperative",
+    p.add_argument("--policy", choices=("cooperative", "silent", "chaos", "sloppy", "judge", "listener", "literal"),
+                   default="cooperative",
                    help="cooperative: negotiates sensibly; silent: never acts; chaos: cooperative plus 429s, "
                         "500s, prose, fenced JSON and invalid batches (deterministic from --seed); sloppy: like a "
                         "small model (prose, invented keys, cut-off JSON) unless a JSON schema is sent; judge: "
-                        "cooperative, and answers --judge questions from what each message says")
+                        "cooperative, and answers --judge questions from what each message says; listener: "
+                        "decides the slot the DECISION message says the talk produced; literal: always schedules "
+                        "the slot in its own words, even where an errand sits (both name the slot alone)")
     p.add_argument("--sloppy-mode", choices=("runaway", "copycat"), default=None,  # mock_endpoint.SLOPPY_MODES
                    help="with --policy sloppy, one small-model habit instead of random sloppiness: runaway (strings "
                         "that never close unless the schema sets maxLength), copycat (sends the prompt's example "
@@ -177,6 +180,9 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                    help="at most N CHEAP_TALK calls per round for each LLM seat; past it the seat passes without "
                         "a request (default: 4 when the model's context window is 8,192 tokens or less — small local models "
                         "rarely end their turn — else no cap; the turn budget still applies)")
+    g.add_argument("--llm-decision", choices=("slot", "batch"), default=None, dest="llm_decision",
+                   help="LLM DECISION replies: slot (default: the model names the meeting's slot, any slot, "
+                        "and the seat moves an errand out of it) or batch (the model writes its own moves)")
     g.add_argument("--reflection", action="store_true",
                    help="after each round ask every LLM seat for its belief changes (reflection-calibrated VPS)")
 
@@ -189,7 +195,7 @@ _FLAGS = {"base_url": "base_url", "api_key_env": "api_key_env", "temperature": "
           "prompt_profile": "prompt", "llm_calls_per_round": "max_calls_per_round", "top_p": "top_p",
           "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
           "repeat_penalty": "repeat_penalty", "llm_seed": "seed", "stop": "stop",
-          "request_deadline": "request_deadline", "personas": "personas"}
+          "request_deadline": "request_deadline", "llm_decision": "decision", "personas": "personas"}
 
 # Options that must be positive (0 would mean "no tokens", "no time", "no requests").
 _POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds",

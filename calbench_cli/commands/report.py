@@ -87,9 +87,10 @@ def llm_calls_table(rows: list[dict[str, Any]]):
     """LLM calls per setting (model, endpoint, structured, max_tokens): counts, latency, failure kinds."""
     from rich.table import Table
 
-    t = Table(title="LLM calls by setting: per seat calls, retries, latency, failures by kind", title_justify="left")
-    for c in ("Model", "Endpoint", "Structured", "Max tok.", "Games", "Seats", "Calls/seat", "Retries",
-              "Median s", "p95 s", "Failures by kind"):
+    t = Table(title="LLM calls by setting: per seat requests, capped turns, retries, latency, failures by kind",
+              title_justify="left")
+    for c in ("Model", "Endpoint", "Structured", "Max tok.", "Games", "Seats", "Requests/seat", "Capped/seat",
+              "Retries", "Median s", "p95 s", "Failures by kind"):
         t.add_column(c, justify="left" if c in ("Model", "Endpoint", "Structured", "Failures by kind") else "right")
 
     def sec(v):
@@ -97,10 +98,11 @@ def llm_calls_table(rows: list[dict[str, Any]]):
 
     for r in rows:
         kinds = ", ".join(f"{k} {n}" for k, n in r["failures"].items()) or "none"
-        per_seat = r["calls"] / r["seats"] if r["seats"] else 0
+        seats = r["seats"] or 1
         t.add_row(str(r["model"]), str(r["endpoint"] or "(default)"), str(r["structured"]),
                   str(r["max_tokens"] if r["max_tokens"] is not None else "–"), str(r["games"]), str(r["seats"]),
-                  f"{per_seat:.1f}", str(r["retries"]), sec(r["latency_median_ms"]), sec(r["latency_p95_ms"]), kinds)
+                  f"{r['requests'] / seats:.1f}", f"{r.get('capped_turns', 0) / seats:.1f}", str(r["retries"]),
+                  sec(r["latency_median_ms"]), sec(r["latency_p95_ms"]), kinds)
     return t
 
 

@@ -163,9 +163,16 @@ def excess_words(excess: Any) -> str:
 VPS_SOURCES = (("typed_vps", "typed"), ("freetext_vps", "free text"), ("gossip_vps", "gossip"))
 
 
+def calls_words(c: dict[str, int]) -> str:
+    """The LLM seats' calls, each kind named apart (``engine.usage.call_counts``)."""
+    return (f"LLM requests: {c['requests']} (of which {c['retries']} retries after a failure); "
+            f"{c['capped_turns']} capped turns without a request; {c['rejected_batches']} rejected batches "
+            f"asked again; {c['lost_decisions']} decisions lost to the endpoint")
+
+
 def failure_line(trace: dict[str, Any]) -> str | None:
     """Failed seat calls by whose fault, and the LLM seats' tokens; None when there is neither."""
-    from engine.usage import failure_counts, token_usage
+    from engine.usage import call_counts, failure_counts, token_usage
 
     events = trace.get("events") or []
     f = failure_counts(events)
@@ -178,7 +185,10 @@ def failure_line(trace: dict[str, Any]) -> str | None:
     tok = token_usage(events)["game"]
     if tok["calls"]:
         parts.append(f"LLM tokens: {tok['prompt_tokens']:,} prompt ({tok['cached_tokens']:,} cached), "
-                     f"{tok['completion_tokens']:,} completion over {tok['calls']} calls")
+                     f"{tok['completion_tokens']:,} completion over {tok['calls']} answered calls")
+    counted = call_counts(events)["game"]
+    if counted["requests"] or counted["capped_turns"]:
+        parts.append(calls_words(counted))
     return "\n".join(parts) or None
 
 

@@ -61,6 +61,7 @@ from .prompts import COMPACT_BELOW, PromptBook, fragment
 SMALL_WINDOW = 8192
 SMALL_MODEL_CALLS = 4
 from .schema import THINKING_MAX, drop_keywords, envelope_schema, reflection_schema, refused_keywords, response_format
+from .decide import build_decision, decision_slot_schema
 from .settings import LLMConfigError, LLMSettings
 
 __all__ = ["LLMPersona"]
@@ -115,6 +116,7 @@ class LLMPersona:
         self._notice = ""
         self._round_calls: dict[int, int] = {}  # round -> CHEAP_TALK calls sent (max_calls_per_round)
         self._agreements: dict[int, dict[int, int]] = {}  # round -> {agent: slot it last agreed to}
+        self._said: dict[int, list[tuple[int, Message]]] = {}  # round -> (turn, message) this seat sent
         self._reset_context()
 
     def _reset_context(self) -> None:
@@ -165,6 +167,8 @@ class LLMPersona:
         self._reset_context()
         self.prompt_profile = await self._choose_profile()
         self.book = PromptBook(briefing, self.variant, self.prompt_profile)
+        self.book.decision_mode = self.settings.decision
+        self._said.clear()
         system = self.book.system_prompt()
         self.messages = [{"role": "system", "content": system}]
         self._seen.clear()
@@ -199,6 +203,9 @@ class LLMPersona:
         """The user message that :meth:`speak` / :meth:`volunteer` / :meth:`decide` will send."""
         if self.book is None or self._capped(obs):
             return None
+        if isinstance(obs, DecisionObservation):  # its talk facts count the seat's own messages too
+            return self.book.decision_message(obs, seen=self._seen.get(obs.round, 0), notice=self._notice,
+                                              own=self._said.get(obs.round, ()))
         return self.book.user_message(obs, seen=self._seen.get(obs.round, 0), joined=obs.round in self._joined,
                                       notice=self._notice, done_slot=self._talk_done(obs))
 
@@ -634,7 +641,7 @@ class LLMPersona:
             return Reply(prompt=text, error="infra_error", latency_ms=0.0, error_detail=f"configuration: {exc}",
                          extra=self._extra(None, "config_error"))
         await self._probe_window(client)
-        res, info, form = await self._send(client, [], envelope_schema(obs))
+        res, info, form = await self._send(client, [], self._schema(obs))
         if res is None or res.failure == "context_length":
             return self._overflow(text, info, res)
         if not res.ok:
@@ -679,8 +686,19 @@ class LLMPersona:
             for a in actions:
                 if isinstance(a, Message):
                     self._note_agreements(obs.round, self.seat, a.content)
+                    self._said.setdefault(obs.round, []).append((obs.turn, a))
+        elif isinstance(obs, DecisionObservation) and self.settings.decision == "slot":
+            built = build_decision(obs.view.calendar, obs.meeting.id, actions)
+            actions = built.actions
+            extra["decision"] = built.record()
         return Reply(actions=actions, thinking=env.thinking if env.thinking is not None else res.reasoning,
                      text=raw_text, usage=res.usage, latency_ms=res.latency_ms, raw=raw, prompt=text, extra=extra)
+
+    def _schema(self, obs) -> dict[str, Any]:
+        """The reply's JSON schema: DECISION by slot (``decision = "slot"``) or the envelope's."""
+        if isinstance(obs, DecisionObservation) and self.settings.decision == "slot":
+            return decision_slot_schema(obs)
+        return envelope_schema(obs)
 
     def _unreadable(self, text: str, raw_text: str, raw: Any, res: CallResult, info: dict[str, Any] | None,
                     form: str, detail: str) -> Reply:

@@ -243,14 +243,38 @@ class PromptBook:
         return self._fill("retry", header=self.header(obs.round, phase, obs.meeting.id), attempt=obs.attempt,
                      max_attempts=obs.max_attempts, conflict=obs.rejection or "(no detail)", what=what)
 
-    def _decision(self, obs: DecisionObservation, *, seen: int) -> str:
+    #: ``LLMSettings.decision``: ``slot`` (name the slot; the seat moves what must move) or
+    #: ``batch`` (the model writes its own moves).  The persona sets its seat's setting.
+    decision_mode = "slot"
+
+    def _decision(self, obs: DecisionObservation, *, seen: int, own: Sequence[tuple[int, Any]] = ()) -> str:
+        from .decide import talk_facts, talk_lines
+
         m = obs.meeting
         if obs.attempt > 0:
-            return self._retry(obs, "DECISION", self._frag("what_decision", meeting_id=m.id))
+            what = (self._fill("what_slot", meeting_id=m.id) if self.decision_mode == "slot"
+                    else self._frag("what_decision", meeting_id=m.id))
+            return self._retry(obs, "DECISION", what)
         unread = self.messages_block(obs.round_messages[seen:], "unread_header", None)
+        lines = talk_lines(talk_facts(obs, own), self.seat, m.id)
+        if lines:
+            talk = self._fill("talk", meeting_id=m.id, lines="\n".join(f"- {x}" for x in lines)) + "\n"
+        else:
+            talk = self._fill("talk_none", meeting_id=m.id) + "\n"
         return self._fill("decision", header=self.header(obs.round, "DECISION", m.id), meeting_id=m.id,
-                              participants=_plist(m.participants), label_line=self._label_line(m.label),
-                              unread=unread, calendar=obs.view.render())
+                          participants=_plist(m.participants), label_line=self._label_line(m.label),
+                          unread=unread, talk=talk, calendar=obs.view.render(),
+                          instruction=self._fill(f"decide_{self.decision_mode}", meeting_id=m.id))
+
+    def decision_message(self, obs: DecisionObservation, *, seen: int = 0, notice: str = "",
+                         own: Sequence[tuple[int, Any]] = ()) -> str:
+        """The DECISION user message, its talk facts counting the seat's own messages of the
+        round (``own``: ``(turn, Message)``, which ``obs.round_messages`` does not hold)."""
+        text = self._decision(obs, seen=seen, own=own)
+        if notice:
+            head, _, rest = text.partition("\n")
+            text = f"{head}\n{notice}\n{rest}"
+        return text
 
     def _voluntary(self, obs: VoluntaryObservation, *, seen: int) -> str:
         m = obs.meeting

@@ -192,6 +192,10 @@ class LLMSettings(BaseModel):
                                                                     "past it the seat passes without a request; "
                                                                     "unset: 4 when the model's context window is "
                                                                     "8,192 tokens or less, else no cap")
+    decision: Literal["slot", "batch"] = Field(
+        "slot", description="DECISION replies: slot (the model names the meeting's slot, any slot; the seat "
+                            "moves an errand out of it, as the human's batch builder does) or batch (the model "
+                            "writes its own moves)")
     extra_body: dict[str, Any] | None = Field(None, description="extra JSON fields for the endpoint")
 
     _pool: RunPool = PrivateAttr()

@@ -6,6 +6,8 @@ import asyncio
 import json
 from collections import Counter
 
+import pytest
+
 from calbench_cli.cli import main
 from saves.store import Store
 
@@ -41,3 +43,28 @@ def test_a_bad_call_cap_is_one_line(capsys):
                "--base-url", "http://127.0.0.1:9/v1", "--llm-calls-per-round", "0"])
     err = capsys.readouterr().err
     assert rc == 2 and "--llm-calls-per-round must be at least 1" in err and "Traceback" not in err
+
+
+def test_run_with_the_literal_model_and_each_decision_setting(tmp_path, capsys, monkeypatch, threaded_mock):
+    """`--llm-decision slot` (default) and `batch` reach the seat and its saved settings; with
+    the literal model the slot it meant is scheduled only under `slot` (issue 31)."""
+    url, server = threaded_mock(policy="literal")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for mode in ("slot", "batch"):
+        db = str(tmp_path / f"{mode}.db")
+        server.decisions.clear()
+        rc = main(["run", "--tasks", "canonical:0", "--agents", "imap,llm:small,imap,imap,imap", "--db", db,
+                   "--base-url", url, "--llm-decision", mode, "--json"])
+        out = capsys.readouterr()
+        assert rc == 0, out.err
+        (g,) = json.loads(out.out)["games"]
+        tr = load(db, g["game_id"])
+        assert tr["config"]["llm"][1]["decision"] == mode
+        meant_written = [(d["meant"], d["wrote"]) for d in server.decisions]
+        assert meant_written and (all(m == w for m, w in meant_written) if mode == "slot"
+                                  else any(m != w for m, w in meant_written))
+    with pytest.raises(SystemExit) as exit_:  # argparse: usage and one line
+        main(["run", "--tasks", "canonical:0", "--agents", "imap,llm:x,imap,imap,imap",
+              "--base-url", "http://127.0.0.1:9/v1", "--llm-decision", "moves"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--llm-decision: invalid choice: 'moves'" in err and "Traceback" not in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from llmkit import decisions_as_named
 
 from engine.game import GameConfig, run_game
 from engine.observe import (
@@ -153,10 +154,13 @@ async def test_faults_in_a_game(mock, make_settings, task):
     # thread, so it answers the offer at its next turn and the round still coordinates.
     mock.inject("500", count=2, seat=resp0, phase="CHEAP_TALK")
     mock.inject("invalid_batch", seat=lead0, phase="DECISION")
-    mock.inject("500", count=8, seat=other1, phase="DECISION")  # every attempt of its decision fails
+    # every call of its decision fails: 3 lost calls that use no decision retry (issue 31), then
+    # the 4 attempts; 2 requests each (retries=1)
+    mock.inject("500", count=14, seat=other1, phase="DECISION")
     mock.inject("prose", seat=other1, phase="CHEAP_TALK")
     seats = [make_llm_persona("llm:mock", settings) for _ in range(task.num_agents)]
     res = await run_game(task, seats, GameConfig(deterministic=True))
+    decisions_as_named(res.trace)
     ev = res.trace["events"]
     timeouts = [e["data"] for e in ev if e["type"] == "seat_timeout"]
     assert {(d["phase"], d["agent_id"]) for d in timeouts} == {("CHEAP_TALK", resp0), ("DECISION", other1)}
@@ -174,7 +178,10 @@ async def test_faults_in_a_game(mock, make_settings, task):
     assert ev[-1]["type"] == "game_end"
     # infrastructure and agent failures are counted apart
     total = {k: sum(p.counters[k] for p in seats) for k in ("infra_failures", "parse_errors", "server_errors")}
-    assert total["infra_failures"] == 1 + 4 and total["parse_errors"] == 1 and total["server_errors"] == 2 + 8
+    assert total["infra_failures"] == 1 + 7 and total["parse_errors"] == 1 and total["server_errors"] == 2 + 14
+    lost = [e["data"] for e in ev if e["type"] == "decide_end" and e["data"]["agent_id"] == other1
+            and e["data"]["status"] == "failed"]
+    assert [d["retry_count"] for d in lost] == [0, 0, 0]
     assert mock.pending_faults == 0
 
 

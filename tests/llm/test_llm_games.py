@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from llmkit import load_doubles, small_task
+from llmkit import decisions_as_named, load_doubles, small_task
 
 from engine.game import GameConfig, run_game
 from engine.oracle import solve
@@ -25,6 +25,7 @@ async def test_all_llm_game(mock, make_settings, task):
     settings = make_settings(mock, reflection=True)
     seats = [make_llm_persona("llm:mock-model", settings) for _ in range(task.num_agents)]
     res = await run_game(task, seats, GameConfig(deterministic=True))
+    decisions_as_named(res.trace)
     m = res.metrics
     assert m["coordination_rate"] == 1.0 and m["excess"] == 0.0
     assert m["total_cheap_talk_messages"] > 0
@@ -78,6 +79,7 @@ async def test_mixed_llm_and_plan_personas(mock, make_settings):
     llm_seats = [a for a in range(task.num_agents) if a not in leads]
     assert any(a in m.participants for m in task.meetings for a in llm_seats)
     res = await run_game(task, seats, GameConfig(deterministic=True))
+    decisions_as_named(res.trace)
     assert res.metrics["coordination_rate"] == 1.0
     # the LLM seats followed the announced slots
     for e in events(res.trace, "batch_applied"):
@@ -93,6 +95,7 @@ async def test_mixed_llm_and_scripted_imap(mock, make_settings):
     settings = make_settings(mock)
     seats = [make_llm_persona("llm:mock", settings) if a % 2 == 0 else IMAPPersona() for a in range(task.num_agents)]
     res = await run_game(task, seats, GameConfig(deterministic=True))
+    decisions_as_named(res.trace)
     assert not events(res.trace, "parse_error", "seat_timeout")
     senders = {e["data"]["from_agent"] % 2 for e in events(res.trace, "dm_sent")}
     assert senders == {0, 1}  # both kinds talked

@@ -13,6 +13,7 @@ from collections import Counter
 
 import jsonschema
 import pytest
+from llmkit import decisions_as_named
 
 from engine.actions import MAX_ACTIONS, MAX_MESSAGE_CHARS, EnvelopeError, Message, parse_envelope
 from engine.freetext import slot_statements
@@ -37,6 +38,7 @@ async def one_llm(task, settings, seat: int = 1, config: GameConfig | None = Non
     p = make_llm_persona("llm:small", settings)
     seats[seat] = p
     res = await run_game(task, seats, config or GameConfig(deterministic=True))
+    decisions_as_named(res.trace)  # issue 31: every DECISION reply got the slot it named, or the rules' words
     return res, p
 
 

@@ -17,6 +17,7 @@ import re
 from collections import Counter
 
 import pytest
+from llmkit import decisions_as_named
 
 from engine.game import GameConfig, run_game
 from engine.taskref import hydrate_labels, resolve_tasks
@@ -33,6 +34,7 @@ def canonical(i: int = 0):
 async def play(task, settings, model="llm:m"):
     seats = [make_llm_persona(model, settings) for _ in range(task.num_agents)]
     res = await run_game(task, seats, GameConfig(deterministic=True))
+    decisions_as_named(res.trace)
     return res, seats
 
 
@@ -248,7 +250,7 @@ def test_failures_are_classed_by_whose_fault_and_shown_on_the_end_screen():
                           "undeliverable": 1, "unreachable": 1}
     line = failure_line({"events": events})
     assert "3 infrastructure" in line and "1 configuration" in line and "2 agent" in line
-    assert "1,200 prompt (1,000 cached), 40 completion over 1 calls" in line
+    assert "1,200 prompt (1,000 cached), 40 completion over 1 answered calls" in line
     assert failure_line({"events": [ev("turn_end")]}) is None  # a scripted game: nothing to say
 
 
