@@ -55,7 +55,7 @@ from typing import Any, Iterable, Sequence
 from .events import MESSAGE_EVENTS
 
 __all__ = [
-    "MESSAGE_EVENTS", "PROTOCOLS", "TEXT_KINDS", "KINDS", "AUTHOR_KEYS", "D", "TOP",
+    "MESSAGE_EVENTS", "PROTOCOLS", "TEXT_KINDS", "KINDS", "AUTHOR_KEYS", "D", "TOP", "ANSWER_KIND",
     "payload", "protocol_of", "as_int", "typed_payload", "typed_message", "payload_kind",
     "slots_in_payload", "costs_in_payload", "satisfaction", "band_cost",
     "fmt_slots", "slot_words", "slot_words_or", "slots_phrase", "plain_slots",
@@ -78,6 +78,7 @@ KINDS: dict[str, dict[str, tuple[str, ...]]] = {
         "costs": ("costs",),  # {"slot": cost | null}, string keys
         "decision": ("slot",),
         "fail": (),
+        "answer": ("works", "cannot", "alternatives", "costs"),  # to a non-protocol peer (ANSWER_KIND)
     },
     "sdmap": {
         "propose": ("slot",),
@@ -89,15 +90,22 @@ KINDS: dict[str, dict[str, tuple[str, ...]]] = {
         "reschedule_reply": ("from_slot", "to_slot", "status"),
         "confirm_reschedule": ("from_slot", "to_slot"),
         "fail_reschedule": ("from_slot",),
+        "answer": ("works", "cannot", "alternatives"),
     },
     "dsm": {
         "proposals": ("subround", "slots", "L", "participants", "plans"),
         "scores": ("subround", "scores", "scoring_cost", "plan_scores"),
         "decision": ("slot", "plan", "moves", "participants", "reward", "budget"),
         "fail": ("tried", "participants", "reward", "budget"),
+        "answer": ("works", "cannot", "alternatives"),
     },
 }
 PENDING, IMPOSSIBLE = "PENDING", "IMPOSSIBLE"
+#: A scripted seat's answer to a peer that does not speak its protocol (a person, an LLM,
+#: another protocol): ``works`` / ``cannot`` — the slots asked about that the sender can or
+#: cannot hold; ``alternatives`` — slots it could hold instead; IMAP adds ``costs`` {"slot":
+#: cost} of the alternatives.  Every protocol declares it (``KINDS``); docs/protocols.md.
+ANSWER_KIND = "answer"
 
 
 def payload(protocol: str, kind: str, meeting_id: int | None, **fields: Any) -> dict[str, Any]:

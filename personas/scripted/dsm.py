@@ -329,6 +329,7 @@ class _Round:
     decided: Plan | None = None
     failed: bool = False
     my_scored: dict[str, int] = field(default_factory=dict)  # responder: plan id -> s we reported
+    offered_by: set[int] = field(default_factory=set)  # peers that sent me typed proposals
     settled: bool = False
 
 
@@ -340,6 +341,12 @@ class DSMPersona(ProtocolPersona):
     overrides of :class:`DSMConfig` fields (``DSMPersona("private", l_max=3)``)."""
 
     protocol = PROTOCOL
+
+    @property
+    def answer_alternatives(self) -> int:  # type: ignore[override]
+        """An answer to a person reveals at most ``l_max`` slots, as one offer does: the slot
+        asked about and ``l_max - 1`` others (at most 3): DSM-Private names one, DSM-Welfare three."""
+        return max(0, min(3, self.config.l_max - 1))
 
     def __init__(self, preset: str = "welfare", *, fidelity: str = "ours", requeue: bool = False,
                  **overrides: Any) -> None:
@@ -390,6 +397,7 @@ class DSMPersona(ProtocolPersona):
         st = self._r
         kind = p.get("kind")
         if kind == "proposals":
+            st.offered_by.add(msg.sender)
             return self._answer_proposals(msg, p)
         if kind == "scores":
             if self.is_initiator and not st.closed:
@@ -399,6 +407,16 @@ class DSMPersona(ProtocolPersona):
             return []
         if kind == "decision":
             plan = Plan.from_json(p)
+            if plan is not None and not self.is_initiator and (msg.sender in self.outsiders or (
+                    "plan" not in p and msg.sender not in st.offered_by)):
+                # A decision with no offer before it (and not a DSM initiator's, which always
+                # names its plan): a person's proposal (quick key p) or an LLM's.  Answer it;
+                # take it only if I can hold it.
+                self.outsiders.add(msg.sender)
+                if not plan.moves and self.cost(plan.slot) is not None:
+                    st.decided, st.failed = plan, False
+                    self.rs.agreed, self.rs.failed = plan.slot, False
+                return self.answer_slots(msg.sender, [plan.slot])
             if plan is not None:
                 st.decided, st.failed = plan, False
                 self.rs.agreed, self.rs.failed = plan.slot, False
@@ -408,6 +426,10 @@ class DSMPersona(ProtocolPersona):
             self.rs.failed = True
             self._settle_responder(p)
         return []
+
+    def adopt(self, slot: int) -> None:
+        super().adopt(slot)
+        self._r.decided, self._r.failed = Plan(slot), False
 
     # -- responder ------------------------------------------------------------------------
     def _score_plans(self, plans: list[Plan]) -> dict[str, int]:

@@ -138,6 +138,11 @@ class SDMAPPersona(ProtocolPersona):
         if mid == cur and (self.seat not in self.meeting.participants or msg.sender not in self.meeting.participants):
             return []  # e.g. an all-agent groupchat read by a non-participant
         if kind == "propose" and mid == cur:
+            if st["state"] == "confirmed" and self.rs.agreed is not None and not self.is_initiator:
+                # a new proposal after a confirm (only a person or an LLM leading does that,
+                # after a partner said no): the confirmed slot is off
+                self.rs.agreed = None
+                st["state"] = "idle"
             slot = as_int(p.get("slot"))
             ok = slot is not None and self.local_status(slot) is not None
             st["pending"] = slot if ok else None
@@ -186,6 +191,11 @@ class SDMAPPersona(ProtocolPersona):
             return []
         return []
 
+    def alternatives(self, exclude: set[int]) -> list[int]:
+        """Binary feasibility, in my local order (slot index), as I would propose them."""
+        out = [s for s in range(self.num_slots) if s not in exclude and self.local_status(s) == "ok"]
+        return out[: self.answer_alternatives]
+
     # -- free text ---------------------------------------------------------------------------------
     def on_text(self, msg: Delivered, reading: Reading) -> list[Message]:
         st = self.rs.extra
@@ -193,6 +203,14 @@ class SDMAPPersona(ProtocolPersona):
             for s in reading.proposed + reading.mentioned:
                 self.rs.peer_slots.append((msg.sender, s, s == reading.decided))
             active = st["active"]
+            if st["state"] == "confirmed" and active is not None and (
+                    active in reading.fails or (reading.no and not reading.slots)):
+                # a partner says no to the confirmed slot after all (a person who missed the turn
+                # in which it was proposed): walk on, as for an IMPOSSIBLE reply
+                st["state"] = "waiting"
+                st["replies"][msg.sender] = IMPOSSIBLE
+                st["propose_turn"] = -1
+                self.rs.agreed = None
             if st["state"] == "waiting" and active is not None:
                 if active in reading.fails or (reading.no and not reading.slots):
                     st["replies"][msg.sender] = IMPOSSIBLE
@@ -209,6 +227,13 @@ class SDMAPPersona(ProtocolPersona):
             self._initiator_words(reading)
         return super().on_text(msg, reading)
 
+    def adopt(self, slot: int) -> None:
+        super().adopt(slot)
+        st = self.rs.extra
+        st["state"], st["by_words"] = "confirmed", True
+        if st["pending"] != slot:
+            st["pending"] = st["pending_turn"] = None
+
     def _initiator_words(self, reading: Reading) -> None:
         """The initiator answered my PENDING in words, not with a typed ``confirm`` (a human
         or an LLM): "ok" / "yes" / "confirmed" / "slot 7 works" confirms the slot I hold;
@@ -221,6 +246,9 @@ class SDMAPPersona(ProtocolPersona):
             if st.get("by_words"):
                 st["by_words"] = False
                 self.rs.agreed = None
+            if pending is not None and self.local_status(reading.decided) is not None:
+                # the initiator settled on another slot that I can hold: it replaces my pending one
+                st["pending"] = st["pending_turn"] = None
             return
         if pending is None:
             return
