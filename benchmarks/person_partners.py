@@ -18,6 +18,9 @@ Per protocol it prints two figures (issue 29):
 
 The default tasks: canonical:2 (seat 2 leads M1 and M2) and three where seat 2 leads one
 meeting of its three (canonical:6, 7 and 14).
+
+``--study`` measures a simulated study instead (see :func:`study_runs`): person-like
+participants' coordination in the scripted condition beside protocol-playing ones'.
 """
 
 from __future__ import annotations
@@ -99,6 +102,59 @@ def table(rows: list[dict], first: str) -> str:
     return "\n".join(out)
 
 
+async def study_runs(seeds: list[int], protocols: tuple[str, ...]) -> list[dict]:
+    """``--study``: the example study (``calbench study init``) with the scripted condition's
+    partners set to each protocol and the LLM partner replaced by IMAP, dry-run once per study
+    seed with person-like simulated participants and once with participants playing the partners'
+    own protocol (what simulated participants did before issue 29: IMAP in the example); per run the
+    participants' (kind "human") coordination and success in the scripted condition, as
+    ``calbench report --study --include-simulated`` computes them."""
+    import tempfile
+
+    from lab.study.check import dry_run
+    from lab.study.example import EXAMPLE
+    from lab.study.model import parse_study
+    from lab.study.report import study_table
+    from saves.store import Store
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="person-partners-") as tmp:
+        for proto in protocols:
+            for policy in ("person-like", proto):
+                for seed in seeds:
+                    text = (EXAMPLE.replace('partners = ["llm:mock-model", "imap", "imap", "imap"]', 'partners = "imap"')
+                            .replace('partners = "imap"\nseat = 0', f'partners = "{proto}"\nseat = 0', 1)
+                            .replace('simulated_protocol = "person-like"', f'simulated_protocol = "{policy}"')
+                            .replace("seed = 7 ", f"seed = {seed} "))
+                    study = parse_study(text)
+                    async with await Store.open(Path(tmp) / f"{proto}-{policy}-{seed}.db") as store:
+                        r = await dry_run(study, store)
+                        t = await study_table(study, store, include_simulated=True, reps=10)
+                    row = next(x for x in t["rows"] if x["condition"] == "scripted" and x["kind"] == "human")
+                    out.append({"partners": proto, "participants": "protocol" if policy == proto else policy,
+                                "seed": seed, "ok": r["ok"],
+                                "games": row["n"], "coordination": row["coordination"]["mean"],
+                                "success": row["success"]["mean"]})
+    return out
+
+
+def study_table_text(rows: list[dict]) -> str:
+    out = ["| scripted condition's partners | person-like participants: Coord. / Success | "
+           "protocol-playing participants (the partners' protocol): Coord. / Success | difference (points, Coord.) |",
+           "|---|---|---|---|"]
+    for proto in dict.fromkeys(r["partners"] for r in rows):
+        cells = {}
+        for policy in ("person-like", "protocol"):
+            sel = [r for r in rows if r["partners"] == proto and r["participants"] == policy]
+            n = sum(r["games"] for r in sel)
+            cells[policy] = (sum(r["coordination"] * r["games"] for r in sel) / n,
+                             sum(r["success"] * r["games"] for r in sel) / n, n)
+        (pc, ps, pn), (ic, is_, inn) = cells["person-like"], cells["protocol"]
+        out.append(f"| {proto} | {100 * pc:.1f} % / {100 * ps:.1f} % ({pn} games) | "
+                   f"{100 * ic:.1f} % / {100 * is_:.1f} % ({inn} games) | {100 * (pc - ic):+.1f} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,9 +163,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0", help="comma list of the person-like policy's seeds (default 0)")
     ap.add_argument("--seat", type=int, default=2, help="the person-like seat (default 2)")
     ap.add_argument("--json", action="store_true", help="one JSON row per game instead of the table")
+    ap.add_argument("--study", action="store_true",
+                    help="instead: dry-run the example study with person-like and with IMAP-playing simulated "
+                         "participants (one run per --seeds value and scripted-condition protocol) and compare "
+                         "their coordination in the scripted condition")
     a = ap.parse_args(argv)
     tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+    if a.study:
+        rows = asyncio.run(study_runs(seeds, PROTOCOLS))
+        if a.json:
+            for r in rows:
+                print(json.dumps(r))
+        else:
+            print(study_table_text(rows))
+        return 0 if all(r["ok"] for r in rows) else 1
     rows = asyncio.run(measure(tasks, seeds, a.seat))
     if a.json:
         for r in rows:

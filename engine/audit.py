@@ -10,7 +10,8 @@ contains — a message may contain several, or none (a greeting):
     decided slot ("how about 9?", "let's go with 7").
 ``availability``
     says which of its own slots it can or cannot do: a typed ``cost_request`` (the slots the
-    initiator can hold), ``costs``, ``reply``, ``reschedule_reply``, ``scores``; in free text
+    initiator can hold), ``costs``, ``reply``, ``reschedule_reply``, ``scores``, ``answer`` (a
+    bot's answer to a person: slots that work, do not, or could instead); in free text
     a slot said to work or not ("free at 3", "5 is busy").
 ``cost``
     gives a cost of one of its slots: a typed ``costs`` with at least one figure, ``scores``
@@ -23,7 +24,8 @@ contains — a message may contain several, or none (a greeting):
     or an asking phrase).
 ``refusal``
     declines: a typed ``fail``, ``fail_reschedule``, a ``reply`` / ``reschedule_reply`` of
-    IMPOSSIBLE, ``scores`` whose every score is 0, ``costs`` whose every figure is null; in
+    IMPOSSIBLE, ``scores`` whose every score is 0, ``costs`` whose every figure is null, an
+    ``answer`` that names only slots it cannot do; in
     free text a slot said not to work, or a bare "no".
 
 Typed messages are read from their payload (ours in ``payload``, the authors' JSON in
@@ -40,7 +42,7 @@ import re
 from typing import Any, Iterable
 
 from .events import MESSAGE_EVENTS
-from .protocol import IMPOSSIBLE, read_text, typed_message
+from .protocol import ANSWER_KIND, IMPOSSIBLE, read_text, typed_message
 
 __all__ = ["CATEGORIES", "classify", "seat_audit", "pool_audit"]
 
@@ -69,6 +71,14 @@ def _typed(kind: str, p: dict[str, Any]) -> set[str]:
             out.add("cost")
         if vals and all(v is None for v in vals):
             out.add("refusal")
+    if kind == ANSWER_KIND:  # a bot's answer to a peer outside its protocol
+        if p.get("works") or p.get("cannot") or p.get("alternatives"):
+            out.add("availability")
+        if p.get("cannot") and not p.get("works"):
+            out.add("refusal")
+        costs = p.get("costs") if isinstance(p.get("costs"), dict) else {}
+        if any(v for v in costs.values()):
+            out.add("cost")
     if kind == "scores":
         raw = p.get("scores") if isinstance(p.get("scores"), dict) else {}
         vals = [v for v in raw.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]

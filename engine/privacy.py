@@ -13,7 +13,9 @@ Where evidence comes from
     traces carry JSON in ``content`` (``{"imap": kind}``, ``{"sd": kind}``, ``{"dsm":
     kind}``) — both are read.  IMAP ``costs`` count only the slots of the matching
     ``cost_request``; DSM ``scores`` are mapped back to slots through the matching
-    ``proposals`` plans.  A message with no recognised typed form (an LLM's or a human's
+    ``proposals`` plans; an ``answer`` (a bot's answer to a person, an LLM or another
+    protocol) moves each slot it names to 1 (works, an alternative) or 0 (cannot), at full
+    strength.  A message with no recognised typed form (an LLM's or a human's
     English, or a bot's ``kind: "text"`` line) goes to the free-text estimator
     ``engine.freetext.slot_statements``; statements about a third party are *gossip*.  An
     observer never "learns" about itself (such statements are skipped).
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .freetext import LEAK_THRESHOLD, semantic_leaks, slot_statements
-from .protocol import D, MESSAGE_EVENTS, typed_message
+from .protocol import ANSWER_KIND, D, MESSAGE_EVENTS, typed_message
 from .model import Errand, MeetingCopy, Task
 from .reflection import reflection_vps
 from .trace import fold_trace
@@ -232,6 +234,9 @@ class _Fold:
             return
         proto, kind, d = typed
         upd = self.update
+        if kind == ANSWER_KIND:  # a bot's answer to a peer outside its protocol, any protocol
+            self.answer(r, sender, readers, d, seq)
+            return
         if proto == "imap":
             if kind == "cost_request":
                 slots = {s for s in (_int(x) for x in d.get("slots") or ()) if s is not None}
@@ -293,6 +298,26 @@ class _Fold:
                 if s is not None:
                     for j in readers:
                         upd(r, sender, j, s, 1.0, 1.0, "typed", "dsm_decision", seq)
+
+    def answer(self, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:
+        """``answer``: each slot in ``works`` or ``alternatives`` (and each ``costs`` figure) is
+        feasible for the sender, each in ``cannot`` (or a null cost) is not — said outright, so
+        evidence 1 or 0 at full strength, as an SD-MAP reply."""
+        said: dict[int, float] = {}
+        for key, e in (("cannot", 0.0), ("works", 1.0), ("alternatives", 1.0)):
+            for raw in d.get(key) or ():
+                s = _int(raw)
+                if s is not None:
+                    said[s] = e
+        costs = d.get("costs")
+        if isinstance(costs, dict):
+            for k, v in costs.items():
+                s = _int(k)
+                if s is not None:
+                    said[s] = 0.0 if v is None else 1.0
+        for s, e in said.items():
+            for j in readers:
+                self.update(r, sender, j, s, e, 1.0, "typed", "answer", seq)
 
     def text(self, r: int, sender: int, readers: list[int], content: str, seq: Any) -> None:
         if not content or not readers:

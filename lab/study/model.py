@@ -314,7 +314,10 @@ class StudyMeta(_Model):
     title: str = ""
     seed: int = 0
     code_prefix: str = Field("CB", pattern=r"^[A-Z0-9]{0,8}$")
-    simulated_protocol: Literal["imap", "sdmap", "dsm-welfare", "dsm-private"] = "imap"
+    #: how simulated participants (``study check --dry-run``) play their seat: like a person
+    #: (``person-like``, personas/person_like.py: proposes, types offers, accepts, misses a turn)
+    #: or as a scripted protocol; docs/study-guide.md says why a person is the default
+    simulated_protocol: Literal["person-like", "imap", "sdmap", "dsm-welfare", "dsm-private"] = "person-like"
     minutes_per_game: float = Field(8.0, gt=0, description="for the time estimate of study check")
     participant_pattern: str = Field(r"[A-Za-z0-9]+", description="participant ids must match it in full")
 

@@ -107,6 +107,10 @@ def design_hash(study: Study) -> str:
     import json
 
     data = _drop_later(json.loads(study.model_dump_json()))
+    if "simulated_protocol" not in study.study.model_fields_set:
+        # simulated participants are no part of what a person meets; a file that does not name
+        # them hashes as before their default became "person-like" (issue 29)
+        data["study"]["simulated_protocol"] = "imap"
     return hashlib.sha256(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()[:16]
 
 
