@@ -138,15 +138,17 @@ class IMAPPersona(ProtocolPersona):
             return []
         if self.is_initiator:
             self._learn(msg.sender, reading)
-            # my decision (or re-decision) answers what a peer says before it; a slot proposed
-            # after it, or a yes to it, is answered in words
+            # a question about my slots gets my costs ("what are your costs?"); my decision (or
+            # re-decision) answers what a peer says before it; a slot proposed after it, or a yes
+            # to it, is answered in words
+            if reading.question and not reading.proposed and reading.decided is None \
+                    and (not reading.asked or len(reading.asked) > 3):
+                return self._answer_request(msg.sender, reading.asked or None)
             if self.rs.extra["decided"] is None and not self.rs.failed:
                 return []
-            if reading.proposed or reading.decided is not None or reading.works or reading.yes:
+            if reading.proposed or reading.decided is not None or reading.works or reading.yes or reading.question:
                 return self.answer_text(msg, reading)
-            if reading.question and (not reading.asked or len(reading.asked) > 3):
-                return self._answer_request(msg.sender, reading.asked or None)  # "what are your costs?"
-            return self.answer_text(msg, reading) if reading.question else []
+            return []
         # Responder: a broad availability question gets my cost vector.
         if reading.question and not reading.proposed and (not reading.asked or len(reading.asked) > 3):
             return self._answer_request(msg.sender, reading.asked or None)
