@@ -19,8 +19,12 @@ The policy, as observed in play-throughs (issue 29):
   answer is outstanding it waits.
 * **A meeting it does not lead**: it answers a cost request (``c``), accepts a slot proposed
   to it that it can hold (``a``) and declines one it cannot (``d``).
-* **Sometimes it misses a turn** (probability ``miss``): the turn passes with nothing sent,
-  as when a person reads too long.
+* **Sometimes it misses a turn** (probability ``miss``, never two in a row, never the turn in
+  which it opens a meeting it leads): the turn passes with nothing sent, as when a person
+  reads too long.  (A leader silent in the first sweep ends the talk at once — SPEC §4: a
+  sweep in which nobody speaks ends CHEAP_TALK — and no partner can tell that a person leads
+  until it speaks; that is a hazard of the rules, not of the partners, and the policy leaves
+  it out.)
 * **DECISION**: the slot the talk settled on (its own last proposal when it leads, else the
   slot it accepted, else what the batch builder preselects), an errand there moved to the
   lowest free slot; on a rejected batch its cheapest slots in turn.
@@ -111,6 +115,7 @@ class PersonLikePersona:
         self.sink = _Sink(self)
         self.talk = _Talk()
         self.round = -1
+        self._missed = False
         self.log: list[dict[str, Any]] = []
 
     # -- the screen -----------------------------------------------------------------------
@@ -179,7 +184,12 @@ class PersonLikePersona:
         m = self.seat_model
         req = _Request(obs)
         m.speak(req)
-        if obs.is_participant and not (self.rng.random() < self.miss):
+        if obs.round != self.round:  # played without a listener: the observation says a round began
+            self.talk, self.round = _Talk(), obs.round
+        opening = m.initiator and not self.talk.proposed
+        missed = obs.is_participant and not opening and not self._missed and self.rng.random() < self.miss
+        self._missed = missed  # never two turns in a row: the person looks back at the screen
+        if obs.is_participant and not missed:
             if m.initiator:
                 self._lead(obs)
             else:

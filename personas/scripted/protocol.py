@@ -73,6 +73,8 @@ class RoundState:
     answers: dict[int, int] = field(default_factory=dict)  # answers to proposals sent per peer
     told_ok: dict[int, set[int]] = field(default_factory=dict)  # slots I told a peer work for me
     acked: set[tuple[int, int]] = field(default_factory=set)  # (peer, slot) agreements acknowledged
+    refused: dict[int, tuple[int, list[int], list[int]]] = field(default_factory=dict)  # leader -> (turn, no, alts)
+    nudged: set[int] = field(default_factory=set)  # leaders reminded of my alternatives this round
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -101,6 +103,7 @@ class ProtocolPersona:
         self.view: SeatView | None = None
         self.rs: RoundState | None = None
         self.outsiders: set[int] = set()  # peers that spoke outside my protocol this game
+        self._turn = -1  # the CHEAP_TALK turn being played (-1 outside one)
 
     @property
     def model(self) -> str:
@@ -117,11 +120,14 @@ class ProtocolPersona:
 
     async def speak(self, obs: TurnObservation) -> Reply:
         self._enter(obs.round, obs.meeting, obs.view)
+        self._turn = obs.turn
         rs = self.rs
         out: list[Message] = []
         for msg in obs.inbox:
+            rs.refused.pop(msg.sender, None)  # the leader I said no to spoke again
             out.extend(self._handle(msg))
         rs.seen += len(obs.inbox)
+        out.extend(self._remind(obs.turn))
         out.extend(self.on_turn(obs))
         return Reply(actions=self._fit_channels(out, obs.view.channels))
 
@@ -271,6 +277,8 @@ class ProtocolPersona:
         (the slots I could do; at most twice a round per peer)."""
         rs = self.rs
         offer = ([reading.decided] if reading.decided is not None else []) + reading.proposed
+        if not offer and reading.question and not reading.asked:
+            offer = sorted(reading.works)  # "I'm free at slot 3, does that work?"
         offer = list(dict.fromkeys(offer))
         if offer and len(offer) <= 3:
             self._follow(msg.sender, offer[0])
@@ -322,6 +330,8 @@ class ProtocolPersona:
         bad = [s for s in slots if s not in ok]
         rs.told_ok.setdefault(to, set()).update(ok)
         alts = [] if ok else self.alternatives(set(bad))
+        if not ok and alts and to == min(self.meeting.participants):
+            rs.refused[to] = (self._turn, bad, alts)
         fields: dict[str, Any] = {"works": ok, "cannot": bad, "alternatives": alts}
         parts = []
         if ok:
@@ -340,6 +350,22 @@ class ProtocolPersona:
         elif bad and not ok:
             content += ", and I have no other slot free"
         return [self.msg(to, ANSWER_KIND, content + ".", **fields)]
+
+    def _remind(self, turn: int) -> list[Message]:
+        """A leader outside my protocol whose slot I could not take, and who has said nothing
+        since a whole sweep later (a person who missed a turn), is offered my alternatives once
+        more — the same slots, so nothing new is revealed — and the talk does not end on a
+        sweep in which nobody spoke: "Could we do slot 3, 7 or 11 instead?"."""
+        rs = self.rs
+        out = []
+        for to, (when, bad, alts) in sorted(rs.refused.items()):
+            if when < turn and to not in rs.nudged:
+                rs.nudged.add(to)
+                out.append(self.msg(to, ANSWER_KIND, f"Could we do {_slots(alts, 'or')} instead?", works=[],
+                                    cannot=bad, alternatives=alts))
+        for to in rs.nudged:
+            rs.refused.pop(to, None)
+        return out
 
     def acknowledge(self, to: int, reading: Reading, said: list[int] | None = None) -> list[Message]:
         """A peer's yes to the slot on the table — the slot agreed, or one I told that peer works

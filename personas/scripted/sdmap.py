@@ -147,6 +147,8 @@ class SDMAPPersona(ProtocolPersona):
             ok = slot is not None and self.local_status(slot) is not None
             st["pending"] = slot if ok else None
             st["pending_turn"] = self.turn if (ok and self._speaking) else None
+            if ok:
+                self.rs.told_ok.setdefault(msg.sender, set()).add(slot)  # a yes to it is acknowledged
             status = PENDING if ok else IMPOSSIBLE
             text = (f"Slot {slot} works for me for meeting M{cur} (PENDING)." if ok
                     else f"Slot {slot} is impossible for me for meeting M{cur}.")
