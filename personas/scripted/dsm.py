@@ -37,7 +37,11 @@ this module plays it (docs/protocols-dsm.md has the full write-up):
 
 Every message carries a typed ``payload`` (``{"protocol": "dsm", "kind": ..., ...}``) and
 readable English ``content``; free text and other protocols' messages are read leniently
-and answered politely, so mixed tables never hang.
+and answered politely, so mixed tables never hang.  A ``decision`` with no ``proposals``
+before it and no plan in it (a person's quick key ``p``) is a proposal: answered with an
+``answer`` that names at most ``L_max − 1`` alternatives (DSM-Private one, DSM-Welfare three:
+an answer reveals no more slots than one offer of the preset), taken only if it can hold it
+(docs/protocols.md, "Partners that answer a person").
 """
 
 from __future__ import annotations

@@ -24,9 +24,14 @@ in the authors' traces) · ``decision {slot: int}`` · ``fail {}``.
 
 Free-text peers: the initiator reads their English ("free at 3, 5", "I can't do 7", "slot
 9 costs 10"), treats slots they never mentioned as possible but expensive, and re-decides
-(at most twice a round) when a peer objects to the decision.  A responder answers a
-free-text availability question with its ``costs`` vector and adopts a slot a participant
-announces in English ("let's meet at 7", "confirmed: 7") when it can hold it.
+(at most twice a round) when a peer objects to the decision; a question about its costs gets
+its ``costs``, a slot proposed after its decision (or a yes to it) an ``answer``.  A
+responder answers a free-text availability question with its ``costs`` vector and adopts a
+slot a participant announces in English ("let's meet at 7", "confirmed: 7") when it can hold
+it.  A ``decision`` from a peer whose ``cost_request`` it never had (a person's quick key
+``p``), or for a slot its costs ruled out, is a proposal: answered with an ``answer`` ("Slot 7
+works for me." / "I can't do slot 7, but I could do slot 3, 4 or 9 (slot 9 costs 10 for
+me)."), taken only if it can hold it (docs/protocols.md, "Partners that answer a person").
 """
 
 from __future__ import annotations

@@ -43,6 +43,13 @@ the bumped meeting for the five repair kinds): ``propose {slot}`` · ``reply {sl
 status}`` · ``confirm {slot}`` · ``fail {}`` · ``reschedule_request {from_slot}`` ·
 ``propose_reschedule {from_slot, to_slot}`` · ``reschedule_reply {from_slot, to_slot,
 status}`` · ``confirm_reschedule {from_slot, to_slot}`` · ``fail_reschedule {from_slot}``.
+
+Peers outside the protocol (a person, an LLM): a slot they offer in words gets an ``answer``
+(the alternatives: the next slots it can hold in its local order, no costs — binary
+feasibility); a person who leads and settles on another slot replaces the PENDING one; a
+``propose`` after a ``confirm`` reopens the meeting; an initiator that hears a late "no" to
+its confirmed slot walks on.  None of this fires between SD-MAP seats (docs/protocols.md,
+"Partners that answer a person").
 """
 
 from __future__ import annotations
