@@ -261,6 +261,31 @@ async def test_a_person_led_meeting_does_not_end_talk_before_the_answer(protocol
     assert scheduled_at(res, 1, (0, 1, 2)) == 6
 
 
+@pytest.mark.parametrize("protocol, how", [("imap", "p"), ("sdmap", "typed"), ("dsm-welfare", "p"),
+                                           ("dsm-private", "p")])
+async def test_a_person_who_misses_the_turn_after_a_no_is_reminded_and_the_meeting_converges(protocol, how):
+    # the person speaks first in the sweep; after agent 1's "can't" it misses its next turn (a
+    # sweep with nothing from it): agent 1 offers its alternatives once more, so talk goes on,
+    # and the person takes the first one
+    def script(keys, obs):
+        if obs.turn == 0:
+            how_to_propose(how)(keys, obs)
+        elif obs.turn >= 2 and len(keys.proposed) == 1:
+            for text in keys.turns[-1][2]:
+                r = read_text(text, 8)
+                if r.proposed:
+                    keys.press_p(r.proposed[0]) if how == "p" else keys.type(f"OK, slot {r.proposed[0]}?",
+                                                                             r.proposed[0])
+                    return
+
+    task = free_table(blocked={1: [5]})
+    person = Keys(0, script)
+    res = await play(task, protocol, person)
+    from_1 = [d["content"] for d in answers_to(res.trace, 0, 1, proposal_seqs(res.trace, 0)[0])]
+    assert from_1[0].startswith("I can't do slot 5") and from_1[1].startswith("Could we do slot")
+    assert len(person.proposed) == 2 and scheduled_at(res, 1, (0, 1, 2)) == person.proposed[1]
+
+
 # -- 5. DSM-Private reveals no more than its rule allows --------------------------------------------------
 async def test_dsm_private_answer_reveals_no_more_than_one_offer_and_one_score():
     # scored by engine/privacy.py: DSM-Private's "can't" moves the person's belief about two
