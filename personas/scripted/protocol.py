@@ -42,7 +42,7 @@ from engine.observe import (
     VoluntaryObservation,
 )
 from engine.protocol import (ANSWER_KIND, PROTOCOLS, TEXT_KINDS, Reading, as_int, fmt_slots, payload, payload_kind,
-                             read_text, typed_payload)
+                             read_text, slot_words, slot_words_or, typed_payload)
 from engine.seats import Reply
 
 from personas.base import cheapest_slots, clear_and_schedule, insertion_cost, insertion_costs
@@ -281,7 +281,7 @@ class ProtocolPersona:
             offer = sorted(reading.works)  # "I'm free at slot 3, does that work?"
         offer = list(dict.fromkeys(offer))
         if offer and len(offer) <= 3:
-            self._follow(msg.sender, offer[0])
+            self._follow(msg.sender, offer)
             if all(s in rs.told_ok.get(msg.sender, ()) for s in offer):
                 return self.acknowledge(msg.sender, reading, offer)  # "let's go with 5" after my yes to 5
             return self.answer_slots(msg.sender, offer)
@@ -303,11 +303,13 @@ class ProtocolPersona:
         return [self.text(msg.sender, content)]
 
     # -- answers to peers outside the protocol ---------------------------------------------------
-    def _follow(self, sender: int, slot: int) -> None:
-        """A person (or an LLM) leading the meeting offers ``slot`` in words: its latest offer that
-        I can hold is the slot I schedule, as a protocol initiator's decision would be."""
-        if sender in self.outsiders and sender == min(self.meeting.participants) and sender != self.seat \
-                and self.cost(slot) is not None:
+    def _follow(self, sender: int, offer: list[int]) -> None:
+        """A person (or an LLM) leading the meeting offers slots in words: the first of its latest
+        offer that I can hold is the slot I schedule, as a protocol initiator's decision would be."""
+        if sender not in self.outsiders or sender != min(self.meeting.participants) or sender == self.seat:
+            return
+        slot = next((s for s in offer if self.cost(s) is not None), None)
+        if slot is not None:
             self.adopt(slot)
 
     def adopt(self, slot: int) -> None:
@@ -335,12 +337,12 @@ class ProtocolPersona:
         fields: dict[str, Any] = {"works": ok, "cannot": bad, "alternatives": alts}
         parts = []
         if ok:
-            parts.append(f"{_cap(_slots(ok))} {'works' if len(ok) == 1 else 'work'} for me")
+            parts.append(f"{_cap(slot_words(ok))} {'works' if len(ok) == 1 else 'work'} for me")
         if bad:
-            parts.append(f"I can't do {_slots(bad)}")
+            parts.append(f"I can't do {slot_words(bad)}")
         content = "; ".join(parts)
         if alts:
-            content += f", but I could do {_slots(alts, 'or')}"
+            content += f", but I could do {slot_words_or(alts)}"
             if self.answer_costs:
                 costs = {s: self.cost(s) for s in alts}
                 fields["costs"] = {str(s): c for s, c in costs.items()}
@@ -361,7 +363,7 @@ class ProtocolPersona:
         for to, (when, bad, alts) in sorted(rs.refused.items()):
             if when < turn and to not in rs.nudged:
                 rs.nudged.add(to)
-                out.append(self.msg(to, ANSWER_KIND, f"Could we do {_slots(alts, 'or')} instead?", works=[],
+                out.append(self.msg(to, ANSWER_KIND, f"Could we do {slot_words_or(alts)} instead?", works=[],
                                     cannot=bad, alternatives=alts))
         for to in rs.nudged:
             rs.refused.pop(to, None)
@@ -383,14 +385,6 @@ class ProtocolPersona:
         slot = said[0]
         rs.acked.add((to, slot))
         return [self.msg(to, ANSWER_KIND, f"Agreed, slot {slot} it is.", works=[slot], cannot=[], alternatives=[])]
-
-
-def _slots(xs: list[int], conj: str = "and") -> str:
-    """"slot 5", "slots 5 and 7", "slot 3, 7 or 11" (the free-text reader reads them back)."""
-    if len(xs) == 1:
-        return f"slot {xs[0]}"
-    head = ", ".join(map(str, xs[:-1]))
-    return f"slots {head} and {xs[-1]}" if conj == "and" else f"slot {head} or {xs[-1]}"
 
 
 def _cap(text: str) -> str:
