@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from personas.person_like import OFFER_WORDS
 from studykit import SCRIPTED_ONLY, example_text
 
 
@@ -75,6 +76,11 @@ async def test_person_like_dry_run_is_the_same_for_the_same_seed(tmp_path):
                                                                             c["human_seat"])])
         runs.append(msgs)
     assert runs[0] == runs[1] and any(runs[0])
+    # ... and it is the person-like policy that played: its proposals, not a protocol's messages
+    said = [m for game in runs[0] for m in game]
+    starts = ("Let's meet at slot",) + tuple(w.split("{")[0] for w in OFFER_WORDS)  # quick key p, typed offers
+    assert any(m.startswith(starts) or " proposes slot " in m for m in said)
+    assert not any("asks your costs" in m and m.startswith("Agent ") for m in said)
 
 
 def test_the_protocol_policies_are_kept_and_the_design_hash_of_old_files_is_unchanged(tmp_path):
