@@ -390,6 +390,16 @@ class Reading:
     def informative(self) -> bool:
         return bool(self.slots) or self.yes or self.no
 
+    @property
+    def offered(self) -> list[int]:
+        """The slots the message puts forward, once each: the one decided, the ones proposed, or
+        — in a question that asks about no slot — the ones the sender says work ("I'm free at
+        slot 3, does that work?")."""
+        out = ([self.decided] if self.decided is not None else []) + self.proposed
+        if not out and self.question and not self.asked:
+            out = sorted(self.works)
+        return list(dict.fromkeys(out))
+
 
 _CUES: list[tuple[str, list[str]]] = [
     # Order matters: longer / negated phrases first ("not free" before "free").

@@ -13,7 +13,8 @@ The policy, as observed in play-throughs (issue 29):
 * **A meeting it leads** (it is the lowest-id participant): at its first turn it proposes a
   slot that is free on its own calendar (``p``; with probability ``typed`` it types the offer
   instead: "How about slot 5?").  When every partner has said the slot works, it confirms
-  once (``a`` on the slot, or typed words when the proposal on screen is another one).  When
+  once (``a``, which confirms its own last proposal; typed words when the slot was offered in
+  words).  When
   a partner says no, it proposes again: the slot it can hold that no partner refused, first
   the ones partners said work or offered, then its cheapest, then the lowest.  While an
   answer is outstanding it waits.
@@ -284,9 +285,9 @@ class PersonLikePersona:
     def _confirm(self, obs: Any, slot: int) -> None:
         m = self.seat_model
         prop = m.proposal
-        if prop is not None and slot in prop[1]:
-            out = m.quick("accept", cursor=slot)
-        else:
+        if (m.mine_latest and m.my_proposal == [slot]) or (prop is not None and slot in prop[1]):
+            out = m.quick("accept", cursor=slot)  # a: confirms my proposal (or takes the one made to me)
+        else:  # the slot came up in words: say so in words
             out = m.write(f"Slot {slot} works for everyone, let's go with slot {slot}.")
         if not out.warning:
             self.talk.confirmed = slot

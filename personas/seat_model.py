@@ -100,6 +100,7 @@ class SeatModel:
         self.proposal_kind: str | None = None  # its typed payload kind (sdmap "propose", dsm "proposals", ...)
         self.cost_request: tuple[int, list[int]] | None = None  # (from, slots) latest ask to me
         self.my_proposal: list[int] = []
+        self.mine_latest = False  # my proposal is newer than any proposal made to me this round
         self.reported: dict[int, dict[int, int | None]] = {}  # costs other participants sent me this round
         self.last_writer: int | None = None
         self.protocols: dict[int, str | None] = {}  # seat -> scripted protocol it speaks (from game_start)
@@ -167,6 +168,7 @@ class SeatModel:
         self.meeting = m
         self.meeting_id, self.participants = m.get("id"), list(m.get("participants") or [])
         self.talk, self.proposal, self.cost_request, self.my_proposal = [], None, None, []
+        self.mine_latest = False
         self.proposal_kind = None
         self.reported = {}
         self.last_writer = None
@@ -200,6 +202,7 @@ class SeatModel:
                     self.proposal, self.proposal_kind = (frm, slots), kind
             elif slots and protocol.is_proposal(ev):
                 self.proposal, self.proposal_kind = (frm, slots), kind
+                self.mine_latest = False
                 if len(slots) == 1:
                     hints.append(Hint("proposes", frm=frm, slot=slots[0]))
             elif slots and not self.proposal and len(slots) <= 3:
@@ -307,6 +310,9 @@ class SeatModel:
         else:
             msgs = [Message(channel, text, to if channel == "dm" else None)]
         self.queue(msgs, handwritten=True)
+        offer = protocol.read_text(text, self.num_slots or 10**6).offered
+        if len(offer) == 1 and self.participants:  # "how about slot 5?": my proposal, as p makes it
+            self.my_proposal, self.mine_latest, self.talk = offer, True, offer
         return QuickResult(msgs)
 
     # -- quick actions --------------------------------------------------------------------
@@ -381,12 +387,22 @@ class SeatModel:
         ch, to = self.route(self._others_or_all(), open_channel)
         msgs = self._typed(quick.propose, ch, to, slots, initiator=self.initiator)
         self.my_proposal = slots
+        self.mine_latest = True
         self.talk = slots
         return QuickResult(msgs)
 
     def _answer(self, kind: str, costs: list[int | None], cursor: int | None,
                 open_channel: str | None) -> QuickResult:
-        """Accept or decline the slot proposed to me (or the cursor's slot when none was)."""
+        """Accept or decline the slot proposed to me (or the cursor's slot when none was).  A
+        leader who proposed one slot and has had no proposal since confirms that slot (the
+        answers to it — "slot 3 is impossible", "slot 4 works" — are not proposals)."""
+        if kind == "accept" and self.initiator and self.mine_latest and len(self.my_proposal) == 1:
+            slot = self.my_proposal[0]
+            ch, to = self.route(self._others_or_all(), open_channel)
+            msgs = self._typed(quick.accept, ch, to, slot, answering=None, initiator=True,
+                               my_cost=costs[slot] if 0 <= slot < len(costs) else None)
+            self.talk = [slot]
+            return QuickResult(msgs)
         if self.proposal:
             frm, slots = self.proposal
             slot = slots[0] if len(slots) == 1 else (cursor if cursor in slots else slots[0])

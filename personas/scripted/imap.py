@@ -146,8 +146,7 @@ class IMAPPersona(ProtocolPersona):
             # a question about my slots gets my costs ("what are your costs?"); my decision (or
             # re-decision) answers what a peer says before it; a slot proposed after it, or a yes
             # to it, is answered in words
-            if reading.question and not reading.proposed and reading.decided is None \
-                    and (not reading.asked or len(reading.asked) > 3):
+            if reading.question and not reading.offered and (not reading.asked or len(reading.asked) > 3):
                 return self._answer_request(msg.sender, reading.asked or None)
             if self.rs.extra["decided"] is None and not self.rs.failed:
                 return []
@@ -155,7 +154,7 @@ class IMAPPersona(ProtocolPersona):
                 return self.answer_text(msg, reading)
             return []
         # Responder: a broad availability question gets my cost vector.
-        if reading.question and not reading.proposed and (not reading.asked or len(reading.asked) > 3):
+        if reading.question and not reading.offered and (not reading.asked or len(reading.asked) > 3):
             return self._answer_request(msg.sender, reading.asked or None)
         return self.answer_text(msg, reading)
 

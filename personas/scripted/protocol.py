@@ -276,10 +276,7 @@ class ProtocolPersona:
         to a yes to the slot on the table (:meth:`acknowledge`), or to a question about slots
         (the slots I could do; at most twice a round per peer)."""
         rs = self.rs
-        offer = ([reading.decided] if reading.decided is not None else []) + reading.proposed
-        if not offer and reading.question and not reading.asked:
-            offer = sorted(reading.works)  # "I'm free at slot 3, does that work?"
-        offer = list(dict.fromkeys(offer))
+        offer = reading.offered
         if offer and len(offer) <= 3:
             self._follow(msg.sender, offer)
             if all(s in rs.told_ok.get(msg.sender, ()) for s in offer):

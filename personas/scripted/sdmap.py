@@ -230,7 +230,7 @@ class SDMAPPersona(ProtocolPersona):
             for s in reading.proposed + sorted(reading.works):
                 if s not in st["tried"] and s not in st["priority"] and s not in reading.fails:
                     st["priority"].append(s)
-            if reading.question and not reading.proposed and reading.decided is None:
+            if reading.question and not reading.offered:
                 return self.answer_text(msg, reading)  # "which slots work for you?": my next proposals answer the rest
             return []
         if not self.is_initiator and msg.sender == min(self.meeting.participants) \

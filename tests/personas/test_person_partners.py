@@ -133,6 +133,8 @@ def how_to_propose(how):
         if obs.turn == 0:
             if how == "p":
                 keys.press_p(5)
+            elif how == "free-at":
+                keys.type("I'm free at slot 5, does that work?", 5)
             else:
                 keys.type("Hi both, how about slot 5?", 5)
     return script
@@ -148,7 +150,7 @@ def evidence(task, trace, target, observer):
 
 
 # -- 1. a slot free for everyone: "works for me", in the same round, and the meeting is held ----------
-@pytest.mark.parametrize("how", ["p", "typed"])
+@pytest.mark.parametrize("how", ["p", "typed", "free-at"])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_a_proposal_free_for_all_gets_a_yes_in_the_same_round_and_is_scheduled(protocol, how):
     task = free_table()
@@ -284,6 +286,28 @@ async def test_a_person_who_misses_the_turn_after_a_no_is_reminded_and_the_meeti
     from_1 = [d["content"] for d in answers_to(res.trace, 0, 1, proposal_seqs(res.trace, 0)[0])]
     assert from_1[0].startswith("I can't do slot 5") and from_1[1].startswith("Could we do slot")
     assert len(person.proposed) == 2 and scheduled_at(res, 1, (0, 1, 2)) == person.proposed[1]
+
+
+@pytest.mark.parametrize("again", ["p", "typed"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_the_leaders_a_confirms_the_slot_it_proposed_last(protocol, again):
+    # p 3 (agent 1 cannot), p 4 or "how about slot 4?" (both can), then a: the person confirms 4
+    # — not 3, the slot the first answer named — and the meeting is held at 4
+    def script(keys, obs):
+        if obs.turn == 0:
+            keys.press_p(3)
+        elif len(keys.proposed) == 1 and keys.turns[-1][2]:
+            keys.press_p(4) if again == "p" else keys.type("How about slot 4?", 4)
+        elif len(keys.proposed) == 2 and keys.turns[-1][2] and not keys.confirmed:
+            out = keys.m.quick("accept", cursor=0)
+            keys.confirmed = [m.content for m in out.messages]
+
+    task = free_table(blocked={1: [3]})
+    person = Keys(0, script)
+    person.confirmed = None
+    res = await play(task, protocol, person)
+    assert person.confirmed and all("slot 4" in c for c in person.confirmed)
+    assert scheduled_at(res, 1, (0, 1, 2)) == 4
 
 
 # -- 5. DSM-Private reveals no more than its rule allows --------------------------------------------------
