@@ -420,7 +420,7 @@ class DSMPersona(ProtocolPersona):
                 if not plan.moves and self.cost(plan.slot) is not None:
                     st.decided, st.failed = plan, False
                     self.rs.agreed, self.rs.failed = plan.slot, False
-                return self.answer_slots(msg.sender, [plan.slot])
+                return self.answer_offer(msg.sender, [plan.slot])
             if plan is not None:
                 st.decided, st.failed = plan, False
                 self.rs.agreed, self.rs.failed = plan.slot, False

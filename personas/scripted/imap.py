@@ -102,7 +102,7 @@ class IMAPPersona(ProtocolPersona):
                 self.outsiders.add(msg.sender)
                 if self.cost(s) is not None:
                     self.rs.agreed, self.rs.failed = s, False
-                return self.answer_slots(msg.sender, [s])
+                return self.answer_offer(msg.sender, [s])
             self.rs.agreed = s
             self.rs.failed = False
             return []

@@ -279,9 +279,7 @@ class ProtocolPersona:
         offer = reading.offered
         if offer and len(offer) <= 3:
             self._follow(msg.sender, offer)
-            if all(s in rs.told_ok.get(msg.sender, ()) for s in offer):
-                return self.acknowledge(msg.sender, reading, offer)  # "let's go with 5" after my yes to 5
-            return self.answer_slots(msg.sender, offer)
+            return self.answer_offer(msg.sender, offer)
         if not reading.question and not reading.asked:
             if payload_kind(getattr(msg, "payload", None)) == ANSWER_KIND:
                 return []  # another bot's answer needs none
@@ -316,6 +314,13 @@ class ProtocolPersona:
     def alternatives(self, exclude: set[int]) -> list[int]:
         """Slots I could hold instead of ``exclude``, best first: my cheapest (SD-MAP: slot order)."""
         return [s for s in self.my_cheapest() if s not in exclude][: self.answer_alternatives]
+
+    def answer_offer(self, to: int, offer: list[int]) -> list[Message]:
+        """A peer's offer: acknowledged when I already told it every slot works ("let's go with
+        5" after my yes to 5, or the person's confirmation), else answered (:meth:`answer_slots`)."""
+        if all(s in self.rs.told_ok.get(to, ()) for s in offer):
+            return self.acknowledge(to, Reading(), offer)
+        return self.answer_slots(to, offer)
 
     def answer_slots(self, to: int, slots: list[int]) -> list[Message]:
         """"Slot 5 works for me." / "I can't do slot 5, but I could do slot 3, 7 or 11." — an

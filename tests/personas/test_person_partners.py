@@ -308,6 +308,10 @@ async def test_the_leaders_a_confirms_the_slot_it_proposed_last(protocol, again)
     res = await play(task, protocol, person)
     assert person.confirmed and all("slot 4" in c for c in person.confirmed)
     assert scheduled_at(res, 1, (0, 1, 2)) == 4
+    if protocol != "sdmap":  # the agreement is acknowledged (SD-MAP's confirm is its protocol's own)
+        last = [e for e in msgs(res.trace) if e["data"]["from_agent"] == 0][-1]["seq"]
+        for partner in (1, 2):
+            assert [d["content"] for d in answers_to(res.trace, 0, partner, last)] == ["Agreed, slot 4 it is."]
 
 
 # -- 5. DSM-Private reveals no more than its rule allows --------------------------------------------------
