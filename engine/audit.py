@@ -10,7 +10,8 @@ contains — a message may contain several, or none (a greeting):
     decided slot ("how about 9?", "let's go with 7").
 ``availability``
     says which of its own slots it can or cannot do: a typed ``cost_request`` (the slots the
-    initiator can hold), ``costs``, ``reply``, ``reschedule_reply``, ``scores``; in free text
+    initiator can hold), ``costs``, ``reply``, ``reschedule_reply``, ``scores``, ``answer`` (a
+    bot's answer to a person: slots that work, do not, or could instead); in free text
     a slot said to work or not ("free at 3", "5 is busy").
 ``cost``
     gives a cost of one of its slots: a typed ``costs`` with at least one figure, ``scores``
@@ -23,7 +24,8 @@ contains — a message may contain several, or none (a greeting):
     or an asking phrase).
 ``refusal``
     declines: a typed ``fail``, ``fail_reschedule``, a ``reply`` / ``reschedule_reply`` of
-    IMPOSSIBLE, ``scores`` whose every score is 0, ``costs`` whose every figure is null; in
+    IMPOSSIBLE, ``scores`` whose every score is 0, ``costs`` whose every figure is null, an
+    ``answer`` that names only slots it cannot do; in
     free text a slot said not to work, or a bare "no".
 
 Typed messages are read from their payload (ours in ``payload``, the authors' JSON in

@@ -14,7 +14,9 @@ Where evidence comes from
     kind}``) — both are read.  Each protocol declares the evidence of its kinds with them
     (``Kind.evidence`` in ``engine/protocols/<name>.py``): IMAP ``costs`` count only the
     slots of the matching ``cost_request``; DSM ``scores`` are mapped back to slots through
-    the matching ``proposals`` plans.  A message with no recognised typed form (an LLM's or a human's
+    the matching ``proposals`` plans; an ``answer`` (a bot's answer to a person, an LLM or
+    another protocol; ``engine.protocols.answer_kind``) moves each slot it names to 1 (works,
+    an alternative) or 0 (cannot), at full strength.  A message with no recognised typed form (an LLM's or a human's
     English, or a bot's ``kind: "text"`` line) goes to the free-text estimator
     ``engine.freetext.slot_statements``; statements about a third party are *gossip*.  An
     observer never "learns" about itself (such statements are skipped).

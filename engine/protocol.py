@@ -59,9 +59,10 @@ from . import protocols
 from .events import MESSAGE_EVENTS
 from .protocols.dsm import D, TOP, band_cost, satisfaction  # the DSM score scale, declared with DSM
 from .protocols.sdmap import IMPOSSIBLE, PENDING  # SD-MAP's reply statuses
+from .protocols import ANSWER_KIND  # a scripted seat's answer to a peer outside its protocol
 
 __all__ = [
-    "MESSAGE_EVENTS", "PROTOCOLS", "TEXT_KINDS", "KINDS", "AUTHOR_KEYS", "D", "TOP",
+    "MESSAGE_EVENTS", "PROTOCOLS", "TEXT_KINDS", "KINDS", "AUTHOR_KEYS", "D", "TOP", "ANSWER_KIND",
     "payload", "protocol_of", "as_int", "typed_payload", "typed_message", "payload_kind",
     "slots_in_payload", "costs_in_payload", "satisfaction", "band_cost",
     "fmt_slots", "slot_words", "slot_words_or", "slots_phrase", "plain_slots",
@@ -304,6 +305,16 @@ class Reading:
     @property
     def informative(self) -> bool:
         return bool(self.slots) or self.yes or self.no
+
+    @property
+    def offered(self) -> list[int]:
+        """The slots the message puts forward, once each: the one decided, the ones proposed, or
+        — in a question that asks about no slot — the ones the sender says work ("I'm free at
+        slot 3, does that work?")."""
+        out = ([self.decided] if self.decided is not None else []) + self.proposed
+        if not out and self.question and not self.asked:
+            out = sorted(self.works)
+        return list(dict.fromkeys(out))
 
 
 _CUES: list[tuple[str, list[str]]] = [

@@ -167,6 +167,7 @@ class SeatModel:
         self.my_proposal: list[int] = []
         self.last_proposal: list[int] = []  # the slots of this round's latest proposal, mine or to me
         self.proposed: list[int] = []  # every slot proposed this round, by anyone, in order
+        self.mine_latest = False  # my proposal is newer than any proposal made to me this round
         self.reported: dict[int, dict[int, int | None]] = {}  # costs other participants sent me this round
         self.said: list[tuple[int, str, list[int]]] = []  # this round: (sender, what, slots) per message about slots
         self.stances: dict[int, list[int]] = {}  # this round: the slots each seat's latest stance can take
@@ -255,6 +256,7 @@ class SeatModel:
         self.meeting_id, self.participants = m.get("id"), list(m.get("participants") or [])
         self.talk, self.proposal, self.cost_request, self.my_proposal = [], None, None, []
         self.last_proposal, self.proposed = [], []
+        self.mine_latest = False
         self.proposal_kind = None
         self.reported = {}
         self.said, self.stances = [], {}
@@ -290,6 +292,7 @@ class SeatModel:
             elif slots and protocol.is_proposal(ev):
                 self.proposal, self.proposal_kind = (frm, slots), kind
                 self._proposed(slots)
+                self.mine_latest = False
                 if len(slots) == 1:
                     hints.append(Hint("proposes", frm=frm, slot=slots[0]))
             elif slots and not self.proposal and len(slots) <= 3:
@@ -463,6 +466,10 @@ class SeatModel:
         else:
             msgs = [Message(channel, text, to if channel == "dm" else None)]
         self.queue(msgs, handwritten=True)
+        offer = protocol.read_text(text, self.num_slots or 10**6).offered
+        if len(offer) == 1 and self.participants:  # "how about slot 5?": my proposal, as p makes it
+            self.my_proposal, self.mine_latest, self.talk = offer, True, offer
+            self._proposed(offer)
         return QuickResult(msgs)
 
     # -- quick actions --------------------------------------------------------------------
@@ -562,6 +569,7 @@ class SeatModel:
         ch, to = self.route(self.audience(), *thread)
         msgs = self._typed(quick.propose, ch, to, slots, initiator=self.initiator)
         self.my_proposal = slots
+        self.mine_latest = True
         self.talk = slots
         self._proposed(slots)
         return QuickResult(msgs)
@@ -569,7 +577,16 @@ class SeatModel:
     def _answer(self, kind: str, costs: list[int | None], cursor: int | None,
                 thread: tuple[str | None, int | None]) -> QuickResult:
         """Accept or decline the slot proposed to me (or the cursor's slot when none was).  Of
-        several slots proposed: the cursor's, else (accepting) the first I can hold."""
+        several slots proposed: the cursor's, else (accepting) the first I can hold.  A leader
+        who proposed one slot and has had no proposal since confirms that slot (the answers to
+        it — "slot 3 is impossible", "slot 4 works" — are not proposals)."""
+        if kind == "accept" and self.initiator and self.mine_latest and len(self.my_proposal) == 1:
+            slot = self.my_proposal[0]
+            ch, to = self.route(self.audience(), *thread)
+            msgs = self._typed(quick.accept, ch, to, slot, answering=None, initiator=True,
+                               my_cost=costs[slot] if 0 <= slot < len(costs) else None)
+            self.talk = [slot]
+            return QuickResult(msgs)
         if self.proposal:
             frm, slots = self.proposal
             if len(slots) == 1 or cursor in slots:

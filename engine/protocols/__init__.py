@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 __all__ = ["Kind", "Seat", "Protocol", "Typed", "register", "unregister", "home", "get", "all_protocols", "kind",
            "kinds_with", "cost_reader", "author_keys", "seat", "seats", "seat_names",
            "seat_aliases", "protocol_of_model", "default_seat", "load_factory", "rules", "int_of", "num",
-           "as_int", "seq_of", "slots_of", "slot_of", "meeting_of", "moves_of",
+           "as_int", "seq_of", "slots_of", "slot_of", "meeting_of", "moves_of", "ANSWER_KIND", "answer_kind",
            "LiveNames", "LiveMap"]
 
 
@@ -368,6 +368,67 @@ def num(v: Any) -> float | None:
         return float(v)
     except (TypeError, ValueError):
         return None
+
+
+# ---------------------------------------------------------------------------------------
+# The answer to a peer outside the protocol (every built-in protocol declares it)
+# ---------------------------------------------------------------------------------------
+#: A scripted seat's answer to a peer that does not speak its protocol (a person, an LLM,
+#: another protocol): ``works`` / ``cannot`` — the slots asked about that the sender can or
+#: cannot hold; ``alternatives`` — slots it could hold instead; ``costs`` {"slot": cost} of
+#: the alternatives, where the protocol reveals costs (IMAP).  docs/protocols.md.
+ANSWER_KIND = "answer"
+
+
+def _answer_said(d: dict[str, Any]) -> dict[int, float]:
+    """Each slot the answer names: 1.0 works (or an alternative, or a cost figure), 0.0 cannot."""
+    said: dict[int, float] = {}
+    for key, e in (("cannot", 0.0), ("works", 1.0), ("alternatives", 1.0)):
+        for raw in seq_of(d.get(key)):
+            s = int_of(raw)
+            if s is not None:
+                said[s] = e
+    costs = d.get("costs")
+    if isinstance(costs, dict):
+        for k, v in costs.items():
+            s = int_of(k)
+            if s is not None:
+                said[s] = 0.0 if v is None else 1.0
+    return said
+
+
+def _answer_evidence(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:
+    """Said outright, so evidence 1 or 0 at full strength, as an SD-MAP reply."""
+    for s, e in _answer_said(d).items():
+        for j in readers:
+            est.update(r, sender, j, s, e, 1.0, "typed", ANSWER_KIND, seq)
+
+
+def _answer_audit(p: dict[str, Any]) -> set[str]:
+    out: set[str] = set()
+    if p.get("works") or p.get("cannot") or p.get("alternatives"):
+        out.add("availability")
+    if p.get("cannot") and not p.get("works"):
+        out.add("refusal")
+    costs = p.get("costs") if isinstance(p.get("costs"), dict) else {}
+    if any(v for v in costs.values()):
+        out.add("cost")
+    return out
+
+
+def _answer_says(p: dict[str, Any]) -> tuple:
+    costs = p.get("costs") if isinstance(p.get("costs"), dict) else {}
+    priced = tuple(sorted((s, c) for s, c in ((as_int(k), as_int(v)) for k, v in costs.items())
+                          if s is not None and c is not None and c > 0))
+    free = set(slots_of(p.get("works"))) | set(slots_of(p.get("alternatives")))
+    free -= {s for s, _ in priced}
+    return (("fails", slots_of(p.get("cannot"))), ("works", tuple(sorted(free))), ("costs", priced))
+
+
+def answer_kind(*, costs: bool = False) -> Kind:
+    """The :data:`ANSWER_KIND` kind of a protocol (``costs``: its answers may carry cost figures)."""
+    return Kind(("works", "cannot", "alternatives", "costs") if costs else ("works", "cannot", "alternatives"),
+                audit_rule=_answer_audit, evidence=_answer_evidence, says=_answer_says)
 
 
 # ---------------------------------------------------------------------------------------

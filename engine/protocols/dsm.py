@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.protocols import Kind, Protocol, Seat, Typed, as_int, int_of, moves_of, num, register, slot_of, slots_of
+from engine.protocols import ANSWER_KIND, Kind, Protocol, Seat, Typed, as_int, int_of, moves_of, num, answer_kind, register, slot_of, slots_of
 
 NAME = "dsm"
 D = 12  # satisfaction levels 0..D-1
@@ -195,6 +195,7 @@ PROTOCOL = register(Protocol(
                          evidence=_decision, offers=True, says=_decision_says),
         "fail": Kind(("tried", "participants", "reward", "budget"), audit=("refusal",),
                      says=lambda p: (("give_up", True),)),
+        ANSWER_KIND: answer_kind(),  # to a peer outside the protocol (docs/protocols.md)
     },
     seats=(
         Seat("dsm-welfare", _BOT, (("preset", "welfare"),), aliases=("dsm_welfare", "paper_dsm", "dsm"),

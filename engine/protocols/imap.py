@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.protocols import Kind, Protocol, Seat, Typed, as_int, int_of, moves_of, register, slot_of, slots_of
+from engine.protocols import ANSWER_KIND, Kind, Protocol, Seat, Typed, as_int, int_of, moves_of, answer_kind, register, slot_of, slots_of
 
 NAME = "imap"
 
@@ -123,6 +123,7 @@ PROTOCOL = register(Protocol(
                       costs=_costs_read, says=_costs_says),
         "decision": Kind(("slot",), audit=("proposal",), evidence=_decision, offers=True, says=_decision_says),
         "fail": Kind((), audit=("refusal",), says=_give_up),
+        ANSWER_KIND: answer_kind(costs=True),  # to a peer outside the protocol (docs/protocols.md)
     },
     seats=(Seat(NAME, "personas.scripted.imap:IMAPPersona", default=True,
                 words="asks everyone's cost per slot, then picks the cheapest common slot (easiest to follow)"),),

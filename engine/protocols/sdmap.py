@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.protocols import Kind, Protocol, Seat, Typed, int_of, meeting_of, register, slot_of
+from engine.protocols import ANSWER_KIND, Kind, Protocol, Seat, Typed, int_of, meeting_of, answer_kind, register, slot_of
 
 NAME = "sdmap"
 #: a ``reply`` / ``reschedule_reply`` status
@@ -117,6 +117,7 @@ PROTOCOL = register(Protocol(
         "confirm_reschedule": Kind(("from_slot", "to_slot"), audit=("proposal",), says=_confirm_move),
         "fail_reschedule": Kind(("from_slot",), audit=("refusal",),
                                 says=lambda p: (("move_fail", (meeting_of(p),)),)),
+        ANSWER_KIND: answer_kind(),  # to a peer outside the protocol (docs/protocols.md)
     },
     seats=(Seat(NAME, "personas.scripted.sdmap:SDMAPPersona", aliases=("sd-map", "sd_map", "sd"), short="sd",
                 words="proposes one slot at a time; the others answer \"works\" or \"impossible\"; it confirms"),),

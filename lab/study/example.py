@@ -17,7 +17,7 @@ name = "pilot-1"          # the study's id in the database (letters, digits, - _
 title = "Scheduling with partners"
 seed = 7                  # completion codes and random assignment follow from it
 code_prefix = "CB"        # completion codes look like CB-7K2Q9M
-simulated_protocol = "imap"  # how simulated participants (study check --dry-run) play their seat
+simulated_protocol = "person-like"  # how simulated participants (study check --dry-run) play: like a person, or imap, sdmap, ...
 minutes_per_game = 8      # for the time estimate only
 
 # -- conditions (treatments) ------------------------------------------------------------------

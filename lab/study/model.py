@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from engine import protocols
 from engine.channels import CHANNEL_ALIASES, CHANNEL_ORDER, CHANNEL_SHORT
 from engine.inputs import MAX_ID_CHARS
+from personas.person_like import PERSON_LIKE
 from personas.spec import SCRIPTED_NAMES
 
 __all__ = ["Study", "Condition", "StudyFileError", "load_study", "parse_study"]
@@ -324,15 +325,18 @@ class StudyMeta(_Model):
     title: str = ""
     seed: int = 0
     code_prefix: str = Field("CB", pattern=r"^[A-Z0-9]{0,8}$")
-    simulated_protocol: str = Field(default_factory=protocols.default_seat,
-                                    description="a reference protocol's seat (engine.protocols, no variant)")
+    #: how simulated participants (``study check --dry-run``) play their seat: like a person
+    #: (``person-like``, personas/person_like.py: proposes, types offers, accepts, misses a turn)
+    #: or as a reference protocol's seat (engine.protocols, no variant); docs/study-guide.md
+    #: says why a person is the default
+    simulated_protocol: str = Field(PERSON_LIKE, description="person-like, or a reference protocol's seat")
     minutes_per_game: float = Field(8.0, gt=0, description="for the time estimate of study check")
     participant_pattern: str = Field(r"[A-Za-z0-9]+", description="participant ids must match it in full")
 
     @field_validator("simulated_protocol")
     @classmethod
     def _simulated(cls, v: str) -> str:
-        names = protocols.seat_names(variants=False)
+        names = (PERSON_LIKE, *protocols.seat_names(variants=False))
         if v not in names:
             raise ValueError(f"Input should be {', '.join(repr(n) for n in names[:-1])} or {names[-1]!r}")
         return v

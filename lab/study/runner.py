@@ -27,6 +27,7 @@ from typing import Any, Callable, Protocol, Sequence
 from engine.events import EventSink
 from engine.game import resume_point
 from engine.gameid import game_id as new_game_id
+from engine import protocols
 from engine.phrasebook import Phrasebook
 from personas.voice import Voice
 
@@ -131,6 +132,10 @@ def design_hash(study: Study) -> str:
     import json
 
     data = _drop_later(json.loads(study.model_dump_json()))
+    if "simulated_protocol" not in study.study.model_fields_set:
+        # simulated participants are no part of what a person meets; a file that does not name
+        # them hashes as before their default became "person-like" (issue 29)
+        data["study"]["simulated_protocol"] = protocols.default_seat()
     return hashlib.sha256(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()[:16]
 
 

@@ -4,8 +4,13 @@ them into the database, marked ``simulated``.
 
 A simulated participant consents, reads, answers the quiz (the first question wrong on the
 first try, so retries are exercised, then right; right at once when its ``max_attempts`` is 1), answers every questionnaire item from a
-seeded random generator, plays its seat with the study's ``simulated_protocol`` (a scripted
-protocol persona behind the same :class:`lab.study.seat.StudySeat` as a person), and
+seeded random generator, plays its seat with the study's ``simulated_protocol`` behind the
+same :class:`lab.study.seat.StudySeat` as a person — ``person-like`` (the default:
+:class:`personas.person_like.PersonLikePersona`, which sees the seat's events as the
+participant's screen does and acts through the same quick actions: proposes a slot free for it
+in the meetings it leads, sometimes types the offer, answers cost requests, accepts, sometimes
+misses a turn; seeded by the study seed, the participant and the game) or a scripted protocol
+persona (``imap``, ``sdmap``, ``dsm-welfare``, ``dsm-private``) — and
 fills the belief grid: for each slot it has heard a typed statement about it marks the
 direction of that statement (±2), elsewhere 0 (no idea), with seeded ±1 noise on a few
 cells.  Everything is reproducible from the study seed and the participant id.
@@ -15,6 +20,8 @@ from __future__ import annotations
 
 import random
 from typing import Any, Sequence
+
+from personas.person_like import PERSON_LIKE, PersonLikePersona
 
 from .model import Study
 from .seat import BeliefRequest
@@ -35,6 +42,7 @@ class SimulatedDriver:
         self.rng = random.Random(f"{study.study.seed}:{participant}")
         self.code: str | None = None
         self.seen: list[str] = []
+        self.person: PersonLikePersona | None = None  # the seat of the game in play, when person-like
 
     async def consent(self, text: str) -> bool:
         self.seen.append("consent")
@@ -94,15 +102,22 @@ class SimulatedDriver:
         return grid
 
     def human_persona(self, ctx) -> Any:
+        policy = self.study.study.simulated_protocol
+        if policy == PERSON_LIKE:
+            self.person = PersonLikePersona(ctx.game.seat, seed=f"{self.study.study.seed}:{self.participant}:"
+                                                               f"{ctx.game.index}")
+            return self.person
         from personas.registry import make_personas
 
-        return make_personas(self.study.study.simulated_protocol, 1)[0]
+        self.person = None
+        return make_personas(policy, 1)[0]
 
     def draft(self):
         return None
 
     def listeners(self, ctx):
-        return ()
+        # the person-like seat reads the game as a participant's screen does: the seat's events
+        return (self.person.sink,) if self.person is not None else ()
 
     async def game_started(self, ctx) -> None:
         self.seen.append(f"game:{ctx.game.index}")

@@ -37,7 +37,11 @@ this module plays it (docs/protocols-dsm.md has the full write-up):
 
 Every message carries a typed ``payload`` (``{"protocol": "dsm", "kind": ..., ...}``) and
 readable English ``content``; free text and other protocols' messages are read leniently
-and answered politely, so mixed tables never hang.
+and answered politely, so mixed tables never hang.  A ``decision`` with no ``proposals``
+before it and no plan in it (a person's quick key ``p``) is a proposal: answered with an
+``answer`` that names at most ``L_max − 1`` alternatives (DSM-Private one, DSM-Welfare three:
+an answer reveals no more slots than one offer of the preset), taken only if it can hold it
+(docs/protocols.md, "Partners that answer a person").
 """
 
 from __future__ import annotations
@@ -329,6 +333,7 @@ class _Round:
     decided: Plan | None = None
     failed: bool = False
     my_scored: dict[str, int] = field(default_factory=dict)  # responder: plan id -> s we reported
+    offered_by: set[int] = field(default_factory=set)  # peers that sent me typed proposals
     settled: bool = False
 
 
@@ -340,6 +345,12 @@ class DSMPersona(ProtocolPersona):
     overrides of :class:`DSMConfig` fields (``DSMPersona("private", l_max=3)``)."""
 
     protocol = PROTOCOL
+
+    @property
+    def answer_alternatives(self) -> int:  # type: ignore[override]
+        """An answer to a person reveals at most ``l_max`` slots, as one offer does: the slot
+        asked about and ``l_max - 1`` others (at most 3): DSM-Private names one, DSM-Welfare three."""
+        return max(0, min(3, self.config.l_max - 1))
 
     def __init__(self, preset: str = "welfare", *, fidelity: str = "ours", requeue: bool = False,
                  **overrides: Any) -> None:
@@ -390,6 +401,7 @@ class DSMPersona(ProtocolPersona):
         st = self._r
         kind = p.get("kind")
         if kind == "proposals":
+            st.offered_by.add(msg.sender)
             return self._answer_proposals(msg, p)
         if kind == "scores":
             if self.is_initiator and not st.closed:
@@ -399,6 +411,16 @@ class DSMPersona(ProtocolPersona):
             return []
         if kind == "decision":
             plan = Plan.from_json(p)
+            if plan is not None and not self.is_initiator and (msg.sender in self.outsiders or (
+                    "plan" not in p and msg.sender not in st.offered_by)):
+                # A decision with no offer before it (and not a DSM initiator's, which always
+                # names its plan): a person's proposal (quick key p) or an LLM's.  Answer it;
+                # take it only if I can hold it.
+                self.outsiders.add(msg.sender)
+                if not plan.moves and self.cost(plan.slot) is not None:
+                    st.decided, st.failed = plan, False
+                    self.rs.agreed, self.rs.failed = plan.slot, False
+                return self.answer_offer(msg.sender, [plan.slot])
             if plan is not None:
                 st.decided, st.failed = plan, False
                 self.rs.agreed, self.rs.failed = plan.slot, False
@@ -408,6 +430,10 @@ class DSMPersona(ProtocolPersona):
             self.rs.failed = True
             self._settle_responder(p)
         return []
+
+    def adopt(self, slot: int) -> None:
+        super().adopt(slot)
+        self._r.decided, self._r.failed = Plan(slot), False
 
     # -- responder ------------------------------------------------------------------------
     def _score_plans(self, plans: list[Plan]) -> dict[str, int]:

@@ -24,9 +24,14 @@ in the authors' traces) · ``decision {slot: int}`` · ``fail {}``.
 
 Free-text peers: the initiator reads their English ("free at 3, 5", "I can't do 7", "slot
 9 costs 10"), treats slots they never mentioned as possible but expensive, and re-decides
-(at most twice a round) when a peer objects to the decision.  A responder answers a
-free-text availability question with its ``costs`` vector and adopts a slot a participant
-announces in English ("let's meet at 7", "confirmed: 7") when it can hold it.
+(at most twice a round) when a peer objects to the decision; a question about its costs gets
+its ``costs``, a slot proposed after its decision (or a yes to it) an ``answer``.  A
+responder answers a free-text availability question with its ``costs`` vector and adopts a
+slot a participant announces in English ("let's meet at 7", "confirmed: 7") when it can hold
+it.  A ``decision`` from a peer whose ``cost_request`` it never had (a person's quick key
+``p``), or for a slot its costs ruled out, is a proposal: answered with an ``answer`` ("Slot 7
+works for me." / "I can't do slot 7, but I could do slot 3, 4 or 9 (slot 9 costs 10 for
+me)."), taken only if it can hold it (docs/protocols.md, "Partners that answer a person").
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ MAX_REDECISIONS = 2
 
 class IMAPPersona(ProtocolPersona):
     protocol = "imap"
+    answer_costs = True  # an answer to a person names what each alternative costs, as costs do
 
     # -- per round --------------------------------------------------------------------
     def on_round_start(self, view: SeatView) -> None:
@@ -60,6 +66,7 @@ class IMAPPersona(ProtocolPersona):
             objection=False,
             redecisions=0,
             answered=set(),  # peers whose cost_request I answered
+            asked_by=set(),  # peers that sent me a typed cost_request
         )
 
     # -- typed messages ------------------------------------------------------------------
@@ -71,6 +78,7 @@ class IMAPPersona(ProtocolPersona):
                 or msg.sender not in self.meeting.participants:
             return []  # e.g. an all-agent groupchat read by a non-participant
         if kind == "cost_request":
+            st["asked_by"].add(msg.sender)
             return self._answer_request(msg.sender, p.get("slots"))
         if kind == "costs":
             raw = p.get("costs")
@@ -85,9 +93,18 @@ class IMAPPersona(ProtocolPersona):
             return []
         if kind == "decision":
             s = as_int(p.get("slot"))
-            if s is not None and 0 <= s < self.num_slots and not self.is_initiator:
-                self.rs.agreed = s
-                self.rs.failed = False
+            if s is None or not 0 <= s < self.num_slots or self.is_initiator:
+                return []
+            if msg.sender not in st["asked_by"] or msg.sender in self.outsiders or self.cost(s) is None:
+                # No cost_request came first, or a slot my costs ruled out: never an IMAP
+                # initiator's, but a person's proposal (quick key p) or an LLM's.  Answer it;
+                # take it only if I can hold it.
+                self.outsiders.add(msg.sender)
+                if self.cost(s) is not None:
+                    self.rs.agreed, self.rs.failed = s, False
+                return self.answer_offer(msg.sender, [s])
+            self.rs.agreed = s
+            self.rs.failed = False
             return []
         if kind == "fail" and not self.is_initiator:
             self.rs.failed = True
@@ -126,9 +143,18 @@ class IMAPPersona(ProtocolPersona):
             return []
         if self.is_initiator:
             self._learn(msg.sender, reading)
-            return []  # my protocol messages (decision / re-decision) are the answer
+            # a question about my slots gets my costs ("what are your costs?"); my decision (or
+            # re-decision) answers what a peer says before it; a slot proposed after it, or a yes
+            # to it, is answered in words
+            if reading.question and not reading.offered and (not reading.asked or len(reading.asked) > 3):
+                return self._answer_request(msg.sender, reading.asked or None)
+            if self.rs.extra["decided"] is None and not self.rs.failed:
+                return []
+            if reading.proposed or reading.decided is not None or reading.works or reading.yes or reading.question:
+                return self.answer_text(msg, reading)
+            return []
         # Responder: a broad availability question gets my cost vector.
-        if reading.question and not reading.proposed and (not reading.asked or len(reading.asked) > 3):
+        if reading.question and not reading.offered and (not reading.asked or len(reading.asked) > 3):
             return self._answer_request(msg.sender, reading.asked or None)
         return self.answer_text(msg, reading)
 

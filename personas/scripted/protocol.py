@@ -41,15 +41,20 @@ from engine.observe import (
     TurnObservation,
     VoluntaryObservation,
 )
-from engine.protocol import PROTOCOLS, TEXT_KINDS, Reading, as_int, fmt_slots, payload, read_text, typed_payload
+from engine.protocol import (ANSWER_KIND, PROTOCOLS, TEXT_KINDS, Reading, as_int, fmt_slots, payload, payload_kind,
+                             read_text, slot_words, slot_words_or, typed_payload)
 from engine.seats import Reply
 
 from personas.base import cheapest_slots, clear_and_schedule, insertion_cost, insertion_costs
 
-__all__ = ["PROTOCOLS", "TEXT_KINDS", "MAX_TEXT_REPLIES", "Reading", "read_text", "fmt_slots", "typed_payload",
-           "as_int", "RoundState", "ProtocolPersona"]
+__all__ = ["PROTOCOLS", "TEXT_KINDS", "MAX_TEXT_REPLIES", "MAX_ANSWERS", "Reading", "read_text", "fmt_slots",
+           "typed_payload", "as_int", "RoundState", "ProtocolPersona"]
 
 MAX_TEXT_REPLIES = 2  # per peer per round: fallback answers never loop between bots
+#: Answers to one peer's proposals per round.  An answer proposes nothing and asks nothing, so
+#: two bots never answer each other in a loop; a person who proposes again and again is
+#: answered each time, up to this many times a round (more than a round's turns leave room for).
+MAX_ANSWERS = 8
 
 
 # ---------------------------------------------------------------------------------------
@@ -65,6 +70,11 @@ class RoundState:
     peer_slots: list[tuple[int, int, bool]] = field(default_factory=list)  # (sender, slot, decided) from free text
     text_replies: dict[int, int] = field(default_factory=dict)  # fallback answers sent per peer
     reserved: set[int] = field(default_factory=set)  # slots promised to something else this round
+    answers: dict[int, int] = field(default_factory=dict)  # answers to proposals sent per peer
+    told_ok: dict[int, set[int]] = field(default_factory=dict)  # slots I told a peer work for me
+    acked: set[tuple[int, int]] = field(default_factory=set)  # (peer, slot) agreements acknowledged
+    refused: dict[int, tuple[int, list[int], list[int]]] = field(default_factory=dict)  # leader -> (turn, no, alts)
+    nudged: set[int] = field(default_factory=set)  # leaders reminded of my alternatives this round
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -81,6 +91,10 @@ class ProtocolPersona:
     kind = "scripted"
     protocol = "base"
     variant: str | None = None
+    #: How many other slots an answer that cannot take a peer's slot names (docs/protocols.md).
+    answer_alternatives = 3
+    #: Whether that answer also names what each alternative costs (IMAP: costs are its currency).
+    answer_costs = False
 
     def __init__(self) -> None:
         self.seat = -1
@@ -88,6 +102,8 @@ class ProtocolPersona:
         self.num_slots = 0
         self.view: SeatView | None = None
         self.rs: RoundState | None = None
+        self.outsiders: set[int] = set()  # peers that spoke outside my protocol this game
+        self._turn = -1  # the CHEAP_TALK turn being played (-1 outside one)
 
     @property
     def model(self) -> str:
@@ -99,15 +115,19 @@ class ProtocolPersona:
         self.num_agents = briefing.view.num_agents
         self.num_slots = briefing.view.num_slots
         self.view = briefing.view
+        self.outsiders = set()
         return None
 
     async def speak(self, obs: TurnObservation) -> Reply:
         self._enter(obs.round, obs.meeting, obs.view)
+        self._turn = obs.turn
         rs = self.rs
         out: list[Message] = []
         for msg in obs.inbox:
+            rs.refused.pop(msg.sender, None)  # the leader I said no to spoke again
             out.extend(self._handle(msg))
         rs.seen += len(obs.inbox)
+        out.extend(self._remind(obs.turn))
         out.extend(self.on_turn(obs))
         return Reply(actions=self._fit_channels(out, obs.view.channels))
 
@@ -166,6 +186,8 @@ class ProtocolPersona:
         p = typed_payload(msg, self.protocol)
         if p is not None:
             return self.on_typed(msg, p)
+        if msg.sender != self.seat and 0 <= msg.sender < self.num_agents:
+            self.outsiders.add(msg.sender)
         return self.on_text(msg, read_text(msg.content, self.num_slots))
 
     # -- helpers for subclasses ------------------------------------------------------------
@@ -250,31 +272,122 @@ class ProtocolPersona:
         return self.answer_text(msg, reading)
 
     def answer_text(self, msg: Delivered, reading: Reading) -> list[Message]:
-        """A short, polite English answer about the slots a peer asked about or proposed."""
+        """A short, polite English answer: to a slot proposed or announced (:meth:`answer_slots`),
+        to a yes to the slot on the table (:meth:`acknowledge`), or to a question about slots
+        (the slots I could do; at most twice a round per peer)."""
         rs = self.rs
+        offer = reading.offered
+        if offer and len(offer) <= 3:
+            self._follow(msg.sender, offer)
+            return self.answer_offer(msg.sender, offer)
+        if not reading.question and not reading.asked:
+            if payload_kind(getattr(msg, "payload", None)) == ANSWER_KIND:
+                return []  # another bot's answer needs none
+            return self.acknowledge(msg.sender, reading)
         if rs.text_replies.get(msg.sender, 0) >= MAX_TEXT_REPLIES:
             return []
-        props = [s for s in reading.proposed if s != reading.decided]
-        if reading.decided is not None and self.cost(reading.decided) is None:
-            props.insert(0, reading.decided)  # an announced slot I cannot hold: say so
-        asked = list(dict.fromkeys(props + reading.asked))
-        if not asked and not reading.question:
-            return []
+        asked = list(dict.fromkeys(offer + reading.asked))
         mid = self.meeting.id
         if asked and len(asked) <= 3:
-            ok = [s for s in asked if self.cost(s) is not None]
-            bad = [s for s in asked if s not in ok]
-            parts = []
-            if ok:
-                parts.append(f"Slot {fmt_slots(ok)} works for me for meeting M{mid}.")
-            if bad:
-                alts = [s for s in self.my_cheapest(3) if s not in bad]
-                parts.append(f"I can't do slot {fmt_slots(bad)}." + (f" How about slot {alts[0]}?" if alts and not ok else ""))
-            content = " ".join(parts)
-        else:
-            pool = set(asked) if asked else None
-            mine = [s for s in self.my_cheapest() if pool is None or s in pool][:4]
-            content = (f"For meeting M{mid} I could do slots {fmt_slots(mine)}." if mine
-                       else f"Sorry, I have no slot free for meeting M{mid}.")
+            return self.answer_slots(msg.sender, asked)
+        pool = set(asked) if asked else None
+        mine = [s for s in self.my_cheapest() if pool is None or s in pool][: self.answer_alternatives + 1]
+        content = (f"For meeting M{mid} I could do slots {fmt_slots(mine)}." if mine
+                   else f"Sorry, I have no slot free for meeting M{mid}.")
         rs.text_replies[msg.sender] = rs.text_replies.get(msg.sender, 0) + 1
         return [self.text(msg.sender, content)]
+
+    # -- answers to peers outside the protocol ---------------------------------------------------
+    def _follow(self, sender: int, offer: list[int]) -> None:
+        """A person (or an LLM) leading the meeting offers slots in words: the first of its latest
+        offer that I can hold is the slot I schedule, as a protocol initiator's decision would be."""
+        if sender not in self.outsiders or sender != min(self.meeting.participants) or sender == self.seat:
+            return
+        slot = next((s for s in offer if self.cost(s) is not None), None)
+        if slot is not None:
+            self.adopt(slot)
+
+    def adopt(self, slot: int) -> None:
+        """Take ``slot`` as the agreed slot of this round (subclasses keep their own state too)."""
+        self.rs.agreed, self.rs.failed = slot, False
+
+    def alternatives(self, exclude: set[int]) -> list[int]:
+        """Slots I could hold instead of ``exclude``, best first: my cheapest (SD-MAP: slot order)."""
+        return [s for s in self.my_cheapest() if s not in exclude][: self.answer_alternatives]
+
+    def answer_offer(self, to: int, offer: list[int]) -> list[Message]:
+        """A peer's offer: acknowledged when I already told it every slot works ("let's go with
+        5" after my yes to 5, or the person's confirmation), else answered (:meth:`answer_slots`)."""
+        if all(s in self.rs.told_ok.get(to, ()) for s in offer):
+            return self.acknowledge(to, Reading(), offer)
+        return self.answer_slots(to, offer)
+
+    def answer_slots(self, to: int, slots: list[int]) -> list[Message]:
+        """"Slot 5 works for me." / "I can't do slot 5, but I could do slot 3, 7 or 11." — an
+        ``answer`` DM whose payload says exactly what the words say (at most
+        :data:`MAX_ANSWERS` a round per peer)."""
+        rs = self.rs
+        if rs.answers.get(to, 0) >= MAX_ANSWERS:
+            return []
+        rs.answers[to] = rs.answers.get(to, 0) + 1
+        ok = [s for s in slots if self.cost(s) is not None]
+        bad = [s for s in slots if s not in ok]
+        rs.told_ok.setdefault(to, set()).update(ok)
+        alts = [] if ok else self.alternatives(set(bad))
+        if not ok and alts and to == min(self.meeting.participants):
+            rs.refused[to] = (self._turn, bad, alts)
+        fields: dict[str, Any] = {"works": ok, "cannot": bad, "alternatives": alts}
+        parts = []
+        if ok:
+            parts.append(f"{_cap(slot_words(ok))} {'works' if len(ok) == 1 else 'work'} for me")
+        if bad:
+            parts.append(f"I can't do {slot_words(bad)}")
+        content = "; ".join(parts)
+        if alts:
+            content += f", but I could do {slot_words_or(alts)}"
+            if self.answer_costs:
+                costs = {s: self.cost(s) for s in alts}
+                fields["costs"] = {str(s): c for s, c in costs.items()}
+                dear = [f"slot {s} costs {c} for me" for s, c in costs.items() if c]
+                if dear:
+                    content += f" ({', '.join(dear)})"
+        elif bad and not ok:
+            content += ", and I have no other slot free"
+        return [self.msg(to, ANSWER_KIND, content + ".", **fields)]
+
+    def _remind(self, turn: int) -> list[Message]:
+        """A leader outside my protocol whose slot I could not take, and who has said nothing
+        since a whole sweep later (a person who missed a turn), is offered my alternatives once
+        more — the same slots, so nothing new is revealed — and the talk does not end on a
+        sweep in which nobody spoke: "Could we do slot 3, 7 or 11 instead?"."""
+        rs = self.rs
+        out = []
+        for to, (when, bad, alts) in sorted(rs.refused.items()):
+            if when < turn and to not in rs.nudged:
+                rs.nudged.add(to)
+                out.append(self.msg(to, ANSWER_KIND, f"Could we do {slot_words_or(alts)} instead?", works=[],
+                                    cannot=bad, alternatives=alts))
+        for to in rs.nudged:
+            rs.refused.pop(to, None)
+        return out
+
+    def acknowledge(self, to: int, reading: Reading, said: list[int] | None = None) -> list[Message]:
+        """A peer's yes to the slot on the table — the slot agreed, or one I told that peer works
+        for me — is acknowledged once: "Agreed, slot 5 it is."."""
+        rs = self.rs
+        table = set(rs.told_ok.get(to, ()))
+        if rs.agreed is not None and not rs.failed:
+            table.add(rs.agreed)
+        said = [s for s in (said or sorted(reading.works)) if s in table]
+        if not said and reading.yes and not reading.slots and len(table) == 1:
+            said = sorted(table)
+        said = [s for s in said if (to, s) not in rs.acked and self.cost(s) is not None]
+        if not said:
+            return []
+        slot = said[0]
+        rs.acked.add((to, slot))
+        return [self.msg(to, ANSWER_KIND, f"Agreed, slot {slot} it is.", works=[slot], cannot=[], alternatives=[])]
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]

@@ -43,6 +43,13 @@ the bumped meeting for the five repair kinds): ``propose {slot}`` · ``reply {sl
 status}`` · ``confirm {slot}`` · ``fail {}`` · ``reschedule_request {from_slot}`` ·
 ``propose_reschedule {from_slot, to_slot}`` · ``reschedule_reply {from_slot, to_slot,
 status}`` · ``confirm_reschedule {from_slot, to_slot}`` · ``fail_reschedule {from_slot}``.
+
+Peers outside the protocol (a person, an LLM): a slot they offer in words gets an ``answer``
+(the alternatives: the next slots it can hold in its local order, no costs — binary
+feasibility); a person who leads and settles on another slot replaces the PENDING one; a
+``propose`` after a ``confirm`` reopens the meeting; an initiator that hears a late "no" to
+its confirmed slot walks on.  None of this fires between SD-MAP seats (docs/protocols.md,
+"Partners that answer a person").
 """
 
 from __future__ import annotations
@@ -138,10 +145,17 @@ class SDMAPPersona(ProtocolPersona):
         if mid == cur and (self.seat not in self.meeting.participants or msg.sender not in self.meeting.participants):
             return []  # e.g. an all-agent groupchat read by a non-participant
         if kind == "propose" and mid == cur:
+            if st["state"] == "confirmed" and self.rs.agreed is not None and not self.is_initiator:
+                # a new proposal after a confirm (only a person or an LLM leading does that,
+                # after a partner said no): the confirmed slot is off
+                self.rs.agreed = None
+                st["state"] = "idle"
             slot = as_int(p.get("slot"))
             ok = slot is not None and self.local_status(slot) is not None
             st["pending"] = slot if ok else None
             st["pending_turn"] = self.turn if (ok and self._speaking) else None
+            if ok:
+                self.rs.told_ok.setdefault(msg.sender, set()).add(slot)  # a yes to it is acknowledged
             status = PENDING if ok else IMPOSSIBLE
             text = (f"Slot {slot} works for me for meeting M{cur} (PENDING)." if ok
                     else f"Slot {slot} is impossible for me for meeting M{cur}.")
@@ -186,6 +200,11 @@ class SDMAPPersona(ProtocolPersona):
             return []
         return []
 
+    def alternatives(self, exclude: set[int]) -> list[int]:
+        """Binary feasibility, in my local order (slot index), as I would propose them."""
+        out = [s for s in range(self.num_slots) if s not in exclude and self.local_status(s) == "ok"]
+        return out[: self.answer_alternatives]
+
     # -- free text ---------------------------------------------------------------------------------
     def on_text(self, msg: Delivered, reading: Reading) -> list[Message]:
         st = self.rs.extra
@@ -193,6 +212,14 @@ class SDMAPPersona(ProtocolPersona):
             for s in reading.proposed + reading.mentioned:
                 self.rs.peer_slots.append((msg.sender, s, s == reading.decided))
             active = st["active"]
+            if st["state"] == "confirmed" and active is not None and (
+                    active in reading.fails or (reading.no and not reading.slots)):
+                # a partner says no to the confirmed slot after all (a person who missed the turn
+                # in which it was proposed): walk on, as for an IMPOSSIBLE reply
+                st["state"] = "waiting"
+                st["replies"][msg.sender] = IMPOSSIBLE
+                st["propose_turn"] = -1
+                self.rs.agreed = None
             if st["state"] == "waiting" and active is not None:
                 if active in reading.fails or (reading.no and not reading.slots):
                     st["replies"][msg.sender] = IMPOSSIBLE
@@ -203,11 +230,20 @@ class SDMAPPersona(ProtocolPersona):
             for s in reading.proposed + sorted(reading.works):
                 if s not in st["tried"] and s not in st["priority"] and s not in reading.fails:
                     st["priority"].append(s)
+            if reading.question and not reading.offered:
+                return self.answer_text(msg, reading)  # "which slots work for you?": my next proposals answer the rest
             return []
         if not self.is_initiator and msg.sender == min(self.meeting.participants) \
                 and (self.rs.agreed is None or self.rs.extra.get("by_words")):
             self._initiator_words(reading)
         return super().on_text(msg, reading)
+
+    def adopt(self, slot: int) -> None:
+        super().adopt(slot)
+        st = self.rs.extra
+        st["state"], st["by_words"] = "confirmed", True
+        if st["pending"] != slot:
+            st["pending"] = st["pending_turn"] = None
 
     def _initiator_words(self, reading: Reading) -> None:
         """The initiator answered my PENDING in words, not with a typed ``confirm`` (a human
@@ -221,6 +257,9 @@ class SDMAPPersona(ProtocolPersona):
             if st.get("by_words"):
                 st["by_words"] = False
                 self.rs.agreed = None
+            if pending is not None and self.local_status(reading.decided) is not None:
+                # the initiator settled on another slot that I can hold: it replaces my pending one
+                st["pending"] = st["pending_turn"] = None
             return
         if pending is None:
             return

@@ -202,7 +202,8 @@ async def test_imap_responders_follow_a_free_text_initiator():
     res = await play(task, [talker(lines, {1: 2}), IMAPPersona(), IMAPPersona()])
     replies = [d for d in messages(res.trace) if d["from_agent"] in (1, 2)]
     assert [(d["from_agent"], d["to_agent"]) for d in replies] == [(1, 0), (2, 0)]
-    assert all("Slot 2 works for me" in d["content"] and d["payload"]["kind"] == "text" for d in replies)
+    assert all(d["content"] == "Slot 2 works for me." and d["payload"]["kind"] == "answer"
+               and d["payload"]["works"] == [2] for d in replies)
     assert res.metrics["meetings_scheduled"] == 1
     assert res.state.calendars[1][2] == MeetingCopy(1) and res.state.calendars[1][0] == Errand(1, 1)
 
@@ -214,8 +215,12 @@ async def test_responder_says_no_to_a_slot_it_cannot_hold():
         return [(1, "How about slot 0?")] if obs.turn == 0 else []
 
     res = await play(task, [talker(lines, {1: 0}), IMAPPersona()])
-    (reply,) = [d for d in messages(res.trace) if d["from_agent"] == 1]
-    assert reply["content"] == "I can't do slot 0. How about slot 1?"
+    reply, reminder = [d for d in messages(res.trace) if d["from_agent"] == 1]
+    assert reply["content"] == "I can't do slot 0, but I could do slot 1, 2 or 3."
+    assert reply["payload"]["cannot"] == [0] and reply["payload"]["alternatives"] == [1, 2, 3]
+    # the talker (who leads) said nothing more: reminded once of the same slots, nothing new revealed
+    assert reminder["content"] == "Could we do slot 1, 2 or 3 instead?" and reminder["turn"] == reply["turn"] + 1
+    assert reminder["payload"]["alternatives"] == [1, 2, 3]
     assert res.metrics["meetings_scheduled"] == 0  # the talker insisted on 0; IMAP took its own 1
 
 

@@ -191,9 +191,13 @@ async def test_free_text_counter_proposal_is_tried_next():
 async def test_sdmap_answers_other_protocols_in_english():
     task = hand_task([[None] * 6, [E(1, 1, True)] + [None] * 5, [None] * 6], [[0, 1, 2]])
     res = await play(task, make_personas("imap,sdmap,sdmap", 3))
-    # IMAP's cost_request reaches the SD-MAP seats as English; they answer with slots they can do.
+    # IMAP's cost_request reaches the SD-MAP seats as English; they answer with slots they can do,
+    # and IMAP's decision (a slot announced outside their protocol) with whether it works for them.
     ans = [d for d in messages(res.trace) if d["from_agent"] in (1, 2)]
-    assert ans and all(d["payload"]["kind"] == "text" and "I could do slots" in d["content"] for d in ans)
+    asked = [d for d in ans if d["payload"]["kind"] == "text"]
+    assert len(asked) == 2 and all("I could do slots" in d["content"] for d in asked)
+    told = [d for d in ans if d["payload"]["kind"] == "answer"]
+    assert len(told) == 2 and all(d["content"] == "Slot 1 works for me." for d in told)
     assert res.metrics["meetings_scheduled"] == 1
 
 

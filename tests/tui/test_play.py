@@ -122,6 +122,10 @@ async def test_talk_by_composer_and_decide_by_batch_keys(store):
         await pilot.press("m")  # move it again (to the cheapest destination)
         assert target in ds.plan.moves
         await pilot.press("s")
+        if app.screen is ds and ds.armed_warning:
+            # the partners answered "Slot 11 works for me": the talk was about slot 11, not this
+            # one, and the builder asks for a second s
+            await pilot.press("s")
         await wait_for(pilot, lambda: app.screen is not ds, what="the builder to close")
         await play_to_end(pilot, app)
         assert isinstance(app.screen, EndScreen)
