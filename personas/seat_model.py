@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
-from engine import protocol
+from engine import protocol, protocols
 from engine.actions import Message
 from engine.channels import CHANNEL_SHORT
 from engine.events import MESSAGE_EVENTS
@@ -71,11 +71,30 @@ class Hint:
 
 #: Stances (:func:`stance_of`) that say which slots a seat can take.
 STANCE_TAKES = ("decided", "proposed", "can do", "sent costs")
-_TYPED_STANCE = {"decision": "decided", "confirm": "decided", "propose": "proposed", "proposal": "proposed",
-                 "proposals": "proposed", "offer": "proposed", "cost_request": "asked costs for",
-                 "request_costs": "asked costs for", "ask_costs": "asked costs for", "costs": "sent costs",
-                 "scores": "sent costs", "fail": "cannot do", "decline": "cannot do", "reject": "cannot do",
-                 "accept": "can do"}
+#: Stances of the typed kinds no protocol declares (an LLM seat's and a person's actions);
+#: a protocol's own kinds are read by what its home declares (:func:`_typed_stance`).
+_ACTION_STANCE = {"proposal": "proposed", "offer": "proposed", "request_costs": "asked costs for",
+                  "ask_costs": "asked costs for", "decline": "cannot do", "reject": "cannot do",
+                  "accept": "can do"}
+
+
+def _typed_stance(payload: Any, kind: str) -> str:
+    """A typed message's stance from its declaration (``engine/protocols/``): a cost question
+    asks costs; a proposal that also asks (SD-MAP's propose, DSM's proposals) proposes, one that
+    does not (a decision, a confirm) decides; a refusal cannot do."""
+    rules = protocols.rules(payload.get("protocol") if isinstance(payload, dict) else None, kind)
+    if not rules:
+        return _ACTION_STANCE.get(kind, "mentioned")
+    if any("from_slot" in r.fields for r in rules):
+        return "mentioned"  # a move of another (bumped) meeting, not a stance on this one
+    audit = {a for r in rules for a in r.audit}
+    if any(r.asks_costs for r in rules):
+        return "asked costs for"
+    if "proposal" in audit:
+        return "proposed" if "question" in audit else "decided"
+    if "refusal" in audit:
+        return "cannot do"
+    return "mentioned"
 
 
 def stance_of(event: dict, num_slots: int) -> tuple[str, list[int]] | None:
@@ -92,7 +111,7 @@ def stance_of(event: dict, num_slots: int) -> tuple[str, list[int]] | None:
         slots = protocol.slots_in_payload(p, num_slots)
         if not slots:
             return None
-        return _TYPED_STANCE.get(kind, "mentioned"), slots
+        return _typed_stance(p, kind), slots
     r = protocol.read_text(event.get("content") or "", num_slots)
     if r.decided is not None:
         return "decided", [r.decided]
