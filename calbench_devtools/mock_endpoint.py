@@ -56,7 +56,10 @@ anything), ``bigint`` (``usage`` numbers past the 64-bit range), ``prose``,
 ``fenced``, ``invalid_batch``, ``empty``, ``truncated``, ``unauthorized``, ``unauthorized_echo`` (a 401
 whose text quotes the ``Authorization`` header it received, as some providers do — for the
 redaction tests), ``no_choices`` (a 200 with ``"choices": []``), ``agree`` (the short action
-``{"type": "agree", "slot": n}``), and replies past the size limits: ``oversized`` (200,000
+``{"type": "agree", "slot": n}``), ``key_in_reply`` (a usual reply whose thinking and every
+message carry the key of the request's ``Authorization`` header in the forms a model can
+write it: as is, upper-case, reversed, spaced, ROT13, hex, HTML references and split by
+zero-width spaces — :func:`key_forms`; for the redaction tests), and replies past the size limits: ``oversized`` (200,000
 characters), ``flood`` (200 actions) and ``long_message`` (a 5,000-character message).
 
 ``sloppy_mode`` (with ``policy="sloppy"``) copies a small model's habits instead of the
@@ -124,7 +127,7 @@ _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · 
                        re.M)
 FAULTS = ("429", "500", "context_length", "hang", "prose", "fenced", "invalid_batch", "empty", "truncated",
           "unauthorized", "unauthorized_echo", "no_choices", "agree", "oversized", "flood", "long_message",
-          "drip", "trickle", "bigint")
+          "drip", "trickle", "bigint", "key_in_reply")
 
 _REFLECT_RE = re.compile(r"^=== Reflection after Round (\d+) · Meeting M(-?\d+) · You are Agent (\d+) ===$", re.M)
 _SEAT_RE = re.compile(r"You are Agent (\d+)")
@@ -905,6 +908,8 @@ class MockLLMServer:
             envelope = _agree(th, schema)
         elif kind in ("oversized", "flood", "long_message"):
             envelope = _oversize(kind, th)
+        elif kind == "key_in_reply":
+            envelope = _with_key(envelope, (self._auth or "").removeprefix("Bearer ").strip())
         content = json.dumps(envelope)
         if sloppy is not None:
             content, finish = sloppy
@@ -932,6 +937,29 @@ class MockLLMServer:
             "usage": {"prompt_tokens": p_tok, "completion_tokens": c_tok, "total_tokens": p_tok + c_tok,
                       "prompt_tokens_details": {"cached_tokens": reused // 4}},
         }
+
+
+def key_forms(key: str) -> dict[str, str]:
+    """The forms of ``key`` the ``key_in_reply`` fault writes (issue 35, 1)."""
+    import codecs
+
+    return {"raw": key, "upper": key.upper(), "reversed": key[::-1], "spaced": " ".join(key),
+            "rot13": codecs.encode(key, "rot13"), "hex": key.encode().hex(), "hex_upper": key.encode().hex().upper(),
+            "html_decimal": "".join(f"&#{ord(c)};" for c in key), "html_hex": "".join(f"&#x{ord(c):x};" for c in key),
+            "zero_width": "\u200b".join(key), "soft_hyphen": "\u00ad".join(key)}
+
+
+def _with_key(envelope: dict[str, Any], key: str) -> dict[str, Any]:
+    """``envelope`` with every form of ``key`` in its thinking and in each message it sends."""
+    said = " ".join(f"{name}: {form}." for name, form in key_forms(key).items())
+    out = dict(envelope, thinking=f"{envelope.get('thinking') or ''} My key, {said}")
+    actions = []
+    for a in envelope.get("actions") or []:
+        if isinstance(a, dict) and isinstance(a.get("content"), str):
+            a = dict(a, content=f"{a['content']} Here is my key, {said}")
+        actions.append(a)
+    out["actions"] = actions
+    return out
 
 
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:

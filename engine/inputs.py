@@ -291,10 +291,14 @@ def elide(text: str, width: int = SHOW_ID_CHARS) -> str:
 def printable(value: Any, width: int | None = None, *, newlines: bool = False) -> str:
     """``str(value)`` safe for a terminal: every control character (escape sequences,
     carriage returns, backspaces, bidi overrides) dropped; with ``width``, elided to that
-    many characters.  ``newlines=True`` keeps line breaks (for multi-line texts)."""
+    many characters.  ``newlines=True`` keeps line breaks (for multi-line texts).  A known
+    key goes too (``engine.redact``: a key typed as a model name, ``--agents llm:<key>``)."""
+    from .redact import redact
+
     text = value if isinstance(value, str) else str(value)
-    if width is not None and len(text) > 4 * width:  # never scan a megabyte to show 48 characters
-        text = text[:2 * width] + "…" + text[-2 * width:]
-    text = (_CONTROL_KEEP_NL if newlines else _CONTROL).sub("", text)
+    if width is not None and len(text) > 4 * width + 512:  # never scan a megabyte to show 48 characters
+        # (a margin, so a key across the cut is still whole when it is redacted)
+        text = redact(text[:2 * width + 256])[:2 * width] + "…" + redact(text[-2 * width - 256:])[-2 * width:]
+    text = redact((_CONTROL_KEEP_NL if newlines else _CONTROL).sub("", text))
     return elide(text, width) if width is not None else text
 
