@@ -43,7 +43,7 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_DATA_BYTES = 256 << 20
 #: Deepest nesting of lists and tables/objects in any file we read (a trace nests about a
 #: dozen levels, a settings file three or four).  The store refuses deeper values too
-#: (``saves.checks.MAX_DEPTH`` is this number).
+#: (``engine.tracecheck.MAX_DEPTH`` is this number).
 MAX_NESTING = 64
 #: Most nodes a YAML document may expand to once its aliases are followed.
 MAX_YAML_NODES = 100_000

@@ -340,6 +340,10 @@ def verify(trace: dict[str, Any], source: str, at: int | None = None):
     if at is not None and not 0 <= at <= max(last, 0):
         raise ArchiveError(f"--at {at}: this trace has events 0-{last}")
     try:
+        if at is not None:
+            from engine.tracecheck import check_trace
+
+            check_trace(trace)  # what verify_trace checks first (the import's checker)
         res = fold_trace(trace, upto_seq=at) if at is not None else verify_trace(trace)
     except TraceError as exc:
         raise ArchiveError(f"{source}: {exc}") from None

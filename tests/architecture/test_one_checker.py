@@ -1,5 +1,6 @@
 """One CSV writer (issue 35, 3): every CSV the product writes goes through ``lab/csvfile.py``,
-which neutralises formula cells; no other module makes a ``csv.writer`` or ``csv.DictWriter``."""
+which neutralises formula cells; no other module makes a ``csv.writer`` or ``csv.DictWriter``.
+One trace checker (issue 35, 5): ``engine/tracecheck.py``."""
 
 from __future__ import annotations
 
@@ -38,3 +39,15 @@ def test_the_check_sees_both_spellings(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("import csv\nfrom csv import DictWriter as D\nw = csv.writer(fh)\nd = D(fh, [])\n")
     assert csv_writers(f) == [3, 4]
+
+
+def test_one_trace_checker():
+    """Issue 35 (5): what a trace may hold is checked by ``engine/tracecheck.py`` alone; the store
+    (``saves/checks.py``) and ``calbench trace`` (``engine.verify.verify_trace``) call it."""
+    checks = (REPO / "saves" / "checks.py").read_text(encoding="utf-8")
+    assert "from engine.tracecheck import" in checks and "raise StoreError" not in checks
+    assert "check_trace(trace)" in (REPO / "engine" / "verify.py").read_text(encoding="utf-8")
+    defs = {f"{path.relative_to(REPO)}" for pkg in PRODUCT for path in sorted((REPO / pkg).rglob("*.py"))
+            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(n, ast.FunctionDef) and n.name in ("_check_events", "_locate_bad_value", "_check_values")}
+    assert defs == {"engine/tracecheck.py"}, defs
