@@ -308,13 +308,9 @@ def _check_split(trace: dict[str, Any], res: FoldResult, metrics: dict[str, Any]
 def verify_trace(trace: dict[str, Any]) -> FoldResult:
     """``fold_trace`` plus :func:`check_metrics`: what ``calbench trace`` and ``calbench import`` check.
 
-    Raises :class:`TraceError` for a trace that cannot be folded at all, and for one holding
-    what the store refuses (``engine.tracecheck``, the import's own checker: NaN, integers past
-    64 bits, a ``seq`` that is not an integer, ids past their cap ...).
+    Raises :class:`TraceError` for a trace that cannot be folded at all.  (A trace *file* is
+    first checked by ``engine.tracecheck``, the import's checker: ``lab.archive.load_trace``.)
     """
-    from .tracecheck import check_trace
-
-    check_trace(trace)
     res = fold_trace(trace)
     extra = check_metrics(trace, res)
     if extra:

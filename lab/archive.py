@@ -322,7 +322,15 @@ def load_trace(source: str, db: Callable[[], str], *, reveal: bool = False, what
     if os.path.exists(source):
         if os.path.isdir(source):
             raise ArchiveError(f"{source} is a directory; give a trace file or a game id")
-        return read_trace_file(source)
+        from engine.trace import TraceError
+        from engine.tracecheck import check_trace
+
+        trace = read_trace_file(source)
+        try:  # what `import` refuses, `trace` refuses in the same words (issue 35, 5): one checker
+            check_trace(trace)
+        except TraceError as exc:
+            raise ArchiveError(f"{source}: {exc}") from None
+        return trace
     if source.lower().endswith(".json") or os.sep in source:
         raise ArchiveError(f"{source}: no such file (and it does not look like a game id)")
     trace = with_store(db(), lambda store: store.load_trace(source))
@@ -340,10 +348,6 @@ def verify(trace: dict[str, Any], source: str, at: int | None = None):
     if at is not None and not 0 <= at <= max(last, 0):
         raise ArchiveError(f"--at {at}: this trace has events 0-{last}")
     try:
-        if at is not None:
-            from engine.tracecheck import check_trace
-
-            check_trace(trace)  # what verify_trace checks first (the import's checker)
         res = fold_trace(trace, upto_seq=at) if at is not None else verify_trace(trace)
     except TraceError as exc:
         raise ArchiveError(f"{source}: {exc}") from None

@@ -365,10 +365,10 @@ def load_suite_file(raw: str) -> list[Task]:
         raise SuiteFileError("suite show needs a task file, e.g. calbench suite show study.jsonl")
     if path.is_dir():
         raise SuiteFileError(f"{path} is a folder; give a task file (.jsonl) in it")
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise SuiteFileError(f"no such file {path}")
-    try:
-        tasks = load_task_file(path)
+    try:  # a FIFO, a device or a socket is refused by the reader, by what it is (engine.inputs)
+        tasks = load_task_file(path, unique=False)  # duplicate ids are one of the checks show reports
     except TaskError as exc:
         raise SuiteFileError(str(exc)) from None
     if not tasks:

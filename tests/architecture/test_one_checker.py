@@ -43,10 +43,10 @@ def test_the_check_sees_both_spellings(tmp_path):
 
 def test_one_trace_checker():
     """Issue 35 (5): what a trace may hold is checked by ``engine/tracecheck.py`` alone; the store
-    (``saves/checks.py``) and ``calbench trace`` (``engine.verify.verify_trace``) call it."""
+    (``saves/checks.py``) and ``calbench trace FILE`` (``lab.archive.load_trace``) call it."""
     checks = (REPO / "saves" / "checks.py").read_text(encoding="utf-8")
     assert "from engine.tracecheck import" in checks and "raise StoreError" not in checks
-    assert "check_trace(trace)" in (REPO / "engine" / "verify.py").read_text(encoding="utf-8")
+    assert "check_trace(trace)" in (REPO / "lab" / "archive.py").read_text(encoding="utf-8")
     defs = {f"{path.relative_to(REPO)}" for pkg in PRODUCT for path in sorted((REPO / pkg).rglob("*.py"))
             for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
             if isinstance(n, ast.FunctionDef) and n.name in ("_check_events", "_locate_bad_value", "_check_values")}
