@@ -62,8 +62,8 @@ def hydrate_labels(task: Task) -> Task:
 def _file_row(row: Any, where: str) -> None:
     """What a row of a task file must hold beyond what ``Task.from_row`` reads (issue 35): its
     own ``task_id`` (a non-empty string: reports, claims and resumes are keyed by it), at least
-    one meeting, and — when its ``params`` say — as many agents as calendars and a finite
-    density from 0 to 1.  The authors' rows hold all of these."""
+    one meeting, and — when its ``params`` say — as many agents as calendars and finite
+    densities from 0 to 1.  The authors' rows hold all of these."""
     if not isinstance(row, dict):
         return  # Task.from_row says what is wrong
     tid = row.get("task_id")
@@ -80,9 +80,11 @@ def _file_row(row: Any, where: str) -> None:
         if n is not None and isinstance(cals, list) and n != len(cals):
             raise TaskError(f"{where}: params.total_agents is {json.dumps(n)[:20]} but the row has {len(cals)} "
                             "calendars (one per agent)")
-        d = params.get("density")
-        if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d <= 1):
-            raise TaskError(f"{where}: params.density is {json.dumps(d)[:20]}; a density is a number from 0 to 1")
+        d = params.get("density")  # one for the task, or one per agent
+        if d is not None and not all(not isinstance(x, bool) and isinstance(x, (int, float)) and 0 <= x <= 1
+                                     for x in (d if isinstance(d, list) else [d])):
+            raise TaskError(f"{where}: params.density is {json.dumps(d)[:40]}; a density is a number from 0 to 1 "
+                            "(or a list of them, one per agent)")
 
 
 def _row_task(row: Any, where: str) -> Task:
@@ -112,7 +114,7 @@ def load_task_file(path: str | Path, *, unique: bool = True) -> list[Task]:
     least one, and (``unique``) no task id twice — ``suite show`` reads duplicates to report them."""
     tasks = _load_task_file(path)
     if not tasks:
-        raise TaskError(f"{path} holds no task rows")
+        raise TaskError(f"{path} holds no tasks")
     if unique:
         seen: set[str] = set()
         for t in tasks:
