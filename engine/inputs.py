@@ -255,8 +255,25 @@ def _check_yaml_node(root: Any, where: str, error: type[Exception]) -> None:
         if key in on_path:
             raise error(f"{where} holds an alias that refers to itself; write the values out")
         on_path.add(key)
+        if isinstance(node, yaml.MappingNode):
+            _no_key_twice(node, where, error)
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in size)
+
+
+def _no_key_twice(node: Any, where: str, error: type[Exception]) -> None:
+    """A YAML mapping that gives a key twice is refused (PyYAML keeps the last one silently;
+    issue 35): one line naming the key and both lines."""
+    import yaml
+
+    seen: dict[str, int] = {}
+    for k, _ in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+            line = k.start_mark.line + 1
+            if k.value in seen:
+                raise error(f"{where} line {line}: {printable(k.value, 48)!r} is given twice (also on line "
+                            f"{seen[k.value]}); keep one")
+            seen[k.value] = line
 
 
 # -- ids ---------------------------------------------------------------------------------------
