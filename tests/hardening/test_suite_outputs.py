@@ -57,3 +57,15 @@ def test_nothing_is_overwritten_without_force(cli, tmp_path):
     assert rc == 2 and "exists; add --force" in err and other.read_text() == "mine\n"
     assert cli("suite", "generate", str(cfg), "--workers", "1", "--force")[0] == 0
     assert out.read_bytes() == first
+
+
+def test_suite_show_names_a_fifo_for_what_it_is(cli, tmp_path):
+    """Issue 35: ``suite show`` called a FIFO "no such file"."""
+    import os
+
+    fifo = tmp_path / "tasks.jsonl"
+    os.mkfifo(fifo)
+    rc, _, err = cli("suite", "show", str(fifo))
+    assert rc == 2 and err.count("\n") == 1 and "FIFO" in err and "no such file" not in err, err
+    rc, _, err = cli("suite", "show", str(tmp_path / "absent.jsonl"))
+    assert rc == 2 and "no such file" in err
