@@ -40,10 +40,10 @@ from __future__ import annotations
 import base64
 import codecs
 import html
+import html.entities
 import json
 import os
 import re
-import html.entities
 import time
 from typing import Any
 from urllib.parse import quote, quote_plus
