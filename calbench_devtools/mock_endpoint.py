@@ -1352,9 +1352,9 @@ def serve_until_stopped(*, port: int = 8765, policy: str = "cooperative", latenc
     if not 0 <= port <= 65535:
         raise MockOptionError(f"--port must be 0..65535, not {port}")
     if not 0 <= latency <= 3600:  # NaN fails both (issue 35: --latency nan was accepted)
-        raise MockOptionError(f"--latency must be 0 to 3600 seconds, not {latency:g}")
+        raise MockOptionError(f"--latency must be 0 or more seconds (at most 3600), not {latency:g}")
     if not 0 <= retry_after <= 86400:
-        raise MockOptionError(f"--retry-after must be 0 to 86400 seconds, not {retry_after:g}")
+        raise MockOptionError(f"--retry-after must be 0 or more seconds (at most 86400), not {retry_after:g}")
     if slowgen is not None and not 0 < slowgen <= 60:
         raise MockOptionError(f"--slowgen must be more than 0 and at most 60 seconds, not {slowgen:g}")
     if context_limit is not None and context_limit < 64:
