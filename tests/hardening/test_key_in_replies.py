@@ -16,9 +16,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
-
-import pytest
 
 from calbench_devtools.mock_endpoint import key_forms
 from engine.game import GameConfig
@@ -26,7 +23,7 @@ from engine.redact import REDACTED, redact
 from engine.seats import PassivePersona
 
 KEY = "zq9TOPSECRETvalue42xw"  # not token-shaped: only its registered value can catch it
-NEEDLES = {name: form for name, form in key_forms(KEY).items()}
+NEEDLES = key_forms(KEY)
 
 
 def _leaks(text: str) -> list[str]:
@@ -107,8 +104,6 @@ async def test_an_echoed_key_reaches_no_observation_trace_or_store(tmp_path, mon
 
 def test_run_never_prints_a_key_typed_as_a_model_name(tmp_path):
     """``calbench run --agents llm:<key>``: the summary table printed the key."""
-    from calbench_devtools.mock_endpoint import MockLLMServer  # noqa: F401 - the mock is the endpoint
-
     mock = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "calbench"), "mock-llm", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
