@@ -16,6 +16,7 @@ a string is a one-line error naming it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
@@ -138,8 +139,6 @@ def known_key(key: str) -> bool:
     """Whether ``key`` names a key Textual can bind: optional modifiers (``ctrl+``, ``shift+``,
     ...) and one character, a named key (``enter``, ``f2``, ``pageup``) or a character's
     name (``question_mark``).  Issue 35: ``ctrl+banana`` was accepted and bound nothing."""
-    import unicodedata
-
     from textual.keys import Keys
 
     *mods, last = key.split("+") if key != "+" else ["+"]
@@ -150,10 +149,16 @@ def known_key(key: str) -> bool:
     if last in {k.value for k in Keys} or last in ("space", "tab", "enter", "escape", "esc", "backspace") or \
             re.fullmatch(r"f([1-9]|1[0-9]|2[0-4])", last):
         return True
-    try:  # a character's name; not an emoji's ("ctrl+banana" names no key a keyboard has)
-        return ord(unicodedata.lookup(last.replace("_", " "))) < 0x2000
-    except KeyError:
-        return False
+    return last in _character_key_names()
+
+
+@functools.cache
+def _character_key_names() -> frozenset[str]:
+    """Textual's names of the characters below U+2000 (``question_mark``, ``minus``, ``plus``);
+    not an emoji's: ``ctrl+banana`` names no key a keyboard has."""
+    from textual.keys import _character_to_key
+
+    return frozenset(_character_to_key(chr(c)) for c in range(0x20, 0x2000) if chr(c).isprintable())
 
 
 def seed_of_ref(task: str | None) -> int | None:
