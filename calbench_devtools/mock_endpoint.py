@@ -71,7 +71,10 @@ anything), ``bigint`` (``usage`` numbers past the 64-bit range), ``prose``,
 whose text quotes the ``Authorization`` header it received, as some providers do — for the
 redaction tests), ``no_choices`` (a 200 with ``"choices": []``), ``agree`` (the short action
 ``{"type": "agree", "slot": n}``), ``chatter`` (small talk that names no slot, to each other
-participant of the meeting), and replies past the size limits: ``oversized`` (200,000
+participant of the meeting), ``key_in_reply`` (a usual reply whose thinking and every
+message carry the key of the request's ``Authorization`` header in the forms a model can
+write it: as is, upper-case, reversed, spaced, ROT13, hex, HTML references and split by
+zero-width spaces — :func:`key_forms`; for the redaction tests), and replies past the size limits: ``oversized`` (200,000
 characters), ``flood`` (200 actions) and ``long_message`` (a 5,000-character message).
 
 ``sloppy_mode`` (with ``policy="sloppy"``) copies a small model's habits instead of the
@@ -139,7 +142,7 @@ _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · 
                        re.M)
 FAULTS = ("429", "500", "context_length", "hang", "prose", "fenced", "invalid_batch", "empty", "truncated",
           "unauthorized", "unauthorized_echo", "no_choices", "agree", "oversized", "flood", "long_message",
-          "drip", "trickle", "bigint", "chatter")
+           "drip", "trickle", "bigint", "chatter", "key_in_reply")
 
 _REFLECT_RE = re.compile(r"^=== Reflection after Round (\d+) · Meeting M(-?\d+) · You are Agent (\d+) ===$", re.M)
 _SEAT_RE = re.compile(r"You are Agent (\d+)")
@@ -1001,6 +1004,8 @@ class MockLLMServer:
             envelope = _chatter(th)
         elif kind in ("oversized", "flood", "long_message"):
             envelope = _oversize(kind, th)
+        elif kind == "key_in_reply":
+            envelope = _with_key(envelope, (self._auth or "").removeprefix("Bearer ").strip())
         content = json.dumps(envelope)
         if sloppy is not None:
             content, finish = sloppy
@@ -1028,6 +1033,29 @@ class MockLLMServer:
             "usage": {"prompt_tokens": p_tok, "completion_tokens": c_tok, "total_tokens": p_tok + c_tok,
                       "prompt_tokens_details": {"cached_tokens": reused // 4}},
         }
+
+
+def key_forms(key: str) -> dict[str, str]:
+    """The forms of ``key`` the ``key_in_reply`` fault writes (issue 35, 1)."""
+    import codecs
+
+    return {"raw": key, "upper": key.upper(), "reversed": key[::-1], "spaced": " ".join(key),
+            "rot13": codecs.encode(key, "rot13"), "hex": key.encode().hex(), "hex_upper": key.encode().hex().upper(),
+            "html_decimal": "".join(f"&#{ord(c)};" for c in key), "html_hex": "".join(f"&#x{ord(c):x};" for c in key),
+            "zero_width": "\u200b".join(key), "soft_hyphen": "\u00ad".join(key)}
+
+
+def _with_key(envelope: dict[str, Any], key: str) -> dict[str, Any]:
+    """``envelope`` with every form of ``key`` in its thinking and in each message it sends."""
+    said = " ".join(f"{name}: {form}." for name, form in key_forms(key).items())
+    out = dict(envelope, thinking=f"{envelope.get('thinking') or ''} My key, {said}")
+    actions = []
+    for a in envelope.get("actions") or []:
+        if isinstance(a, dict) and isinstance(a.get("content"), str):
+            a = dict(a, content=f"{a['content']} Here is my key, {said}")
+        actions.append(a)
+    out["actions"] = actions
+    return out
 
 
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
@@ -1430,10 +1458,10 @@ def serve_until_stopped(*, port: int = 8765, policy: str = "cooperative", latenc
 
     if not 0 <= port <= 65535:
         raise MockOptionError(f"--port must be 0..65535, not {port}")
-    if latency < 0:
-        raise MockOptionError("--latency must be 0 or more seconds")
-    if retry_after < 0:
-        raise MockOptionError(f"--retry-after must be 0 or more seconds, not {retry_after:g}")
+    if not 0 <= latency <= 3600:  # NaN fails both (issue 35: --latency nan was accepted)
+        raise MockOptionError(f"--latency must be 0 or more seconds (at most 3600), not {latency:g}")
+    if not 0 <= retry_after <= 86400:
+        raise MockOptionError(f"--retry-after must be 0 or more seconds (at most 86400), not {retry_after:g}")
     if slowgen is not None and not 0 < slowgen <= 60:
         raise MockOptionError(f"--slowgen must be more than 0 and at most 60 seconds, not {slowgen:g}")
     if context_limit is not None and context_limit < 64:

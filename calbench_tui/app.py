@@ -80,6 +80,40 @@ def binding_ids() -> list[str]:
     return ids
 
 
+def keymap_conflicts(keymap: dict[str, str]) -> list[str]:
+    """Keys a remapping gives to two actions of one screen (its own bindings and the app's),
+    one sentence each; empty when there are none.  Issue 35: the second action was silently
+    unreachable."""
+    from .screens.games import SavedGamesScreen
+    from .screens.replay import ReplayScreen
+    from .screens.report import ReportScreen
+    from .widgets.batch import BatchBuilder
+    from .widgets.calendar import CalendarView
+
+    out: list[str] = []
+    for cls in (GameScreen, DecisionScreen, EndScreen, SetupScreen, HelpScreen, CalendarView, BatchBuilder,
+                SavedGamesScreen, ReplayScreen, ReportScreen):
+        owner: dict[str, str] = {}
+        for b in [*CalBenchApp.BINDINGS, *cls.BINDINGS]:
+            if not isinstance(b, Binding) or not b.id:
+                continue
+            for key in {_key_id(k.strip()) for k in keymap.get(b.id, b.key).split(",")}:
+                other = owner.setdefault(key, b.id)
+                if other != b.id and (b.id in keymap or other in keymap):
+                    line = f"{key!r} is bound to both {other!r} and {b.id!r} ({cls.__name__})"
+                    if line not in out:
+                        out.append(line)
+    return out
+
+
+def _key_id(key: str) -> str:
+    """One spelling per key: a character as Textual names it (``?`` is ``question_mark``)."""
+    from textual.keys import _character_to_key
+
+    *mods, last = key.split("+") if key != "+" else ["+"]
+    return "+".join([*mods, _character_to_key(last) if len(last) == 1 else last])
+
+
 def binding_table() -> list[tuple[str, str, str]]:
     """(id, keys, description) of every remappable binding (``calbench-play --list-keys``)."""
     from .screens.games import SavedGamesScreen

@@ -16,7 +16,9 @@ a string is a one-line error naming it.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -122,8 +124,41 @@ def load_keymap(path: Path | str | None, known_ids: Iterable[str]) -> dict[str, 
         if len(v) > 200 or printable(v) != v:
             raise SettingsError(f"{p}: binding {k!r} must be keys like \"ctrl+e,f2\" (at most 200 printable "
                                 "characters)")
+        for key in v.split(","):
+            if not known_key(key.strip()):
+                raise SettingsError(f"{p}: binding {k!r}: {key.strip()!r} is not a key name; write keys like "
+                                    "\"ctrl+e\", \"f2\", \"enter\", \"space\" or one character")
         out[k] = v.strip()
     return out
+
+
+_MODIFIERS = {"ctrl", "shift", "alt", "meta", "super", "hyper"}
+
+
+def known_key(key: str) -> bool:
+    """Whether ``key`` names a key Textual can bind: optional modifiers (``ctrl+``, ``shift+``,
+    ...) and one character, a named key (``enter``, ``f2``, ``pageup``) or a character's
+    name (``question_mark``).  Issue 35: ``ctrl+banana`` was accepted and bound nothing."""
+    from textual.keys import Keys
+
+    *mods, last = key.split("+") if key != "+" else ["+"]
+    if not last or any(m not in _MODIFIERS for m in mods):
+        return False
+    if len(last) == 1 and last.isprintable():
+        return True
+    if last in {k.value for k in Keys} or last in ("space", "tab", "enter", "escape", "esc", "backspace") or \
+            re.fullmatch(r"f([1-9]|1[0-9]|2[0-4])", last):
+        return True
+    return last in _character_key_names()
+
+
+@functools.cache
+def _character_key_names() -> frozenset[str]:
+    """Textual's names of the characters below U+2000 (``question_mark``, ``minus``, ``plus``);
+    not an emoji's: ``ctrl+banana`` names no key a keyboard has."""
+    from textual.keys import _character_to_key
+
+    return frozenset(_character_to_key(chr(c)) for c in range(0x20, 0x2000) if chr(c).isprintable())
 
 
 def seed_of_ref(task: str | None) -> int | None:

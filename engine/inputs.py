@@ -43,7 +43,7 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_DATA_BYTES = 256 << 20
 #: Deepest nesting of lists and tables/objects in any file we read (a trace nests about a
 #: dozen levels, a settings file three or four).  The store refuses deeper values too
-#: (``saves.checks.MAX_DEPTH`` is this number).
+#: (``engine.tracecheck.MAX_DEPTH`` is this number).
 MAX_NESTING = 64
 #: Most nodes a YAML document may expand to once its aliases are followed.
 MAX_YAML_NODES = 100_000
@@ -255,8 +255,25 @@ def _check_yaml_node(root: Any, where: str, error: type[Exception]) -> None:
         if key in on_path:
             raise error(f"{where} holds an alias that refers to itself; write the values out")
         on_path.add(key)
+        if isinstance(node, yaml.MappingNode):
+            _no_key_twice(node, where, error)
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in size)
+
+
+def _no_key_twice(node: Any, where: str, error: type[Exception]) -> None:
+    """A YAML mapping that gives a key twice is refused (PyYAML keeps the last one silently;
+    issue 35): one line naming the key and both lines."""
+    import yaml
+
+    seen: dict[str, int] = {}
+    for k, _ in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+            line = k.start_mark.line + 1
+            if k.value in seen:
+                raise error(f"{where} line {line}: {printable(k.value, 48)!r} is given twice (also on line "
+                            f"{seen[k.value]}); keep one")
+            seen[k.value] = line
 
 
 # -- ids ---------------------------------------------------------------------------------------
@@ -291,10 +308,14 @@ def elide(text: str, width: int = SHOW_ID_CHARS) -> str:
 def printable(value: Any, width: int | None = None, *, newlines: bool = False) -> str:
     """``str(value)`` safe for a terminal: every control character (escape sequences,
     carriage returns, backspaces, bidi overrides) dropped; with ``width``, elided to that
-    many characters.  ``newlines=True`` keeps line breaks (for multi-line texts)."""
+    many characters.  ``newlines=True`` keeps line breaks (for multi-line texts).  A known
+    key goes too (``engine.redact``: a key typed as a model name, ``--agents llm:<key>``)."""
+    from .redact import redact
+
     text = value if isinstance(value, str) else str(value)
-    if width is not None and len(text) > 4 * width:  # never scan a megabyte to show 48 characters
-        text = text[:2 * width] + "…" + text[-2 * width:]
-    text = (_CONTROL_KEEP_NL if newlines else _CONTROL).sub("", text)
+    if width is not None and len(text) > 4 * width + 512:  # never scan a megabyte to show 48 characters
+        # (a margin, so a key across the cut is still whole when it is redacted)
+        text = redact(text[:2 * width + 256])[:2 * width] + "…" + redact(text[-2 * width - 256:])[-2 * width:]
+    text = redact((_CONTROL_KEEP_NL if newlines else _CONTROL).sub("", text))
     return elide(text, width) if width is not None else text
 

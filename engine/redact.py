@@ -22,11 +22,25 @@ URL-encoded forms, and its base64 inside a basic-auth
 characters the user and the padding change).  A ``Basic <base64>`` credential that decodes
 to ``user:password`` is redacted whole.  Cheap when there is nothing to redact (substring tests in C
 before any regular expression), so the store can run it over every row it writes.
+
+A model can write a key back in forms no text encoding makes (issue 35, 1): in any mix of
+upper and lower case, reversed, ROT13, as hex (of the key or its reverse), spaced out or
+split by invisible characters (zero-width spaces, soft hyphens, joiners), or as HTML
+character references (``&#115;``, ``&#x6b;``, ``&amp;``).  For each key these *folded* forms
+are kept lower-case with every separator removed; a text is folded the same way (separators
+out, entities decoded, lower-cased) and only when a folded form is in it does a pattern
+that allows separators, entities and any case between the key's characters run, replacing
+each such span.  The LLM client applies :func:`redact` to every reply the moment it arrives
+(``personas.llm.client.complete``), so no observation, screen, wire or store sees it; the
+store applies the same function again to what it writes.
 """
 
 from __future__ import annotations
 
 import base64
+import codecs
+import html
+import html.entities
 import json
 import os
 import re
@@ -34,7 +48,8 @@ import time
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-__all__ = ["REDACTED", "redact", "redact_obj", "register_secret", "register_secret_env", "known_secrets"]
+__all__ = ["REDACTED", "redact", "redact_obj", "register_secret", "register_secret_env", "known_secrets",
+           "folded_forms"]
 
 REDACTED = "[redacted]"
 MIN_SECRET = 8
@@ -44,6 +59,17 @@ _ENV_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET|_SECRET_KEY)$", re.I)
 _SHAPES = re.compile(r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{6,}|\bsk-[A-Za-z0-9_-]{6,}")
 # "Basic <base64 of user:password>" (checked by decoding: only real credentials go)
 _BASIC = re.compile(r"\b(?i:basic)( +)([A-Za-z0-9+/]{8,}={0,2})")
+
+# What may stand between a key's characters in a "spaced" or "split" form: whitespace and the
+# invisible format characters (soft hyphen, Mongolian vowel separator, zero-width space /
+# non-joiner / joiner, direction marks, bidi embeddings, word joiner and invisible operators,
+# the byte-order mark).
+_SEP_CLASS = "\\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_SEP = re.compile(f"[{_SEP_CLASS}]+")
+_ENTITY_NAMES: dict[str, list[str]] = {}  # a character -> its named HTML references ("&amp;", "&amp")
+for _name, _char in html.entities.html5.items():
+    if len(_char) == 1:
+        _ENTITY_NAMES.setdefault(_char, []).append(_name)
 
 _explicit: set[str] = set()
 _env_names: set[str] = {"OPENAI_API_KEY"}
@@ -65,7 +91,7 @@ def register_secret_env(name: str | None) -> None:
         _cache = None
 
 
-_cache: tuple[tuple, float, list[str]] | None = None
+_cache: tuple[tuple, float, list[str], list[str]] | None = None
 
 
 def known_secrets() -> list[str]:
@@ -84,8 +110,81 @@ def known_secrets() -> list[str]:
         if (name in _env_names or _ENV_NAME.search(name)) and len(value.strip()) >= MIN_SECRET:
             vals.add(value.strip())
     out = sorted({v for secret in vals for v in encodings(secret)}, key=len, reverse=True)
-    _cache = (key, now, out)
+    folded = sorted({v for secret in vals for v in folded_forms(secret)}, key=len, reverse=True)
+    _cache = (key, now, out, folded)
     return out
+
+
+def _fold(text: str, *, json_text: bool = True) -> str:
+    """``text`` as the folded forms are kept: JSON escapes decoded (a reply is JSON text, which
+    may write any character as ``\\uXXXX``; not for a key itself), separators out, lower-case."""
+    if json_text and "\\" in text:
+        text = _JSON_ESCAPE.sub(_unescape, text)
+    flat = "".join(text.lower().split())  # whitespace: split() in C is ~5 x faster than a pattern
+    return flat if flat.isascii() else _SEP.sub("", flat)
+
+
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([\"\\/])|[nrtfb])")
+
+
+def _unescape(m: re.Match) -> str:
+    if m.group(1):
+        return chr(int(m.group(1), 16))
+    return m.group(2) or " "
+
+
+_sep_pattern: str | None = None
+
+
+def _separators() -> str:
+    """What may stand between two characters of a spaced or split key: a separator, or one
+    written as a JSON escape (``\\u200b``, ``\\n``)."""
+    global _sep_pattern
+    if _sep_pattern is None:
+        escaped = "|".join(f"{c:04x}" for c in [*range(0x3001), 0xfeff] if _SEP.fullmatch(chr(c)))
+        _sep_pattern = f"(?:[{_SEP_CLASS}]|\\\\[nrtfb]|\\\\u(?:{escaped}))*"
+    return _sep_pattern
+
+
+def folded_forms(secret: str) -> set[str]:
+    """The forms a writer (a model) can turn ``secret`` into beyond the encodings: the key and
+    its reverse, each as it is, in ROT13 and as hex (of its UTF-8 bytes) — folded (lower-case,
+    separators removed); forms shorter than 8 characters are left out."""
+    out = set()
+    for s in (secret, secret[::-1]):
+        for t in (s, codecs.encode(s, "rot13")):
+            out.add(_fold(t, json_text=False))
+            out.add(t.encode("utf-8").hex())
+    return {v for v in out if len(v) >= MIN_SECRET}
+
+
+_patterns: dict[str, re.Pattern] = {}
+
+
+def _char_pattern(c: str) -> str:
+    """One character of a folded form: itself in any case, as a JSON escape, or as an HTML
+    reference to it."""
+    alts = {c, c.upper()} if c.upper() != c else {c}
+    forms = [re.escape(a) for a in sorted(alts)]
+    if c in '"\\/':
+        forms.append(re.escape("\\" + c))
+    for a in sorted(alts):
+        forms.append(f"\\\\u{ord(a):04x}")
+        forms.append(f"&#0*{ord(a)};?")
+        forms.append(f"&#[xX]0*{ord(a):x};?")
+        forms.extend(re.escape(f"&{n}") for n in _ENTITY_NAMES.get(a, ()))
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _pattern(form: str) -> re.Pattern:
+    """A pattern for a folded form written in any case, spaced or split by invisible
+    characters, with any of its characters as an HTML reference."""
+    pat = _patterns.get(form)
+    if pat is None:
+        if len(_patterns) > 256:
+            _patterns.clear()
+        pat = _patterns[form] = re.compile(_separators().join(_char_pattern(c) for c in form), re.I)
+    return pat
 
 
 def encodings(secret: str) -> set[str]:
@@ -128,6 +227,12 @@ def redact(text: str) -> str:
     for secret in _cache[2] if _fresh() else known_secrets():
         if secret in text:
             text = text.replace(secret, REDACTED)
+    folded = _cache[3]  # fresh: known_secrets() just ran
+    if folded:
+        flat = _fold(html.unescape(text) if "&" in text else text)
+        for form in folded:
+            if form in flat:
+                text = _pattern(form).sub(REDACTED, text)
     if "sk-" in text or "earer" in text or "EARER" in text:  # sk-…, Bearer / bearer / BEARER
         text = _SHAPES.sub(REDACTED, text)
     return text

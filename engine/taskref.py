@@ -19,6 +19,7 @@ its ``task_id``) by :func:`engine.labelbank.assign_labels`; the row itself is un
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,13 @@ class TaskRefError(ValueError):
     """A task reference that names nothing; the message is one line."""
 
 
+#: A whole number as a reference writes it: ASCII digits only (issue 35: ``seed:-1`` and the
+#: full-width ``seed:１２`` were read as seeds).
+_DIGITS = re.compile(r"[0-9]+")
+#: The largest ``seed:N`` (2^53, as a suite config's seed).
+MAX_TASK_SEED = 2 ** 53
+
+
 def _bad(ref: str, why: str) -> TaskRefError:
     return TaskRefError(f"bad task reference {ref!r}: {why}; expected {ACCEPTED_FORMS}.")
 
@@ -51,11 +59,40 @@ def hydrate_labels(task: Task) -> Task:
     return task.with_labels(assign_labels(task, key))
 
 
+def _file_row(row: Any, where: str) -> None:
+    """What a row of a task file must hold beyond what ``Task.from_row`` reads (issue 35): its
+    own ``task_id`` (a non-empty string: reports, claims and resumes are keyed by it), at least
+    one meeting, and — when its ``params`` say — as many agents as calendars and finite
+    densities from 0 to 1.  The authors' rows hold all of these."""
+    if not isinstance(row, dict):
+        return  # Task.from_row says what is wrong
+    tid = row.get("task_id")
+    if "task_id" not in row:
+        raise TaskError(f"{where}: the row has no task_id; give every row its own id, e.g. \"task_id\": \"t1\"")
+    if not isinstance(tid, str) or not tid.strip():
+        raise TaskError(f"{where}: task_id must be a non-empty string, got {json.dumps(tid)[:40]}")
+    if isinstance(row.get("meetings"), list) and not row["meetings"]:
+        raise TaskError(f"{where}: the task has no meetings; a game plays one round per meeting")
+    params = row.get("params")
+    if isinstance(params, dict):
+        n = params.get("total_agents")
+        cals = row.get("calendars")
+        if n is not None and isinstance(cals, list) and n != len(cals):
+            raise TaskError(f"{where}: params.total_agents is {json.dumps(n)[:20]} but the row has {len(cals)} "
+                            "calendars (one per agent)")
+        d = params.get("density")  # one for the task, or one per agent
+        if d is not None and not all(not isinstance(x, bool) and isinstance(x, (int, float)) and 0 <= x <= 1
+                                     for x in (d if isinstance(d, list) else [d])):
+            raise TaskError(f"{where}: params.density is {json.dumps(d)[:40]}; a density is a number from 0 to 1 "
+                            "(or a list of them, one per agent)")
+
+
 def _row_task(row: Any, where: str) -> Task:
     try:
         task = Task.from_row(row)
     except TaskError as exc:
         raise TaskError(f"{where}: {exc}") from None
+    _file_row(row, where)
     for m in task.meetings:  # a row in a file is played: a meeting is between two or more seats
         if len(m.participants) < 2:
             raise TaskError(f"{where}: meeting {m.id} has {len(m.participants)} participant; a meeting in a task "
@@ -72,8 +109,23 @@ def _loads_line(line: str) -> Any:
         return json.loads(line)
 
 
-def load_task_file(path: str | Path) -> list[Task]:
-    """Every task in a ``.jsonl`` file (one row per non-blank line) or a ``.json`` file."""
+def load_task_file(path: str | Path, *, unique: bool = True) -> list[Task]:
+    """Every task in a ``.jsonl`` file (one row per non-blank line) or a ``.json`` file: at
+    least one, and (``unique``) no task id twice — ``suite show`` reads duplicates to report them."""
+    tasks = _load_task_file(path)
+    if not tasks:
+        raise TaskError(f"{path} holds no tasks")
+    if unique:
+        seen: set[str] = set()
+        for t in tasks:
+            if t.task_id in seen:
+                raise TaskError(f"{path}: task_id {t.task_id!r} is used by more than one row; give each row its "
+                                "own id ('calbench suite show' lists them)")
+            seen.add(t.task_id)
+    return tasks
+
+
+def _load_task_file(path: str | Path) -> list[Task]:
     from engine.inputs import MAX_DATA_BYTES, check_nesting, loads_json, read_text
 
     p = Path(path)
@@ -132,7 +184,7 @@ def _canonical(ref: str, spec: str) -> list[Task]:
     for part in spec.split(","):
         part = part.strip()
         lo_s, sep, hi_s = part.partition("-")
-        if not lo_s.isdigit() or (sep and not hi_s.isdigit()):
+        if not _DIGITS.fullmatch(lo_s) or (sep and not _DIGITS.fullmatch(hi_s)):
             raise _bad(ref, f"{part!r} is not a task number or range")
         lo = int(lo_s)
         hi = int(hi_s) if sep else lo
@@ -148,7 +200,7 @@ def _select(ref: str, tasks: list[Task], path: Path, sel: str) -> list[Task]:
     by_id = [t for t in tasks if t.task_id == sel]
     if by_id:
         return by_id
-    if sel.isdigit():
+    if _DIGITS.fullmatch(sel):
         k = int(sel)
         if k < len(tasks):
             return [tasks[k]]
@@ -169,10 +221,13 @@ def resolve_tasks(ref: str) -> list[Task]:
         return _canonical(ref, ref[len("canonical:"):])
     if ref.startswith("seed:"):
         raw = ref[len("seed:"):].strip()
-        try:
-            seed = int(raw)
-        except ValueError:
-            raise _bad(ref, f"seed {raw!r} is not a whole number") from None
+        if not _DIGITS.fullmatch(raw):  # int() also reads "-1", "+1", "1_0" and full-width "１"
+            why = ("a seed is 0 or more" if _DIGITS.fullmatch(raw.lstrip("-")) else
+                   "write it in the digits 0-9" if raw.isdigit() else "it is not a whole number")
+            raise _bad(ref, f"seed {raw!r}: {why}")
+        seed = int(raw)
+        if seed > MAX_TASK_SEED:
+            raise _bad(ref, f"seed {raw}: the largest seed is {MAX_TASK_SEED:,} (2^53)")
         from engine.generate import generate_scenario
 
         return [generate_scenario(seed)]

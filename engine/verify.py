@@ -308,7 +308,8 @@ def _check_split(trace: dict[str, Any], res: FoldResult, metrics: dict[str, Any]
 def verify_trace(trace: dict[str, Any]) -> FoldResult:
     """``fold_trace`` plus :func:`check_metrics`: what ``calbench trace`` and ``calbench import`` check.
 
-    Raises :class:`TraceError` for a trace that cannot be folded at all.
+    Raises :class:`TraceError` for a trace that cannot be folded at all.  (A trace *file* is
+    first checked by ``engine.tracecheck``, the import's checker: ``lab.archive.load_trace``.)
     """
     res = fold_trace(trace)
     extra = check_metrics(trace, res)

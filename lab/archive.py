@@ -77,6 +77,15 @@ def list_games(db: str, *, status: str | None = None, task: str | None = None) -
 
 # -- export ------------------------------------------------------------------------------------
 
+def check_output_folder(path: str, option: str) -> None:
+    """One line unless the folder that is to hold ``path`` exists (a typo in a path is
+    reported, never answered by creating folders)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ArchiveError(f"{option} {path}: the folder {parent} does not exist; create it first or choose "
+                           "another path")
+
+
 @dataclass
 class Exported:
     game_id: str
@@ -86,15 +95,16 @@ class Exported:
 
 def export_game(db: str, game: str, *, output: str | None = None, reveal: bool = False) -> Exported:
     """One saved game (``game``: an id or a unique prefix) as JSON text, written to ``output``
-    when given (its folder is created)."""
+    when given (its folder must exist: CalBench never creates the folders above a file it
+    writes — the rule of ``--db``, ``report --plot`` and ``suite generate -o``; issue 35)."""
     from engine.redact import redact
 
     trace = with_store(db, lambda store: store.load_trace(game))
     _refuse_peeking(trace, reveal, "exporting")
     text = redact(json.dumps(trace, indent=2, ensure_ascii=False))
     if output is not None:
+        check_output_folder(output, "-o")
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             with open(output, "w", encoding="utf-8") as fh:
                 fh.write(text + "\n")
         except OSError as exc:
@@ -120,6 +130,7 @@ def export_all(db: str, out_dir: str, *, status: str | None = None, reveal: bool
     out = os.path.abspath(out_dir)
     if os.path.exists(out) and not os.path.isdir(out):
         raise ArchiveError(f"{out_dir} is a file; --all needs a directory")
+    check_output_folder(out, "-o")  # the folder named is made; the ones above it must exist
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as exc:
@@ -322,7 +333,15 @@ def load_trace(source: str, db: Callable[[], str], *, reveal: bool = False, what
     if os.path.exists(source):
         if os.path.isdir(source):
             raise ArchiveError(f"{source} is a directory; give a trace file or a game id")
-        return read_trace_file(source)
+        from engine.trace import TraceError
+        from engine.tracecheck import check_trace
+
+        trace = read_trace_file(source)
+        try:  # what `import` refuses, `trace` refuses in the same words (issue 35, 5): one checker
+            check_trace(trace)
+        except TraceError as exc:
+            raise ArchiveError(f"{source}: {exc}") from None
+        return trace
     if source.lower().endswith(".json") or os.sep in source:
         raise ArchiveError(f"{source}: no such file (and it does not look like a game id)")
     trace = with_store(db(), lambda store: store.load_trace(source))

@@ -153,6 +153,12 @@ def check_spec(spec: AgentsSpec, tasks: Sequence[Task], settings: runner.RunSett
     (once per seat count of the suite, named by its first task)."""
     from personas.registry import UnknownPersona
 
+    if settings.personas and tasks:  # a [seats.N] no game has would be ignored (issue 35)
+        most = max(t.num_agents for t in tasks)
+        beyond = sorted(s for s in settings.personas if s >= most)
+        if beyond:
+            raise SetupError(f"--personas: [seats.{beyond[0]}] names no seat of these games (seats 0-{most - 1}); "
+                             "remove it or number it from 0")
     for n, tid in sorted({t.num_agents: t.task_id for t in reversed(tasks)}.items()):
         try:
             runner.make_seats_for(spec, n, settings)

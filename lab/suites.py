@@ -275,21 +275,43 @@ def _make_folders(*paths: Path | None) -> None:
                 raise SuiteFileError(f"cannot make the folder {path.parent}: {exc.strerror or exc}") from None
 
 
+def _inside(path: Path, folder: Path, key: str) -> None:
+    """A taskgen config's ``output`` / ``summary_output`` stays inside the config's folder
+    (issue 35, 2): a config someone hands you may not write ``../victim/tasks.jsonl`` or an
+    absolute path."""
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        raise SuiteFileError(f"the config's {key} {path} is outside the config's folder {folder}; give a path "
+                             "inside it, or name the file with -o / --summary") from None
+
+
+def _no_overwrite(path: Path, what: str, force: bool) -> None:
+    if path.exists() and not force:
+        raise SuiteFileError(f"{what} {path} exists; add --force to replace it")
+
+
 def suite_outputs(config: SuiteConfig, config_path: str, *, output: str | None = None,
-                  summary: str | None = None) -> tuple[Path, Path | None]:
+                  summary: str | None = None, force: bool = False) -> tuple[Path, Path | None]:
     """Where a generated suite's rows (``.jsonl``) and summary (``.json``, or None) go: ``-o`` /
     ``--summary``, else a taskgen config's own ``output`` / ``summary_output`` (relative to
-    the config file; their folders made if missing, as the authors' generator does)."""
+    the config file and inside its folder; their folders made if missing, as the authors'
+    generator does).  An existing file is replaced only with ``force`` (``--force``)."""
+    folder = Path(config_path).parent
     if output is not None:
         out = Path(output)
         if out.suffix != ".jsonl":
             raise SuiteFileError(f"-o {out}: a task file ends in .jsonl")
     elif config.output is not None:
         out = Path(config.output)
-        summary = summary if summary is not None else config.summary_output
-        _make_folders(out, Path(summary) if summary else None)
+        _inside(out, folder, "output")
     else:
         raise SuiteFileError("-o FILE.jsonl is needed: this config names no output file")
+    if summary is None and output is None and config.summary_output:
+        summary = config.summary_output
+        _inside(Path(summary), folder, "summary_output")
+    if output is None:
+        _make_folders(out, Path(summary) if summary else None)
     _check_output(out, "-o")
     summary_path = Path(summary) if summary else None
     if summary_path is not None:
@@ -298,6 +320,9 @@ def suite_outputs(config: SuiteConfig, config_path: str, *, output: str | None =
         _check_output(summary_path, "--summary")
     if Path(config_path).resolve() in {out.resolve(), *([summary_path.resolve()] if summary_path else [])}:
         raise SuiteFileError("the output would overwrite the config; give another file name")
+    _no_overwrite(out, "the output" if output is None else "-o", force)
+    if summary_path is not None:
+        _no_overwrite(summary_path, "the summary", force)
     return out, summary_path
 
 
@@ -313,7 +338,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def generate_suite_files(config_path: str, *, output: str | None = None, summary: str | None = None,
-                         workers: int | None = None,
+                         workers: int | None = None, force: bool = False,
                          progress: ProgressFn | None = None) -> tuple[dict[str, Any], Path | None]:
     """``calbench suite generate``: read the config, generate the suite, write the task file
     (and the summary); returns the summary (with ``output``) and where it was written (or None).
@@ -321,7 +346,7 @@ def generate_suite_files(config_path: str, *, output: str | None = None, summary
     import json
 
     config = suitegen.load_config(config_path)
-    out, summary_path = suite_outputs(config, config_path, output=output, summary=summary)
+    out, summary_path = suite_outputs(config, config_path, output=output, summary=summary, force=force)
     result = generate_suite(config, workers=check_workers(workers), progress=progress)
     write_atomic(out, result.text)
     doc = {**result.summary, "output": str(out)}
@@ -340,10 +365,10 @@ def load_suite_file(raw: str) -> list[Task]:
         raise SuiteFileError("suite show needs a task file, e.g. calbench suite show study.jsonl")
     if path.is_dir():
         raise SuiteFileError(f"{path} is a folder; give a task file (.jsonl) in it")
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise SuiteFileError(f"no such file {path}")
-    try:
-        tasks = load_task_file(path)
+    try:  # a FIFO, a device or a socket is refused by the reader, by what it is (engine.inputs)
+        tasks = load_task_file(path, unique=False)  # duplicate ids are one of the checks show reports
     except TaskError as exc:
         raise SuiteFileError(str(exc)) from None
     if not tasks:

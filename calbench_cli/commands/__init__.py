@@ -55,10 +55,24 @@ def existing_db(arg: str | None) -> str:
     path = db_path(arg)
     if path == ":memory:" or path.startswith("file:"):
         return path
+    where = "--db" if arg else ("$CALBENCH_DB" if os.environ.get("CALBENCH_DB") else "the default location")
     if not os.path.exists(os.path.expanduser(path)):
-        where = "--db" if arg else ("$CALBENCH_DB" if os.environ.get("CALBENCH_DB") else "the default location")
         raise UserError(f"no save database at {path} ({where}); play or run games first, or pass --db PATH")
+    if os.path.isfile(os.path.expanduser(path)) and os.path.getsize(os.path.expanduser(path)) == 0:
+        # SQLite would take an empty file for an empty database and a reading command would
+        # write its tables into it (issue 35); whatever it is, it holds no games
+        raise UserError(f"{path} ({where}) is an empty file (0 bytes), not a save database; check the path")
     return path
+
+
+def reading_db(arg: str | None) -> str | None:
+    """The database a reading command lists (``games``, ``export --all``): one the user named
+    (--db or $CALBENCH_DB) must exist (``typo.db`` is one line, exit 2); the default one may be
+    missing yet (None: nothing saved so far)."""
+    if arg or os.environ.get("CALBENCH_DB"):
+        return existing_db(arg)
+    path = db_path(None)
+    return path if os.path.exists(path) else None
 
 
 def check_db(path: str) -> None:

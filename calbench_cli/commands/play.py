@@ -144,9 +144,21 @@ def _keymap(args: argparse.Namespace):
     from calbench_tui.settings import SettingsError, load_keymap
 
     try:
-        return load_keymap(args.keys, binding_ids())
+        return _no_conflicts(load_keymap(args.keys, binding_ids()), args)
     except SettingsError as exc:
         raise UserError(str(exc)) from None
+
+
+def _no_conflicts(keymap: dict[str, str], args: argparse.Namespace) -> dict[str, str]:
+    """``keymap``, unless it gives one key to two actions of a screen (one line)."""
+    from calbench_tui.app import keymap_conflicts
+
+    clash = keymap_conflicts(keymap)
+    if clash:
+        from calbench_tui.settings import keys_path
+
+        raise UserError(f"keys file {args.keys or keys_path()}: {clash[0]}; give one of them another key")
+    return keymap
 
 
 def _settings(args: argparse.Namespace):
@@ -191,7 +203,7 @@ def _list_keys(args: argparse.Namespace) -> int:
 
     rows = binding_table()
     try:
-        keymap = load_keymap(args.keys, [r[0] for r in rows])
+        keymap = _no_conflicts(load_keymap(args.keys, [r[0] for r in rows]), args)
     except SettingsError as exc:
         raise UserError(str(exc)) from None
     from calbench_tui.keys import key_name

@@ -111,6 +111,9 @@ def build_llm_settings(args, spec: AgentsSpec | str):
 def build_judge_settings(args, llm):
     """``LLMSettings`` of the ``--judge`` model (temperature 0), or None; its endpoint and key
     are checked at start-up like the seats'."""
+    if getattr(args, "judge", None) is not None and not args.judge.strip():
+        raise UserError("--judge '' names no model; give the judge's model name, e.g. --judge gpt-4o-mini, or leave "
+                        "--judge out")
     if not getattr(args, "judge", None):
         if getattr(args, "judge_base_url", None) or getattr(args, "judge_api_key_env", None):
             raise UserError("--judge-base-url and --judge-api-key-env need --judge MODEL")

@@ -21,7 +21,7 @@ from personas.spec import compact_label as compact_agents
 from calbench_tui.safe_text import SHOW_ID_CHARS, markup, plain
 
 from ..lab_errors import one_line
-from . import UserError, add_db_option, db_path, existing_db
+from . import UserError, add_db_option, db_path, existing_db, reading_db
 
 
 def register(sub) -> None:
@@ -115,7 +115,8 @@ def handle_games(args) -> int:
     from lab.archive import list_games
 
     with one_line():
-        games = list_games(db_path(args.db), status=args.status, task=args.task)
+        db = reading_db(args.db)
+        games = list_games(db, status=args.status, task=args.task) if db else []
     if args.json:
         print(json.dumps({"games": [{**{k: g.get(k) for k in GAME_KEYS},
                                      **({"stored_status": g["stored_status"]} if "stored_status" in g else {})}
@@ -190,7 +191,11 @@ def _export_all(args) -> int:
         print(("\n" if sys.stderr.isatty() else "") + line, file=sys.stderr)
 
     with one_line(ArchiveError):
-        done = export_all(db_path(args.db), args.output, status=args.status, reveal=args.reveal_all_seats,
+        db = reading_db(args.db)
+        if db is None:
+            print("no saved games to export", file=sys.stderr)
+            return 0
+        done = export_all(db, args.output, status=args.status, reveal=args.reveal_all_seats,
                           progress=progress, skipped=skipped)
     left = f" ({done.skipped} in play left out)" if done.skipped else ""
     print((f"wrote {done.written} game(s) to {args.output}" if done.written else "no saved games to export") + left,

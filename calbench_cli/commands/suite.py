@@ -62,6 +62,9 @@ def register(sub) -> None:
                    help="also write the summary: per cell the score distributions, bucket edges, chosen tasks, time")
     g.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes to use (default: every core; 1 = this process only)")
+    g.add_argument("--force", action="store_true",
+                   help="replace the output and summary files if they exist (without it an existing file is "
+                        "refused); a taskgen YAML's own output paths must stay inside the config's folder")
     g.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     g.set_defaults(handler=handle_generate)
 
@@ -126,7 +129,7 @@ def handle_generate(args) -> int:
     try:
         with _Bar(sys.stderr.isatty()) as bar:
             summary, summary_path = generate_suite_files(args.config, output=args.output, summary=args.summary,
-                                                         workers=args.workers, progress=bar)
+                                                         workers=args.workers, force=args.force, progress=bar)
     except (SuiteConfigError, SuiteGenerationError, SuiteFileError) as exc:
         raise UserError(str(exc)) from None
     if args.json:

@@ -6,11 +6,11 @@ summary of ``calbench run`` uses.  See :mod:`lab.report.stats` for the definitio
 
 from __future__ import annotations
 
-import csv
 import io
 from collections import defaultdict
 from typing import Any, Sequence
 
+from lab.csvfile import write_rows
 from lab.summary import GameTotals, table2_row
 
 from .stats import (GROUP_BY, _mean, first_speaker, game_order_key, group_of, homogeneous_games, leaderboard, mode_rank,
@@ -178,10 +178,8 @@ LEADERBOARD_COLUMNS = ("pool", "rank", "name", "games", "seats", "rated_games", 
 
 def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for r in rows:
-        w.writerow(["" if r.get(c) is None else (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c]) for c in columns])
+    write_rows(buf, columns, (["" if r.get(c) is None else (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c])
+                               for c in columns] for r in rows))
     return buf.getvalue()
 
 

@@ -5,7 +5,6 @@ lists: the writer writes exactly those columns, and ``codebook.md`` is generated
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from engine.model import Task
 from engine.privacy import (belief_to_feasibility, belief_updates, feasibility_truth, observer_vps, semantic_leaks,
                             tally)
 from engine.protocol import MESSAGE_EVENTS, typed_message
+from lab.csvfile import write_dicts
 
 __all__ = ["CODEBOOK", "export_study", "study_rows", "seat_kind", "codebook_markdown"]
 
@@ -209,7 +209,12 @@ def codebook_markdown() -> str:
            "Written by `calbench study export`. Every file is UTF-8 CSV with a header row; empty cells "
            "are missing values. Ids join the files: `participant` everywhere, `game_id` between games, "
            "messages, beliefs, timings and after-game questionnaires. `study.json` beside them is the "
-           "study file as it was validated (conditions, timing, items), for the methods section.", ""]
+           "study file as it was validated (conditions, timing, items), for the methods section.", "",
+           "A text cell that would begin with `=`, `+`, `-`, `@`, a tab or a carriage return is written "
+           "with a single quote in front (`'=HYPERLINK(...)`), so no spreadsheet runs it as a formula "
+           "(OWASP's rule against CSV injection; pool ids and chat text come from outside). Numbers are "
+           "never changed (`-3` and `-0.25` stay numbers). To get the text back, drop one leading `'` "
+           "where one of those characters follows it; pandas reads the quote as part of the text.", ""]
     for name, (desc, cols) in CODEBOOK.items():
         out += [f"## {name}", "", desc, "", "| column | meaning |", "| --- | --- |"]
         out += [f"| `{c}` | {m} |" for c, m in cols]
@@ -471,10 +476,8 @@ async def export_study(study, store, out_dir: str | Path, *, skipped: list[str] 
     counts = {}
     for name, (_, cols) in CODEBOOK.items():
         with open(out / name, "w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=[c for c, _ in cols], extrasaction="raise")
-            w.writeheader()
-            for r in rows[name]:
-                w.writerow({k: ("" if v is None else v) for k, v in r.items()})
+            write_dicts(fh, [c for c, _ in cols],  # formula cells neutralised (lab/csvfile.py)
+                        ({k: ("" if v is None else v) for k, v in r.items()} for r in rows[name]))
         counts[name] = len(rows[name])
     (out / "codebook.md").write_text(codebook_markdown(), encoding="utf-8")
     (out / "study.json").write_text(json.dumps(study.model_dump(mode="json"), indent=2), encoding="utf-8")

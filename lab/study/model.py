@@ -62,8 +62,16 @@ class StudyFileError(ValueError):
 _MAX_ID = MAX_ID_CHARS
 
 
+#: The largest seed a study file may give (integers past it are refused, not wrapped; issue 35).
+MAX_SEED = 2 ** 53
+#: The longest time limit a study file may give, in seconds (a day; 1e308 was accepted).
+MAX_SECONDS = 86_400.0
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a value of the wrong type is refused, not coerced ("90" for 90, true for 1, "6" for 6);
+    # no NaN or infinite number (issue 35: talk_seconds = inf was accepted)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Text(_Model):
@@ -92,10 +100,21 @@ class LLMEndpoint(_Model):
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float | None = Field(None, ge=0, le=2)
-    timeout: float = Field(60.0, gt=0)
+    timeout: float = Field(60.0, gt=0, le=MAX_SECONDS)
     retries: int = Field(2, ge=0, le=100)
     max_calls_per_round: int | None = Field(None, ge=1, description="CHEAP_TALK calls per round of each LLM seat; "
                                                                     "past it the seat passes without a request")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if v is not None:
+            parts = urlsplit(v.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{v!r} is not an http(s) URL; write e.g. \"http://127.0.0.1:8000/v1\"")
+        return v
 
     @field_validator("api_key_env")
     @classmethod
@@ -176,17 +195,26 @@ class Tasks(_Model):
     games_per_condition: int = Field(1, ge=1, le=20)
     practice: str | None = Field(None, description="a task reference naming one task, played first and marked practice")
 
+    @field_validator("pool")
+    @classmethod
+    def _distinct(cls, v: str | list[str]) -> str | list[str]:
+        dup = _duplicates([r.strip() for r in v]) if isinstance(v, list) else []
+        if dup:
+            raise ValueError(f"lists {', '.join(map(repr, dup))} more than once; name each task once (a participant "
+                             "would play the same task twice)")
+        return v
+
 
 class Assignment(_Model):
     method: Literal["latin", "random", "fixed"] = "latin"
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     seats: list[int] | None = Field(None, description="seat positions rotated over participants (default: each "
                                                       "condition's seat)")
 
 
 class Timing(_Model):
-    talk_seconds: float | None = Field(90, gt=0, description="per talk turn; none = no limit")
-    decision_seconds: float | None = Field(120, gt=0, description="per decision (and voluntary move)")
+    talk_seconds: float | None = Field(90, gt=0, le=MAX_SECONDS, description="per talk turn; none = no limit")
+    decision_seconds: float | None = Field(120, gt=0, le=MAX_SECONDS, description="per decision (and voluntary move)")
     on_decision_timeout: Literal["submit", "no_move"] = "submit"
 
 
@@ -200,6 +228,10 @@ class QuizQuestion(_Model):
 
     @model_validator(mode="after")
     def _answer_in_range(self) -> "QuizQuestion":
+        if not self.question.strip():
+            raise ValueError("the question is empty; write what the participant is asked")
+        if not all(c.strip() for c in self.choices):
+            raise ValueError("a choice is empty; write every choice")
         if self.answer >= len(self.choices):
             raise ValueError(f"answer = {self.answer} but there are only {len(self.choices)} choices "
                              f"(0-{len(self.choices) - 1})")
@@ -323,7 +355,7 @@ class Pool(_Model):
 class StudyMeta(_Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=_MAX_ID)
     title: str = ""
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     code_prefix: str = Field("CB", pattern=r"^[A-Z0-9]{0,8}$")
     #: how simulated participants (``study check --dry-run``) play their seat: like a person
     #: (``person-like``, personas/person_like.py: proposes, types offers, accepts, misses a turn)

@@ -57,7 +57,7 @@ from typing import Any, Awaitable, Callable
 
 import openai
 
-from engine.redact import redact
+from engine.redact import redact, redact_obj
 
 from .endpoints import AllResting as _AllResting
 from .settings import LLMSettings, RunPool
@@ -323,6 +323,20 @@ async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSet
         res.waits.append(round(wait, 3))
         await sleep(wait)
     res.wall_ms = round((time.perf_counter() - t_start) * 1000, 3)
+    return _redacted(res)
+
+
+def _redacted(res: CallResult) -> CallResult:
+    """The gate where an endpoint's reply enters the game (issue 35, 1): the reply's text, its
+    reasoning and the raw body lose every known key in every form ``engine.redact`` knows
+    (an endpoint may echo the key, or a model write it spaced, reversed, as hex ...), before
+    any seat reads it, any screen or remote player sees it or any store keeps it."""
+    if res.text:
+        res.text = redact(res.text)
+    if res.reasoning:
+        res.reasoning = redact(res.reasoning)
+    if res.raw is not None:
+        res.raw = redact_obj(res.raw)
     return res
 
 

@@ -97,6 +97,33 @@ def _describe_validation(path: Path, where: str, exc: ValidationError) -> str:
     return f"personas file {path}: " + "; ".join(errs)
 
 
+def _strict_types(path: Path, where: str, table: dict) -> None:
+    """Each setting of a personas file has the type its field declares, as TOML writes it: no
+    ``json_mode = "yes"`` read as true, no ``max_tokens = "512"`` (issue 35).  The settings
+    model itself stays lenient for the command line and saved settings."""
+    from pydantic import TypeAdapter
+
+    for key, value in table.items():
+        field = LLMSettings.model_fields.get(key)
+        if field is None or key == "stop":  # unknown keys: the model says so; stop takes one string or a list
+            continue
+        try:
+            TypeAdapter(field.annotation).validate_python(value, strict=True)
+        except ValidationError:
+            shown = value if isinstance(value, (bool, int, float)) else repr(value)[:40]
+            raise PersonasFileError(f"personas file {path}: {where}.{key} = {shown}: write "
+                                    f"{_type_words(field.annotation)}") from None
+
+
+def _type_words(annotation: Any) -> str:
+    text = str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
+    words = {"bool": "true or false", "int": "a whole number", "float": "a number", "str": "a string in quotes"}
+    for k, v in words.items():
+        if text in (k, f"{k} | None", f"Optional[{k}]"):
+            return v
+    return f"a value of type {text}"
+
+
 def load_personas_file(path: str | Path, base: LLMSettings | None = None) -> dict[int, LLMSettings]:
     """Per-seat settings from a TOML personas file (see the module docstring).
 
@@ -146,6 +173,7 @@ def load_personas(path: str | Path, base: LLMSettings | None = None) -> tuple[LL
         if "api_key" in table:
             raise PersonasFileError(f"personas file {path}: {where}.api_key is not allowed — put the key in an "
                                     "environment variable and name it with api_key_env")
+        _strict_types(path, where, table)
 
     check_table("defaults", defaults)
     try:

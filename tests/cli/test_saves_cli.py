@@ -119,7 +119,8 @@ def test_duplicates_skipped_and_a_broken_file_named(tmp_path):
 
 def test_games_json_shape(tmp_path, cli):
     db = str(tmp_path / "g.db")
-    assert json.loads(cli("games", "--db", db, "--json")[1]) == {"games": []}
+    rc, _, err = cli("games", "--db", db, "--json")  # issue 35: a --db that is not there is one line
+    assert rc == 2 and "no save database at" in err
     trace = save_game(db)
     out = json.loads(cli("games", "--db", db, "--json")[1])
     assert set(out) == {"games"} and len(out["games"]) == 1

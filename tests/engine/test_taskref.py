@@ -44,7 +44,10 @@ def test_canonical_refs():
 def test_seed_ref():
     (t,) = resolve_tasks("seed:7")
     assert dumps(t) == dumps(generate_scenario(7))
-    assert resolve_tasks("seed:-3")[0].seed == -3
+    # issue 35: a negative or full-width seed is refused in one line (it was played as seed -3)
+    for bad in ("seed:-3", "seed:\uff17", "seed:+7", "seed:1_0"):
+        with pytest.raises(TaskRefError):
+            resolve_tasks(bad)
 
 
 def test_jsonl_refs(jsonl: Path):

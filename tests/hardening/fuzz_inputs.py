@@ -18,7 +18,9 @@ Each case ends as one of
 ``traceback``  a Python traceback, or the child died of a signal (the memory cap included);
 ``hang``       still running at the time-out (the child and its own children are killed);
 ``silent``     a case that must be refused exited 0 (for the endpoint: exit 0 although a
-               game failed).
+               game failed);
+``vague``      a case that must be refused in one line (``expect="line"``: issue 35's inputs)
+               exited 0, exited other than 2, or said more than one line.
 
 Every child runs under ``RLIMIT_AS`` (its address space when forked + ``--mem-mb``) and
 ``RLIMIT_FSIZE``, in its own process group, killed at ``--timeout`` seconds: no case can
@@ -58,7 +60,7 @@ ESC = "\x1b]0;pwned\x07\x1b[2J\x1b[31m[/]\r"
 class Case:
     name: str
     argv: list[str]
-    expect: str = "refuse"  # refuse | any
+    expect: str = "refuse"  # refuse | line (refused in one line, exit 2) | any
     entry: str = "calbench"  # calbench | play
     db_check: str | None = None  # a database whose failed games make exit 0 a silent acceptance
     env: dict[str, str] = field(default_factory=dict)
@@ -325,6 +327,74 @@ def crafted_cases(s: Setup) -> list[Case]:
     return cases
 
 
+def silent_cases(s: Setup) -> list[Case]:
+    """Issue 35: inputs that were accepted silently; each must be refused in one line, exit 2."""
+    cases: list[Case] = []
+
+    def line(name: str, argv: list[str], entry: str = "calbench") -> None:
+        cases.append(Case(f"t35:{name}", argv, "line", entry))
+
+    # -- task rows --------------------------------------------------------------------------------------
+    def row_file(mut: Callable[[dict], None] | None, rows: int = 1) -> str:
+        r = json.loads(json.dumps(s.row))
+        if mut:
+            mut(r)
+        return s.file("t35.jsonl", (json.dumps(r) + "\n") * rows)
+
+    for name, mut in {
+        "task:total-agents-7": lambda r: r["params"].update(total_agents=7),
+        "task:density-nan": lambda r: r["params"].update(density=float("nan")),
+        "task:density-inf": lambda r: r["params"].update(density=float("inf")),
+        "task:task-id-missing": lambda r: r.pop("task_id"),
+        "task:task-id-null": lambda r: r.update(task_id=None),
+        "task:task-id-number": lambda r: r.update(task_id=5),
+        "task:task-id-empty": lambda r: r.update(task_id=""),
+        "task:meetings-empty": lambda r: r.update(meetings=[]),
+    }.items():
+        line(name, ["scenario", "--task", row_file(mut), "--json"])
+    line("task:duplicate-ids", ["oracle", row_file(None, rows=2)])
+    line("task:empty-file-oracle", ["oracle", s.file("t35-empty.jsonl", "")])
+    line("task:seed-minus-1", ["scenario", "--task", "seed:-1", "--json"])
+    line("task:seed-full-width", ["scenario", "--task", "seed:\uff11\uff12", "--json"])
+    # -- study files --------------------------------------------------------------------------------------
+    st = s.study_text
+    for name, (old, new) in {
+        "talk-seconds-inf": ("talk_seconds = 90", "talk_seconds = inf"),
+        "talk-seconds-1e308": ("talk_seconds = 90", "talk_seconds = 1e308"),
+        "talk-seconds-string": ("talk_seconds = 90", 'talk_seconds = "90"'),
+        "seat-true": ("seat = 0", "seat = true"),
+        "seat-string": ("seat = 0", 'seat = "0"'),
+        "max-turns-string": ("max_turns = 6", 'max_turns = "6"'),
+        "base-url-not-a-url": ('base_url = "http://127.0.0.1:8765/v1"', 'base_url = "localhost port 8765"'),
+        "quiz-question-empty": ('question = "When is a meeting scheduled?"', 'question = ""'),
+        "pool-four-identical": ('pool = ["seed:100", "seed:101", "seed:102", "seed:103"]',
+                                'pool = ["seed:100", "seed:100", "seed:100", "seed:100"]'),
+        "seed-2^64": ("seed = 7 ", "seed = 18446744073709551616 "),
+    }.items():
+        assert old in st, old  # the template changed: update the case
+        line(f"study:{name}", ["study", "check", s.file("t35.toml", st.replace(old, new, 1))])
+    # -- YAML, personas, keys --------------------------------------------------------------------------------
+    line("suite-yaml:key-twice", ["suite", "generate", s.file("t35.yaml", SUITE_YAML.replace(
+        "seed_base: 10\n", "seed_base: 10\nseed_base: 11\n")), "-o", s.out("t35.jsonl")])
+    personas = ["run", "--tasks", "seed:1", "--agents", "llm,imap,imap,imap,imap", "--base-url", s.base_url,
+                "--max-turns", "1", "--llm-retries", "0", "--timeout", "10"]
+    line("personas:seats-9-of-5", [*personas, "--personas", s.file("t35.toml", PERSONAS + '[seats.9]\nmodel = "m"\n'),
+                                   "--db", s.db_copy()])
+    line("personas:json-mode-yes", [*personas, "--personas", s.file("t35.toml", PERSONAS + 'json_mode = "yes"\n'),
+                                    "--db", s.db_copy()])
+    line("keys:unknown-key-name", ["--list-keys", "--keys", s.file("t35.toml", '[keys]\nend_turn = "ctrl+banana"\n')],
+         "play")
+    line("keys:one-key-two-actions", ["--list-keys", "--keys", s.file("t35.toml", '[keys]\nend_turn = "p"\n')], "play")
+    # -- options and paths --------------------------------------------------------------------------------------
+    line("mock-llm:latency-nan", ["mock-llm", "--port", "0", "--latency", "nan"])
+    line("run:judge-empty", ["run", "--tasks", "seed:1", "--agents", "imap", "--judge", "", "--db", s.db_copy()])
+    line("games:db-typo", ["games", "--db", str(s.root / "typo.db")])
+    line("games:db-0-bytes", ["games", "--db", s.file("t35-empty.db", b"")])
+    line("export:o-missing-folder", ["export", "--all", "-o", str(s.root / "missing" / "dir" / "x"), "--db", str(s.db)])
+    line("suite-show:fifo", ["suite", "show", s.special("t35.jsonl", "fifo")])
+    return cases
+
+
 def mutated_cases(s: Setup, per_kind: int, seed: int) -> list[Case]:
     """Seeded random mutations of a valid file of each kind: a number or a value replaced by
     a weird one, a line duplicated or cut, bytes flipped.  Either answer may be right, so
@@ -511,8 +581,10 @@ def run_case(case: Case, workdir: Path, timeout: float, mem_mb: int) -> dict:
         outcome = "hang"
     elif "Traceback (most recent call last)" in text or rc < 0 or rc not in (0, 1, 2, 130):
         outcome = "traceback"
-    elif rc == 0 and case.expect == "refuse":
+    elif rc == 0 and case.expect in ("refuse", "line"):
         outcome = "silent"
+    elif case.expect == "line" and (rc != 2 or len([ln for ln in text.splitlines() if ln.strip()]) != 1):
+        outcome = "vague"
     elif rc == 0 and case.db_check and _failed_games(case.db_check):
         outcome = "silent"
     else:
@@ -565,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
             urls = json.loads(server.stdout.readline())
             s = Setup(root, sys.executable)
             s.base_url = urls["plain"]
-            cases = crafted_cases(s) + mutated_cases(s, args.mutations, args.seed)
+            cases = crafted_cases(s) + silent_cases(s) + mutated_cases(s, args.mutations, args.seed)
             if not args.no_endpoint:
                 cases += endpoint_cases(s, urls)
             if args.only:
@@ -581,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
             if server is not None:
                 server.kill()
                 server.wait()
-    counts = {k: sum(1 for r in results if r["outcome"] == k) for k in ("ok", "traceback", "hang", "silent")}
+    counts = {k: sum(1 for r in results if r["outcome"] == k) for k in ("ok", "traceback", "hang", "silent", "vague")}
     counts["cases"] = len(results)
     if args.json:
         print(json.dumps({"counts": counts, "results": results}, indent=1))

@@ -69,5 +69,9 @@ def test_our_own_databases_still_open(cli, tmp_path):
     assert rc == 0 and "seed" in out.lower() or "1" in out
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
+    # issue 35: a reading command refuses a 0-byte file in one line (it wrote its tables into it);
+    # a writing command starts a database in it, as SQLite does
     rc, out, err = cli("games", "--db", str(empty))
+    assert rc == 2 and "empty file (0 bytes)" in err and empty.stat().st_size == 0, err
+    rc, _, err = cli("run", "--tasks", "seed:1", "--agents", "imap", "--db", str(empty))
     assert rc == 0, err

@@ -36,3 +36,17 @@ def test_fuzz_files_and_endpoint_numbers():
     endpoint = [r for r in results if r["case"].startswith("endpoint:")]
     assert endpoint and not [r for r in endpoint if r["outcome"] in ("traceback", "hang")], \
         json.dumps(endpoint, indent=1)
+
+
+def test_issue_35_inputs_are_refused_in_one_line():
+    """Issue 35: 33 inputs that were accepted silently (task rows, study files, a YAML key
+    given twice, personas and keys files, options, database and output paths, a FIFO) are
+    each refused in one line with exit 2."""
+    proc = subprocess.run([sys.executable, str(HARNESS), "--json", "--timeout", "60", "--only", "t35:",
+                           "--no-endpoint", "--mutations", "0"],
+                          capture_output=True, text=True, timeout=900, preexec_fn=_cap, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)["results"]
+    assert len(results) == 33
+    bad = [r for r in results if r["outcome"] != "ok"]
+    assert not bad, json.dumps(bad, indent=1)

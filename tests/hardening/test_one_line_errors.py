@@ -148,8 +148,15 @@ def test_a_missing_db_folder_is_not_created(tmp_path, cli):
         rc, _, err = cli(*args, "--db", str(where))
         assert rc == 2 and "does not exist" in err, (args, err)
     assert not (tmp_path / "no").exists()
-    rc, out, _ = cli("games", "--db", str(tmp_path / "fresh.db"))
-    assert rc == 0 and "No saved games" in out and not (tmp_path / "fresh.db").exists()
+    # issue 35: a --db that does not exist is a typo, one line (it was "No saved games", exit 0);
+    # a 0-byte file is no database either, and is left as it is
+    rc, out, err = cli("games", "--db", str(tmp_path / "fresh.db"))
+    assert rc == 2 and "no save database at" in err and not (tmp_path / "fresh.db").exists()
+    (tmp_path / "empty.db").write_bytes(b"")
+    for args in (("games",), ("report",), ("export", "--all", "-o", str(tmp_path)), ("trace", "abc")):
+        rc, out, err = cli(*args, "--db", str(tmp_path / "empty.db"))
+        assert rc == 2 and "empty file (0 bytes)" in err and err.count("\n") == 1, (args, err)
+    assert (tmp_path / "empty.db").stat().st_size == 0
 
 
 # -- costs, files, time limits ------------------------------------------------------------------

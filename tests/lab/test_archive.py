@@ -71,6 +71,10 @@ def test_a_running_game_without_its_process_is_listed_abandoned(tmp_path):
 def test_export_game_writes_the_trace_and_refuses_a_game_in_play(tmp_path, saved):
     db, trace = saved
     out = tmp_path / "sub" / "g.json"
+    with pytest.raises(ArchiveError, match="does not exist"):  # issue 35: folders are never made for a file
+        archive.export_game(db, "game-0003", output=str(out))
+    assert not out.parent.exists()
+    out.parent.mkdir()
     done = archive.export_game(db, "game-0003", output=str(out))
     assert done.game_id == trace["game_id"] and done.events == len(trace["events"])
     assert json.loads(out.read_text()) == json.loads(done.text)
