@@ -89,14 +89,16 @@ async def test_a_one_byte_per_second_drip_is_cut_off_by_a_3_second_timeout():
 
 async def test_a_stream_that_never_says_anything_is_bounded_by_the_request_deadline():
     async with MockLLMServer() as server:
-        settings = LLMSettings(base_url=server.base_url, timeout=0.5, request_deadline=1.5, retries=0)
+        # 2 s of silence, not 0.5: on a loaded machine the reply's headers alone once took over
+        # 0.5 s, and the test then saw "no answer" instead of "no first token"
+        settings = LLMSettings(base_url=server.base_url, timeout=2.0, request_deadline=6.0, retries=0)
         server.inject("trickle", seconds=0.1)  # an empty chunk every 0.1 s: bytes, but no token
         try:
             res = await complete(settings.pool.client(settings), MESSAGES, settings, model="m")
         finally:
             await settings.pool.aclose()
         assert res.failure == "timeout"
-        assert "no first token for 0.5 s" in res.failure_detail
+        assert "no first token for 2 s" in res.failure_detail
         await _gone(server)
         assert server.records[-1].client_gone
 
