@@ -1088,6 +1088,8 @@ def _oversize(kind: str, th: _Thread) -> dict[str, Any]:
 _LOOP_THINKING = "Let me think about which slot works best for everyone before I answer. "
 _LOOP_CONTENT = "I could do several slots, maybe slot 3 or slot 5 or another one, "
 _EXAMPLE_DM_RE = re.compile(r'\{"type": "dm", "to": (\d+), "content": "([^"]*)"\}')
+#: The per-turn example of a short action (issue 31): ``for example: {..., "actions": [{"type": "costs"}]}``.
+_EXAMPLE_SHORT_RE = re.compile(r'for example: \{"thinking": "[^"]*", "actions": \[(\{"type": "[a-z_]+"(?:, "slot": \d+)?\})\]\}')
 
 
 def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: dict[str, Any] | None,
@@ -1099,17 +1101,23 @@ def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: 
     unless the request's schema gives that string a ``maxLength``: then the grammar ends it
     there and the reply closes.  ``copycat``: during CHEAP_TALK the model copies the latest
     example direct message it was shown with a literal recipient (``"to": 3``) and sends it
-    as is, besides its answer.
+    as is, besides its answer — or, when the latest example is a short action (the per-turn
+    example of issue 31), that action as written.
     """
     if mode == "copycat":
         out = dict(envelope)
         if (th.header or {}).get("phase") == "CHEAP_TALK":
-            found = None
+            copy = None
             for m in th.messages:
-                for ex in _EXAMPLE_DM_RE.finditer(m.get("content") or ""):
-                    found = ex
-            if found is not None:
-                copy = {"type": "dm", "to": int(found.group(1)), "content": found.group(2)}
+                if m.get("role") == "system":
+                    continue
+                found = [(ex.start(), {"type": "dm", "to": int(ex.group(1)), "content": ex.group(2)})
+                         for ex in _EXAMPLE_DM_RE.finditer(m.get("content") or "")]
+                found += [(ex.start(), json.loads(ex.group(1)))
+                          for ex in _EXAMPLE_SHORT_RE.finditer(m.get("content") or "")]
+                if found:
+                    copy = max(found, key=lambda f: f[0])[1]
+            if copy is not None:
                 out["actions"] = [copy] + list(envelope.get("actions") or [])
         return json.dumps(out), "stop"
     # runaway

@@ -35,6 +35,7 @@ the first it accepts (``extra["structured"]``).  Replies are read with
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import random
@@ -49,18 +50,21 @@ from engine.observe import (
     TurnObservation,
     VoluntaryObservation,
 )
+from engine.protocol import PROTOCOLS as TYPED_PROTOCOLS
 from engine.seats import Reply
 
 from .client import CallResult, complete, failure_words, fetch_models
 from .context import Estimator, digest_block, fits, message_rounds, window_from_models
 from .prompts import COMPACT_BELOW, PromptBook, fragment
+from .talk import TalkFacts, expand_short, short_record
 
 # An LLM seat on a model with a context window this small or smaller (SmolLM2, Gemma 3 270M,
 # most GGUF builds run at 8k) talks on every turn it is given: unless max_calls_per_round
 # says otherwise it gets SMALL_MODEL_CALLS CHEAP_TALK calls per round (issue 22).
 SMALL_WINDOW = 8192
 SMALL_MODEL_CALLS = 4
-from .schema import THINKING_MAX, drop_keywords, envelope_schema, reflection_schema, refused_keywords, response_format
+from .schema import (THINKING_MAX, THINKING_SHORT, drop_keywords, envelope_schema, reflection_schema, refused_keywords,
+                     response_format, with_thinking_limit)
 from .settings import LLMConfigError, LLMSettings
 
 __all__ = ["LLMPersona"]
@@ -115,6 +119,8 @@ class LLMPersona:
         self._notice = ""
         self._round_calls: dict[int, int] = {}  # round -> CHEAP_TALK calls sent (max_calls_per_round)
         self._agreements: dict[int, dict[int, int]] = {}  # round -> {agent: slot it last agreed to}
+        self._talk: TalkFacts | None = None  # this round's talk as the seat saw it (personas.llm.talk)
+        self._protocols: dict[int, str] = {}  # agent -> the protocol of its typed messages to this seat
         self._reset_context()
 
     def _reset_context(self) -> None:
@@ -164,13 +170,15 @@ class LLMPersona:
         self._rng = random.Random(zlib.crc32(f"{self.model_name}:{self.seat}".encode()))
         self._reset_context()
         self.prompt_profile = await self._choose_profile()
-        self.book = PromptBook(briefing, self.variant, self.prompt_profile)
+        self.book = PromptBook(briefing, self.variant, self.prompt_profile, short_thinking=self.short_thinking)
         system = self.book.system_prompt()
         self.messages = [{"role": "system", "content": system}]
         self._seen.clear()
         self._joined.clear()
         self._round_calls.clear()
         self._agreements.clear()
+        self._talk = None
+        self._protocols.clear()
         self._notice = ""
         return system
 
@@ -195,12 +203,64 @@ class LLMPersona:
         h = self.settings.history
         return "digest" if h == "auto" and getattr(self, "prompt_profile", "full") == "compact" else h
 
+    @property
+    def short_thinking(self) -> bool:
+        """A context window of :data:`SMALL_WINDOW` tokens or less (a small local model, for
+        which ``thinking`` was most of each call's generated tokens): ``thinking`` is optional
+        and at most :data:`~personas.llm.schema.THINKING_SHORT` characters."""
+        return self._window is not None and self._window <= SMALL_WINDOW
+
     def prompt(self, obs) -> str | None:
         """The user message that :meth:`speak` / :meth:`volunteer` / :meth:`decide` will send."""
         if self.book is None or self._capped(obs):
             return None
+        facts = self._facts_now(obs) if isinstance(obs, TurnObservation) else None
         return self.book.user_message(obs, seen=self._seen.get(obs.round, 0), joined=obs.round in self._joined,
-                                      notice=self._notice, done_slot=self._talk_done(obs))
+                                      notice=self._notice, done_slot=self._talk_done(obs), facts=facts)
+
+    # -- the round's talk (personas.llm.talk) ---------------------------------------------
+    def _round_facts(self, round_: int) -> TalkFacts:
+        if self._talk is None or self._talk.round != round_:
+            self._talk = TalkFacts(round_)
+        return self._talk
+
+    def _facts_now(self, obs: TurnObservation) -> TalkFacts:
+        """This round's talk including what this turn delivers (a copy: :meth:`prompt` is pure)."""
+        base = self._talk if self._talk is not None and self._talk.round == obs.round else TalkFacts(obs.round)
+        facts = copy.deepcopy(base)
+        facts.read(obs.inbox, obs.view.num_slots)
+        facts.agreed = self._agreements.get(obs.round, {}).get(self.seat)
+        return facts
+
+    def _note_protocols(self, msgs) -> None:
+        for m in msgs:
+            p = m.get("payload") if isinstance(m, dict) else m.payload
+            sender = m.get("from_agent") if isinstance(m, dict) else m.sender
+            if isinstance(p, dict) and p.get("protocol") in TYPED_PROTOCOLS and isinstance(sender, int):
+                self._protocols[sender] = p["protocol"]
+
+    def _expand(self, obs, env) -> tuple[list[Message], list[dict[str, Any]], list[str]]:
+        """The messages the reply's short actions stand for, what the trace records of each,
+        and notes for the next prompt (a short action that stood for nothing, and why)."""
+        msgs: list[Message] = []
+        records: list[dict[str, Any]] = []
+        notes: list[str] = []
+        if not isinstance(obs, TurnObservation):
+            if env.short:
+                notes.append("talk actions (costs, propose, ask_costs) work only in CHEAP_TALK")
+            return msgs, records, notes
+        facts = self._round_facts(obs.round)
+        for kind, slot in env.short:
+            out, note = expand_short(kind, slot, obs, self.seat, facts, self._protocols)
+            msgs.extend(out)
+            records.append(short_record(kind, slot, out, note))
+            if note:
+                notes.append(note)
+        if env.agreed:
+            out = self._agree_messages(obs, env.agreed)
+            msgs.extend(out)
+            records.append(short_record("agree", env.agreed[-1], out))
+        return msgs, records, notes
 
     # -- ending the talk ------------------------------------------------------------------
     def _capped(self, obs) -> bool:
@@ -303,6 +363,7 @@ class LLMPersona:
                 if t == "turn_start":
                     talked.add(r)
                     seen[r] = seen.get(r, 0) + len(d.get("inbox_drained") or ())
+                    self._note_protocols([m for m in d.get("inbox_drained") or () if isinstance(m, dict)])
                 elif d.get("phase") == "DECISION":
                     decided.add(r)
             elif t in ("parse_error", "seat_timeout", "context_overflow") and prompt is not None:
@@ -361,6 +422,8 @@ class LLMPersona:
         r = obs.round
         if isinstance(obs, TurnObservation):
             self._seen[r] = self._seen.get(r, 0) + len(obs.inbox)
+            self._round_facts(r).read(obs.inbox, obs.view.num_slots)
+            self._note_protocols(obs.inbox)
             for m in obs.inbox:
                 self._note_agreements(r, m.sender, m.content)
             if not obs.is_participant:
@@ -634,7 +697,10 @@ class LLMPersona:
             return Reply(prompt=text, error="infra_error", latency_ms=0.0, error_detail=f"configuration: {exc}",
                          extra=self._extra(None, "config_error"))
         await self._probe_window(client)
-        res, info, form = await self._send(client, [], envelope_schema(obs))
+        schema = envelope_schema(obs)
+        if self.short_thinking:
+            schema = with_thinking_limit(schema, THINKING_SHORT)
+        res, info, form = await self._send(client, [], schema)
         if res is None or res.failure == "context_length":
             return self._overflow(text, info, res)
         if not res.ok:
@@ -661,7 +727,8 @@ class LLMPersona:
         truncated = res.finish_reason == "length"
         try:
             env = parse_envelope(raw_text, truncated=truncated)
-            actions = env.actions + tuple(self._agree_messages(obs, env.agreed))
+            expanded, shorts, notes = self._expand(obs, env)
+            actions = env.actions + tuple(expanded)
             if env.repaired:  # the thread shows the model a closed reply, not a broken one to imitate
                 self.messages[-1] = {"role": "assistant", "content": repaired_text(env)}
         except EnvelopeError as exc:
@@ -672,9 +739,13 @@ class LLMPersona:
         if env.repaired:
             self.counters["truncated_repaired"] += 1
             self._notice = fragment("repaired_notice", limit=self._cut_by(res, info))
+        if notes:
+            self._notice = "\n".join(filter(None, [self._notice, fragment("short_notice", detail="; ".join(notes))]))
         extra = self._extra(res, context=info, structured=form)
         if env.repaired:
             extra["truncated_repaired"] = True
+        if shorts:  # each short action as written and the messages the seat sent for it
+            extra["short_actions"] = shorts
         if isinstance(obs, TurnObservation):
             for a in actions:
                 if isinstance(a, Message):
@@ -748,7 +819,8 @@ def repaired_text(env) -> str:
     thinking = env.thinking or ""
     if len(thinking) > THINKING_MAX:
         thinking = thinking[: THINKING_MAX - 1].rstrip() + "…"
-    acts = [a.to_json() for a in env.actions] + [{"type": "agree", "slot": s} for s in env.agreed]
+    acts = ([a.to_json() for a in env.actions] + [{"type": "agree", "slot": s} for s in env.agreed]
+            + [{"type": k, **({"slot": s} if s is not None else {})} for k, s in env.short])
     return json.dumps({"thinking": thinking, "actions": acts})
 
 

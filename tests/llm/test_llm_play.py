@@ -59,14 +59,15 @@ def test_the_system_prompt_has_no_copyable_recipient():
 
 async def test_a_copycat_model_writes_only_to_the_meeting(make_settings):
     """The 135M model DMed Agent 3 in every reply: the example's recipient. The example is
-    now the round's own next participant, so copying it reaches someone in the meeting."""
+    now the turn's short action (issue 31), which the seat addresses itself, so copying it
+    reaches the meeting's participants only."""
     task = canonical(0)
     async with MockLLMServer(policy="sloppy", sloppy_mode="copycat") as mock:
         res, p = await one_llm(task, make_settings(mock, max_calls_per_round=4))
     mine = [e["data"] for e in events(res, "dm_sent") if e["data"]["from_agent"] == 1]
-    copied = [d for d in mine if re.fullmatch(r"For Meeting M\d+ I could do slot \d+ or slot \d+\. Does that suit you\?",
-                                              d["content"])]
-    assert copied, "the copycat copied the example"
+    copied = [s for e in events(res, "turn_end") if e["data"]["agent_id"] == 1
+              for s in (e["data"].get("extra") or {}).get("short_actions") or ()]
+    assert copied and any(s["expanded"] for s in copied), "the copycat copied the example"
     for d in mine:
         parts = set(task.meetings[d["round"]].participants)
         assert d["to_agent"] in parts and d["to_agent"] != 1, d
