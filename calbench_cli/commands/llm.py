@@ -30,10 +30,10 @@ def register(subparsers) -> None:
                         "500s, prose, fenced JSON and invalid batches (deterministic from --seed); sloppy: like a "
                         "small model (prose, invented keys, cut-off JSON) unless a JSON schema is sent; judge: "
                         "cooperative, and answers --judge questions from what each message says")
-    p.add_argument("--sloppy-mode", choices=("runaway", "copycat"), default=None,  # mock_endpoint.SLOPPY_MODES
+    p.add_argument("--sloppy-mode", choices=("runaway", "copycat", "parrot"), default=None,  # mock_endpoint.SLOPPY_MODES
                    help="with --policy sloppy, one small-model habit instead of random sloppiness: runaway (strings "
                         "that never close unless the schema sets maxLength), copycat (sends the prompt's example "
-                        "message as written)")
+                        "message as written), parrot (sends the latest message it received back to its sender)")
     p.add_argument("--context-limit", type=int, default=None, metavar="TOKENS",
                    help="answer requests longer than this (estimated tokens + max_tokens) with HTTP 400, as a "
                         "real server does (default: no limit)")

@@ -508,8 +508,10 @@ class LLMPersona:
                  ) -> tuple[list[dict[str, str]] | None, dict[str, Any]]:
         """The messages to send now: the thread trimmed to fit the window (see ``context``).
 
-        Tried in order until the request plus its reply budget fits: (1) digest earlier
-        rounds, oldest first, up to the current one; (2) a smaller reply budget, down to
+        Tried in order until the request plus its reply budget fits: (1) digest every
+        finished round at once (one prompt-cache cliff, not one per round: the system prompt
+        and digest then stay the prefix of every later request until the window is full
+        again); (2) a smaller reply budget, down to
         :data:`MIN_REPLY_TOKENS` (``info["reply_tokens"]``); (3) a shorter digest, oldest
         paragraphs first; (4) the oldest turns of the current round left out, in
         user/assistant pairs after its first message (``info["dropped_messages"]``).
@@ -524,7 +526,11 @@ class LLMPersona:
         rounds = message_rounds(msgs)
         current = max(rounds[-1], 0)
         mode = self.history
-        upto = max(self._upto, current) if mode == "digest" else self._upto
+        # Once condensed (auto), every finished round is condensed as the next begins: the system
+        # prompt and its digest only grow at their end, so each request still extends the cached
+        # prefix of the one before and nothing already sent is sent again after it.
+        condensed = mode == "digest" or (mode == "auto" and self._upto > 0)
+        upto = max(self._upto, current) if condensed else self._upto
         n = len(self.messages)
         want = self.settings.max_tokens
 
@@ -551,8 +557,13 @@ class LLMPersona:
             def room(e: int) -> int:  # reply tokens left beside a prompt of e tokens
                 return window - e - math.ceil(window * 0.04) - 16
 
-            while not fits(est, window, want) and upto < current:  # (1)
-                upto += 1
+            if upto < current and (not fits(est, window, want)
+                                   or not fits(est + _round_growth(msgs[:n], rounds[:n], current, self._est), window,
+                                               want)):
+                # (1) every finished round at once — now, at the round's first call, when the round
+                # would not fit as the largest earlier round grew, so the cache cliff falls where
+                # nothing of this round has been sent yet
+                upto = current
                 req = build(upto)
                 est = self._est.tokens(req)
             ok = fits(est, window, want) or room(est) >= floor  # (2)
@@ -811,6 +822,18 @@ class LLMPersona:
         else:
             out["deltas"] = deltas
         return out
+
+
+def _round_growth(msgs: list[dict[str, str]], rounds: list[int], current: int, est: Estimator) -> int:
+    """At a round's first call (its one user message so far): the tokens the largest earlier
+    round took after its first message — what this round may still add.  0 at any other call."""
+    if sum(1 for m, r in zip(msgs, rounds) if r == current and m.get("role") == "user") != 1 or rounds[-1] != current:
+        return 0
+    sizes: dict[int, list[dict[str, str]]] = {}
+    for m, r in zip(msgs, rounds):
+        if 0 <= r < current:
+            sizes.setdefault(r, []).append(m)
+    return max((est.tokens(ms[1:]) for ms in sizes.values()), default=0)
 
 
 def repaired_text(env) -> str:

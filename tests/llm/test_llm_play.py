@@ -112,12 +112,12 @@ async def test_the_prompt_says_when_talk_is_done(make_settings):
 
 
 async def test_a_cap_on_calls_per_round(make_settings):
-    """A seat that never stops talking (the copycat) runs every turn of every round; with
+    """A seat that never stops talking (the parrot) runs every turn of every round; with
     ``max_calls_per_round`` it passes without a request past the cap."""
     task = canonical(0)
     counts = {}
     for cap in (None, 3):
-        async with MockLLMServer(policy="sloppy", sloppy_mode="copycat") as mock:
+        async with MockLLMServer(policy="sloppy", sloppy_mode="parrot") as mock:
             res, p = await one_llm(task, make_settings(mock, max_calls_per_round=cap))
             talk = Counter(r.phase for r in mock.records if r.seat == 1)
         per_round = Counter(e["data"]["round"] for e in events(res, "turn_end")
@@ -126,17 +126,17 @@ async def test_a_cap_on_calls_per_round(make_settings):
     uncapped, capped = counts[None], counts[3]
     assert max(capped[1].values()) == 3 and capped[2] > 0
     assert capped[0] < uncapped[0] and max(uncapped[1].values()) > 3
-    print(f"\ncopycat canonical:0, seat 1: CHEAP_TALK requests {uncapped[0]} uncapped, {capped[0]} with a cap of 3")
+    print(f"\nparrot canonical:0, seat 1: CHEAP_TALK requests {uncapped[0]} uncapped, {capped[0]} with a cap of 3")
 
 
 async def test_a_small_model_is_capped_by_default(make_settings):
-    """Unset, the cap follows the model's window as the endpoint advertises it: a copycat
+    """Unset, the cap follows the model's window as the endpoint advertises it: a parrot
     behind an 8k window (a small local model) gets 4 CHEAP_TALK calls per round, behind a
     32k window it talks on every turn; ``max_calls_per_round`` set wins either way."""
     task = canonical(0)
     out = {}
     for window, cap in ((8192, None), (32768, None), (8192, 6)):
-        async with MockLLMServer(policy="sloppy", sloppy_mode="copycat", context_limit=window,
+        async with MockLLMServer(policy="sloppy", sloppy_mode="parrot", context_limit=window,
                                  advertise_context=True) as mock:
             res, p = await one_llm(task, make_settings(mock, max_calls_per_round=cap))
         per_round = Counter(e["data"]["round"] for e in events(res, "turn_end")
