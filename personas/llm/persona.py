@@ -758,9 +758,12 @@ class LLMPersona:
         if shorts:  # each short action as written and the messages the seat sent for it
             extra["short_actions"] = shorts
         if isinstance(obs, TurnObservation):
+            facts = self._round_facts(obs.round)
             for a in actions:
                 if isinstance(a, Message):
                     self._note_agreements(obs.round, self.seat, a.content)
+                    if facts.cost_request and (a.type != "dm" or a.to == facts.cost_request[0]):
+                        facts.answered.add(facts.cost_request[0])  # the seat wrote back to whoever asked
         return Reply(actions=actions, thinking=env.thinking if env.thinking is not None else res.reasoning,
                      text=raw_text, usage=res.usage, latency_ms=res.latency_ms, raw=raw, prompt=text, extra=extra)
 
@@ -802,6 +805,7 @@ class LLMPersona:
         except LLMConfigError as exc:
             self.counters["reflection_failures"] += 1
             return {"prompt": question, "error": "infra_error", "error_detail": f"configuration: {exc}"}
+        await self._probe_window(client)  # a window another seat learned from a 400 meanwhile
         # Not appended to the thread; fitted to the window like a game call, without moving its digest point.
         res, info, _form = await self._send(client, [{"role": "user", "content": question}],
                                             reflection_schema(obs), commit=False, name="calbench_reflection")

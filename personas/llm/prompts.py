@@ -111,6 +111,12 @@ def _fill(name: str, profile: str = "full", **values: Any) -> str:
     return template(name, profile).substitute(**values)
 
 
+def _and(xs: Sequence[int]) -> str:
+    """``[3]`` → "3"; ``[3, 4]`` → "3 and 4"; ``[2, 3, 4]`` → "2, 3 and 4"."""
+    xs = [str(x) for x in xs]
+    return xs[0] if len(xs) == 1 else f"{', '.join(xs[:-1])} and {xs[-1]}"
+
+
 def _plist(xs: Sequence[int]) -> str:
     return "[" + ", ".join(str(x) for x in xs) + "]"
 
@@ -253,7 +259,7 @@ class PromptBook:
             return self._frag("why_propose", slot=best[1]), self._frag("short_propose", slot=best[1])
         if (others and self.seat == min(m.participants) and not facts.asked
                 and not facts.proposed and facts.proposal is None and mine is None):
-            return (self._frag("why_open", meeting_id=m.id, others=", ".join(map(str, others))),
+            return (self._frag("why_open", meeting_id=m.id, others=_and(others)),
                     self._frag("short_ask"))
         return self._frag("why_wait"), self._frag("short_pass")
 
