@@ -52,6 +52,7 @@ from engine.observe import (
 )
 from engine.protocol import PROTOCOLS as TYPED_PROTOCOLS
 from engine.seats import Reply
+from personas import quick
 
 from .client import CallResult, complete, failure_words, fetch_models
 from .context import Estimator, digest_block, fits, message_rounds, window_from_models
@@ -64,7 +65,7 @@ from .talk import TalkFacts, expand_short, short_record
 SMALL_WINDOW = 8192
 SMALL_MODEL_CALLS = 4
 from .schema import (THINKING_MAX, THINKING_SHORT, drop_keywords, envelope_schema, reflection_schema, refused_keywords,
-                     response_format, with_thinking_limit)
+                     response_format, with_one_action, with_thinking_limit)
 from .settings import LLMConfigError, LLMSettings
 
 __all__ = ["LLMPersona"]
@@ -298,7 +299,9 @@ class LLMPersona:
     def _agree_messages(self, obs, slots) -> list[Message]:
         """The messages an ``{"type": "agree", "slot": n}`` short action stands for: "Agreed:
         Meeting Mk at slot n." to the meeting's other participants, on the first enabled
-        channel that reaches them."""
+        channel that reaches them.  From the meeting's lowest id (the one IMAP seats wait
+        for) a DM to a seat that speaks IMAP is IMAP's typed ``decision`` instead
+        (``personas.quick.propose``: "Let's meet at slot n for meeting Mk.")."""
         if not slots or not isinstance(obs, TurnObservation):
             return []
         slot = slots[-1]
@@ -311,6 +314,10 @@ class LLMPersona:
         if "participant_groupchat" in channels and obs.is_participant:
             return [Message("participant_groupchat", text)]
         if "dm" in channels:
+            if self.seat == min(m.participants):  # the opener's "agreed" is IMAP's decision for an IMAP seat
+                return [msg for p in others for msg in
+                        (quick.propose(self.seat, m.id, [slot], channel="dm", to=[p], protocol="imap")
+                         if self._protocols.get(p) == "imap" else [Message("dm", text, p)])]
             return [Message("dm", text, p) for p in others]
         return [Message("all_groupchat", text)] if "all_groupchat" in channels else []
 
@@ -711,6 +718,8 @@ class LLMPersona:
         schema = envelope_schema(obs)
         if self.short_thinking:
             schema = with_thinking_limit(schema, THINKING_SHORT)
+            if isinstance(obs, TurnObservation):
+                schema = with_one_action(schema)
         res, info, form = await self._send(client, [], schema)
         if res is None or res.failure == "context_length":
             return self._overflow(text, info, res)

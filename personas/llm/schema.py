@@ -44,7 +44,7 @@ from typing import Any
 
 __all__ = ["FORMS", "envelope_schema", "reflection_schema", "response_format", "judge_schema", "drop_keywords",
            "refused_keywords", "DROPPABLE", "THINKING_MAX", "THINKING_SHORT", "CONTENT_MAX", "MAX_MOVES",
-           "with_thinking_limit"]
+           "with_thinking_limit", "with_one_action"]
 
 #: The request forms ``auto`` tries, in order, before giving up on a constraint.
 FORMS = ("json_schema", "json_object")
@@ -164,6 +164,19 @@ def with_thinking_limit(schema: dict[str, Any], limit: int) -> dict[str, Any]:
         return schema
     props["thinking"] = {**props["thinking"], "maxLength": limit,
                          "description": "optional: a few words at most, or an empty string"}
+    return {**schema, "properties": props}
+
+
+def with_one_action(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` whose ``actions`` list holds at most one action (a copy).  For a small model
+    in CHEAP_TALK (``LLMPersona.short_thinking``): it fills a list to its ``maxItems``, and
+    SmolLM2-135M put a stray ``agree`` beside the ``ask_costs`` it was shown; every short
+    action reaches all the participants it should by itself."""
+    props = dict(schema.get("properties") or {})
+    acts = props.get("actions")
+    if not isinstance(acts, dict) or acts.get("type") != "array":
+        return schema
+    props["actions"] = {**acts, "maxItems": 1}
     return {**schema, "properties": props}
 
 
