@@ -188,16 +188,34 @@ def test_the_system_prompt_has_a_worked_round_without_copyable_ids():
 
 
 # -- short thinking at 8k or less ------------------------------------------------------------
+class Recording(MockLLMServer):
+    """The mock, also keeping the JSON schema of every chat request it answered."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.schemas: list[tuple[str, dict]] = []
+
+    def _answer(self, req, th, fault, prompt_chars, reused):
+        rf = req.get("response_format") or {}
+        schema = (rf.get("json_schema") or {}).get("schema") or rf.get("schema")
+        if schema:
+            self.schemas.append(((th.header or {}).get("phase"), schema))
+        return super()._answer(req, th, fault, prompt_chars, reused)
+
+
 async def test_thinking_is_short_and_optional_in_a_small_window(make_settings):
     """A model that never stops thinking (``runaway``) writes as much as the schema lets it:
     behind an 8k window that is a few words and the prompt calls thinking optional; behind a
-    32k window the usual two sentences."""
+    32k window the usual two sentences.  A small model's talk reply holds one action (each
+    short action reaches every participant it should by itself)."""
     task = canonical(0)
     out = {}
     for window in (8192, 32768):
-        async with MockLLMServer(policy="sloppy", sloppy_mode="runaway", context_limit=window,
-                                 advertise_context=True) as mock:
+        async with Recording(policy="sloppy", sloppy_mode="runaway", context_limit=window,
+                             advertise_context=True) as mock:
             res, p = await one_llm(task, make_settings(mock))
+            talk = {s["properties"]["actions"]["maxItems"] for ph, s in mock.schemas if ph == "CHEAP_TALK"}
+            assert talk == ({1} if window == 8192 else {3}), talk
         ends = [e for e in events(res, "turn_end", "decide_end") if e["agent_id"] == SEAT and e.get("text")]
         lengths = [len(json.loads(e["text"])["thinking"]) for e in ends]
         system = next(e["system_prompt"] for e in events(res, "agent_registered") if e["agent_id"] == SEAT)
@@ -233,3 +251,30 @@ async def test_finished_rounds_are_condensed_at_once_not_one_cliff_per_round(mak
                                              if e["agent_id"] == seat and (e.get("extra") or {}).get("context", {})
                                              .get("digested_upto")))
         assert all(r.resent_chars == 0 for r in mine[first + 1:]), seat
+
+
+async def test_the_openers_agree_is_imaps_decision_for_an_imap_seat(make_settings):
+    """The meeting's lowest id is the one IMAP seats wait for: its ``agree`` reaches a seat
+    that has written typed IMAP to it as IMAP's ``decision`` (the quick ``propose`` builder),
+    and a seat that never did as the plain "Agreed: …" words."""
+    from engine.observe import Delivered
+
+    task = canonical(0)
+    r4 = next(r for r, m in enumerate(task.meetings) if m.id == 4)
+    m4 = task.meetings[r4]
+    view = seat_view(SEAT, task.calendars, task.labels, task.meetings, r4, task.cost_values, ("dm",))
+    costs = Delivered(3, "dm", 4, "Agent 3's costs for meeting M4 — free: 3.", r4, 0,
+                      {"protocol": "imap", "kind": "costs", "meeting_id": 4, "costs": {"3": 0}}, SEAT)
+    async with MockLLMServer() as mock:
+        p = make_llm_persona("llm:small", make_settings(mock))
+        await p.register(SeatBriefing(view, 15, 3, 5))
+        mock.inject("agree")
+        reply = await p.speak(TurnObservation(view, r4, 1, 15, meeting_view(m4, SEAT, task.labels), True, (costs,)))
+    assert reply.error is None
+    by_to = {a.to: a for a in reply.actions}
+    assert sorted(by_to) == [3, 4]
+    slot = by_to[4].payload is None and int(re.search(r"slot (\d+)", by_to[4].content).group(1))
+    assert by_to[4].content == f"Agreed: Meeting M4 at slot {slot}." and by_to[4].payload is None
+    assert by_to[3].payload == {"protocol": "imap", "kind": "decision", "meeting_id": 4, "slot": slot}
+    (rec,) = reply.extra["short_actions"]
+    assert rec["action"] == {"type": "agree", "slot": slot} and len(rec["expanded"]) == 2
