@@ -189,13 +189,13 @@ class LLMPersona:
         :data:`~personas.llm.prompts.COMPACT_BELOW` tokens.  Decided once per game: the
         system prompt never changes mid-game."""
         choice = self.settings.prompt
-        if choice != "auto":
-            return choice
-        if self._window is None:
+        if self._window is None:  # also decides short thinking (short_thinking), whatever the profile
             try:
                 await self._probe_window(self.client)
             except LLMConfigError:  # no key yet: the first call reports it
                 pass
+        if choice != "auto":
+            return choice
         return "compact" if self._window is not None and self._window < COMPACT_BELOW else "full"
 
     @property
