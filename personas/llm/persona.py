@@ -568,8 +568,8 @@ class LLMPersona:
                                    or not fits(est + _round_growth(msgs[:n], rounds[:n], current, self._est), window,
                                                want)):
                 # (1) every finished round at once — now, at the round's first call, when the round
-                # would not fit as the largest earlier round grew, so the cache cliff falls where
-                # nothing of this round has been sent yet
+                # would not fit growing half as much again as the largest earlier round did, so the
+                # cache cliff falls where nothing of this round has been sent yet
                 upto = current
                 req = build(upto)
                 est = self._est.tokens(req)
@@ -838,15 +838,17 @@ class LLMPersona:
 
 
 def _round_growth(msgs: list[dict[str, str]], rounds: list[int], current: int, est: Estimator) -> int:
-    """At a round's first call (its one user message so far): the tokens the largest earlier
-    round took after its first message — what this round may still add.  0 at any other call."""
+    """At a round's first call (its one user message so far): what this round may still add —
+    half as much again as the largest earlier round took after its first message (rounds
+    differ: SmolLM2-135M's fourth round outgrew its second and was condensed at its DECISION
+    call, mid-round).  0 at any other call."""
     if sum(1 for m, r in zip(msgs, rounds) if r == current and m.get("role") == "user") != 1 or rounds[-1] != current:
         return 0
     sizes: dict[int, list[dict[str, str]]] = {}
     for m, r in zip(msgs, rounds):
         if 0 <= r < current:
             sizes.setdefault(r, []).append(m)
-    return max((est.tokens(ms[1:]) for ms in sizes.values()), default=0)
+    return math.ceil(1.5 * max((est.tokens(ms[1:]) for ms in sizes.values()), default=0))
 
 
 def repaired_text(env) -> str:
