@@ -8,9 +8,9 @@ cannot be read becomes an :class:`EnvelopeError`, which the game loop records as
 Besides the game's actions a reply may use short ones: ``{"type": "pass"}`` (nothing
 to add), ``{"type": "agree", "slot": n}`` ("I agree to slot n"; ``Envelope.agreed``) and
 the talk moves of :data:`SHORT_ACTIONS` (``Envelope.short``: answer a cost request with
-my costs, propose one slot, ask for costs), which an LLM persona turns into messages.  A reply the endpoint cut off at its token limit
-is read whole or not at all (:func:`repair_truncated`); a reply past the size limits
-(``MAX_*``) is refused whole.
+my costs, propose one slot, ask for costs), which an LLM persona turns into messages.  A
+reply the endpoint cut off at its token limit is read whole or not at all
+(:func:`repair_truncated`); a reply past the size limits (``MAX_*``) is refused whole.
 """
 
 from __future__ import annotations
