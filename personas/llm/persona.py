@@ -300,8 +300,10 @@ class LLMPersona:
         """The messages an ``{"type": "agree", "slot": n}`` short action stands for: "Agreed:
         Meeting Mk at slot n." to the meeting's other participants, on the first enabled
         channel that reaches them.  From the meeting's lowest id (the one IMAP seats wait
-        for) a DM to a seat that speaks IMAP is IMAP's typed ``decision`` instead
-        (``personas.quick.propose``: "Let's meet at slot n for meeting Mk.")."""
+        for) the DMs announce the slot instead (``personas.quick.propose``: "Let's meet at slot
+        n for meeting Mk.", typed in the protocol the recipient wrote to this seat in — IMAP's
+        ``decision`` — else English, which the bots adopt).  SmolLM2-135M agreed to a slot as
+        the opener of Meeting M4; "Agreed: …" left the IMAP seats waiting for a decision."""
         if not slots or not isinstance(obs, TurnObservation):
             return []
         slot = slots[-1]
@@ -314,10 +316,9 @@ class LLMPersona:
         if "participant_groupchat" in channels and obs.is_participant:
             return [Message("participant_groupchat", text)]
         if "dm" in channels:
-            if self.seat == min(m.participants):  # the opener's "agreed" is IMAP's decision for an IMAP seat
+            if self.seat == min(m.participants):  # the opener's agreement announces the slot (IMAP's decision)
                 return [msg for p in others for msg in
-                        (quick.propose(self.seat, m.id, [slot], channel="dm", to=[p], protocol="imap")
-                         if self._protocols.get(p) == "imap" else [Message("dm", text, p)])]
+                        quick.propose(self.seat, m.id, [slot], channel="dm", to=[p], protocol=self._protocols.get(p))]
             return [Message("dm", text, p) for p in others]
         return [Message("all_groupchat", text)] if "all_groupchat" in channels else []
 

@@ -254,9 +254,9 @@ async def test_finished_rounds_are_condensed_at_once_not_one_cliff_per_round(mak
 
 
 async def test_the_openers_agree_is_imaps_decision_for_an_imap_seat(make_settings):
-    """The meeting's lowest id is the one IMAP seats wait for: its ``agree`` reaches a seat
-    that has written typed IMAP to it as IMAP's ``decision`` (the quick ``propose`` builder),
-    and a seat that never did as the plain "Agreed: …" words."""
+    """The meeting's lowest id is the one IMAP seats wait for: its ``agree`` announces the
+    slot (the quick ``propose`` builder) — to a seat that has written typed IMAP to it as
+    IMAP's ``decision``, to a seat that never did in English the bots adopt."""
     from engine.observe import Delivered
 
     task = canonical(0)
@@ -274,7 +274,7 @@ async def test_the_openers_agree_is_imaps_decision_for_an_imap_seat(make_setting
     by_to = {a.to: a for a in reply.actions}
     assert sorted(by_to) == [3, 4]
     slot = by_to[4].payload is None and int(re.search(r"slot (\d+)", by_to[4].content).group(1))
-    assert by_to[4].content == f"Agreed: Meeting M4 at slot {slot}." and by_to[4].payload is None
+    assert by_to[4].content == by_to[3].content == f"Let's meet at slot {slot} for meeting M4."
     assert by_to[3].payload == {"protocol": "imap", "kind": "decision", "meeting_id": 4, "slot": slot}
     (rec,) = reply.extra["short_actions"]
     assert rec["action"] == {"type": "agree", "slot": slot} and len(rec["expanded"]) == 2
