@@ -86,7 +86,7 @@ async def test_agree_becomes_the_messages_of_the_channel(make_settings):
     task = canonical(0)
     async with MockLLMServer() as mock:
         m0 = task.meetings[0]
-        seat = m0.speaker_order[0]
+        seat = sorted(m0.participants)[1]  # not the opener, whose agree announces the slot (test_llm_talk)
         settings = make_settings(mock)
         p = make_llm_persona("llm:small", settings)
         view = seat_view(seat, task.calendars, task.labels, task.meetings, 0, task.cost_values, ("dm",))
