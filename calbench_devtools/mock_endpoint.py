@@ -81,7 +81,9 @@ characters), ``flood`` (200 actions) and ``long_message`` (a 5,000-character mes
 random sloppiness: ``runaway`` — a string that never closes (``thinking``, or a message's
 ``content``) until ``max_tokens`` cuts the reply, unless the request's schema gives that
 string a ``maxLength``; ``copycat`` — every CHEAP_TALK reply also sends the latest example
-direct message of the prompt, recipient and text as written.  ``refuse_keywords``: JSON
+direct message of the prompt, recipient and text as written (or the per-turn example's short
+action); ``parrot`` — every CHEAP_TALK reply also sends the latest message the seat received
+back to its sender, word for word (a model that never stops talking).  ``refuse_keywords``: JSON
 schema keywords the server answers with a 400 naming the keyword (as servers whose grammar
 lacks one do), to test that ``structured=auto`` drops them.
 
@@ -135,7 +137,7 @@ __all__ = ["MockLLMServer", "MockOptionError", "POLICIES", "FAULTS", "RequestRec
 
 POLICIES = ("cooperative", "silent", "chaos", "sloppy", "judge", "listener", "literal")
 #: Modes of the ``sloppy`` policy that copy a small model's habits (``MockLLMServer(sloppy_mode=...)``).
-SLOPPY_MODES = ("runaway", "copycat")
+SLOPPY_MODES = ("runaway", "copycat", "parrot")
 #: The ``response_format`` forms the mock accepts by default (see ``MockLLMServer(formats=...)``).
 FORMATS = ("json_schema", "json_object")
 _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · Sender Agent (\d+) · (\d+) slots ===$",
@@ -584,6 +586,10 @@ class RequestRecord:
     max_tokens: int | None = None  # the reply budget the request asked for
     sampling: dict[str, Any] | None = None  # every other field of the body (temperature, top_p, seed, stop, ...)
     progress: bool = False  # the request asked for prompt-reading progress events (return_progress)
+    #: Characters of messages the same seat's previous request already held that this one sends
+    #: again after the point where it stops repeating that request: what a prefix cache must
+    #: read again (a prompt-cache cliff when > 0; 0 for a request that extends the previous one).
+    resent_chars: int = 0
 
 
 @dataclass
@@ -613,6 +619,18 @@ def _common_prefix(a: list[str], b: list[str]) -> int:
             k += 1
         return n + k
     return n
+
+
+def _resent(prev: list[str] | None, ser: list[str]) -> int:
+    """Characters of ``prev``'s messages that ``ser`` sends again after the first message in
+    which the two differ (see ``RequestRecord.resent_chars``)."""
+    if not prev:
+        return 0
+    i = 0
+    while i < min(len(prev), len(ser)) and prev[i] == ser[i]:
+        i += 1
+    old = set(prev[i:])
+    return sum(len(x) for x in ser[i + 1:] if x in old)
 
 
 # Body fields that shape the request rather than the sampling (RequestRecord.sampling leaves them out).
@@ -661,6 +679,7 @@ class MockLLMServer:
         self._server: asyncio.base_events.Server | None = None
         self._injected: list[_Injected] = []
         self._threads: dict[str, list[list[str]]] = {}  # system prompt hash -> last request of each thread
+        self._seat_last: dict[int, list[str]] = {}  # seat -> its previous request (serialised messages)
         self._attempts: Counter[str] = Counter()
         self._in_flight = 0
         self.max_in_flight = 0
@@ -898,6 +917,9 @@ class MockLLMServer:
         rec = RequestRecord(len(self.records), th.seat, req.get("model"), conv, prompt_chars, reused,
                             prev is not None, (th.header or {}).get("phase") or ("REFLECTION" if th.reflection else None),
                             started=time.perf_counter())
+        if th.seat is not None and th.reflection is None:
+            rec.resent_chars = _resent(self._seat_last.get(th.seat), ser)
+            self._seat_last[th.seat] = ser
         self.records.append(rec)
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
@@ -1223,6 +1245,10 @@ def _oversize(kind: str, th: _Thread) -> dict[str, Any]:
 _LOOP_THINKING = "Let me think about which slot works best for everyone before I answer. "
 _LOOP_CONTENT = "I could do several slots, maybe slot 3 or slot 5 or another one, "
 _EXAMPLE_DM_RE = re.compile(r'\{"type": "dm", "to": (\d+), "content": "([^"]*)"\}')
+#: A message the seat received, as the prompt lists it ("[1] From Agent 2 (direct message, Meeting M3): ...").
+_HEARD_RE = re.compile(r"^\[\d+\] From Agent (\d+) \([^)]*\): (.*)$", re.M)
+#: The per-turn example of a short action (issue 31): ``for example: {..., "actions": [{"type": "costs"}]}``.
+_EXAMPLE_SHORT_RE = re.compile(r'for example: \{"thinking": "[^"]*", "actions": \[(\{"type": "[a-z_]+"(?:, "slot": \d+)?\})\]\}')
 
 
 def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: dict[str, Any] | None,
@@ -1234,17 +1260,35 @@ def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: 
     unless the request's schema gives that string a ``maxLength``: then the grammar ends it
     there and the reply closes.  ``copycat``: during CHEAP_TALK the model copies the latest
     example direct message it was shown with a literal recipient (``"to": 3``) and sends it
-    as is, besides its answer.
+    as is, besides its answer — or, when the latest example is a short action (the per-turn
+    example of issue 31), that action as written.
     """
+    if mode == "parrot":
+        out = dict(envelope)
+        if (th.header or {}).get("phase") == "CHEAP_TALK":
+            heard = None
+            for m in th.messages:
+                if m.get("role") == "user":
+                    for h in _HEARD_RE.finditer(m.get("content") or ""):
+                        heard = h
+            if heard is not None:
+                back = {"type": "dm", "to": int(heard.group(1)), "content": heard.group(2)}
+                out["actions"] = [back] + list(envelope.get("actions") or [])
+        return json.dumps(out), "stop"
     if mode == "copycat":
         out = dict(envelope)
         if (th.header or {}).get("phase") == "CHEAP_TALK":
-            found = None
+            copy = None
             for m in th.messages:
-                for ex in _EXAMPLE_DM_RE.finditer(m.get("content") or ""):
-                    found = ex
-            if found is not None:
-                copy = {"type": "dm", "to": int(found.group(1)), "content": found.group(2)}
+                if m.get("role") == "system":
+                    continue
+                found = [(ex.start(), {"type": "dm", "to": int(ex.group(1)), "content": ex.group(2)})
+                         for ex in _EXAMPLE_DM_RE.finditer(m.get("content") or "")]
+                found += [(ex.start(), json.loads(ex.group(1)))
+                          for ex in _EXAMPLE_SHORT_RE.finditer(m.get("content") or "")]
+                if found:
+                    copy = max(found, key=lambda f: f[0])[1]
+            if copy is not None:
                 out["actions"] = [copy] + list(envelope.get("actions") or [])
         return json.dumps(out), "stop"
     # runaway

@@ -5,11 +5,12 @@ prose or in a code fence, and a bare list of actions is accepted too.  Anything 
 cannot be read becomes an :class:`EnvelopeError`, which the game loop records as a
 ``parse_error`` event; it is never fatal.
 
-Besides the game's actions a reply may use two short ones: ``{"type": "pass"}`` (nothing
-to add) and ``{"type": "agree", "slot": n}`` ("I agree to slot n"; ``Envelope.agreed``,
-which an LLM persona turns into messages).  A reply the endpoint cut off at its token limit
-is read whole or not at all (:func:`repair_truncated`); a reply past the size limits
-(``MAX_*``) is refused whole.
+Besides the game's actions a reply may use short ones: ``{"type": "pass"}`` (nothing
+to add), ``{"type": "agree", "slot": n}`` ("I agree to slot n"; ``Envelope.agreed``) and
+the talk moves of :data:`SHORT_ACTIONS` (``Envelope.short``: answer a cost request with
+my costs, propose one slot, ask for costs), which an LLM persona turns into messages.  A
+reply the endpoint cut off at its token limit is read whole or not at all
+(:func:`repair_truncated`); a reply past the size limits (``MAX_*``) is refused whole.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 MESSAGE_TYPES = ("dm", "participant_groupchat", "all_groupchat")
+#: Short talk moves a seat expands into messages itself (``personas/llm/talk.py``):
+#: ``costs`` answers the latest cost request with my costs, ``propose`` (with ``slot``)
+#: proposes one slot to the meeting's other participants, ``ask_costs`` asks them for costs.
+SHORT_ACTIONS = ("costs", "propose", "ask_costs")
 CHANNELS = MESSAGE_TYPES
 
 
@@ -120,6 +125,8 @@ class Envelope:
     agreed: tuple[Any, ...] = ()
     #: True when a reply cut off at its token limit was closed (strings, lists, objects) to read it.
     repaired: bool = False
+    #: The other short actions (:data:`SHORT_ACTIONS`), in order, as ``(type, slot or None)``.
+    short: tuple[tuple[str, Any], ...] = ()
 
 
 #: Limits on what one reply may carry (issue 24 item 10): a longer reply, more actions or a
@@ -320,12 +327,16 @@ def parse_envelope(text: Any, *, truncated: bool = False) -> Envelope:
         raise EnvelopeError(f"the reply has {len(raw_actions):,} actions; at most {MAX_ACTIONS} are allowed")
     actions: list[Action] = []
     agreed: list[Any] = []
+    short: list[tuple[str, Any]] = []
     for a in raw_actions:
         kind = a.get("type") if isinstance(a, dict) else None
         if kind == "pass":
             continue
         if kind == "agree":
             agreed.append(_int_or_raw(a.get("slot")))
+            continue
+        if kind in SHORT_ACTIONS:
+            short.append((kind, _int_or_raw(a.get("slot")) if "slot" in a else None))
             continue
         act = action_from_json(a)
         if isinstance(act, Message) and len(act.content) > MAX_MESSAGE_CHARS:
@@ -334,7 +345,7 @@ def parse_envelope(text: Any, *, truncated: bool = False) -> Envelope:
         actions.append(act)
     if thinking is not None and not isinstance(thinking, str):
         thinking = json.dumps(thinking)
-    return Envelope(thinking, tuple(actions), tuple(agreed), repaired)
+    return Envelope(thinking, tuple(actions), tuple(agreed), repaired, short=tuple(short))
 
 
 def actions_to_json(actions) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ the first it accepts (``extra["structured"]``).  Replies are read with
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import random
@@ -49,18 +50,22 @@ from engine.observe import (
     TurnObservation,
     VoluntaryObservation,
 )
+from engine.protocol import PROTOCOLS as TYPED_PROTOCOLS
 from engine.seats import Reply
+from personas import quick
 
 from .client import CallResult, complete, failure_words, fetch_models
 from .context import Estimator, digest_block, fits, message_rounds, window_from_models
 from .prompts import COMPACT_BELOW, PromptBook, fragment
+from .talk import TalkFacts, expand_short, short_record
 
 # An LLM seat on a model with a context window this small or smaller (SmolLM2, Gemma 3 270M,
 # most GGUF builds run at 8k) talks on every turn it is given: unless max_calls_per_round
 # says otherwise it gets SMALL_MODEL_CALLS CHEAP_TALK calls per round (issue 22).
 SMALL_WINDOW = 8192
 SMALL_MODEL_CALLS = 4
-from .schema import THINKING_MAX, drop_keywords, envelope_schema, reflection_schema, refused_keywords, response_format
+from .schema import (THINKING_MAX, THINKING_SHORT, drop_keywords, envelope_schema, reflection_schema, refused_keywords,
+                     response_format, with_one_action, with_thinking_limit)
 from .decide import build_decision, decision_slot_schema
 from .settings import LLMConfigError, LLMSettings
 
@@ -117,6 +122,8 @@ class LLMPersona:
         self._round_calls: dict[int, int] = {}  # round -> CHEAP_TALK calls sent (max_calls_per_round)
         self._agreements: dict[int, dict[int, int]] = {}  # round -> {agent: slot it last agreed to}
         self._said: dict[int, list[tuple[int, Message]]] = {}  # round -> (turn, message) this seat sent
+        self._talk: TalkFacts | None = None  # this round's talk as the seat saw it (personas.llm.talk)
+        self._protocols: dict[int, str] = {}  # agent -> the protocol of its typed messages to this seat
         self._reset_context()
 
     def _reset_context(self) -> None:
@@ -166,7 +173,7 @@ class LLMPersona:
         self._rng = random.Random(zlib.crc32(f"{self.model_name}:{self.seat}".encode()))
         self._reset_context()
         self.prompt_profile = await self._choose_profile()
-        self.book = PromptBook(briefing, self.variant, self.prompt_profile)
+        self.book = PromptBook(briefing, self.variant, self.prompt_profile, short_thinking=self.short_thinking)
         self.book.decision_mode = self.settings.decision
         self._said.clear()
         system = self.book.system_prompt()
@@ -175,6 +182,8 @@ class LLMPersona:
         self._joined.clear()
         self._round_calls.clear()
         self._agreements.clear()
+        self._talk = None
+        self._protocols.clear()
         self._notice = ""
         return system
 
@@ -184,13 +193,13 @@ class LLMPersona:
         :data:`~personas.llm.prompts.COMPACT_BELOW` tokens.  Decided once per game: the
         system prompt never changes mid-game."""
         choice = self.settings.prompt
-        if choice != "auto":
-            return choice
-        if self._window is None:
+        if self._window is None:  # also decides short thinking (short_thinking), whatever the profile
             try:
                 await self._probe_window(self.client)
             except LLMConfigError:  # no key yet: the first call reports it
                 pass
+        if choice != "auto":
+            return choice
         return "compact" if self._window is not None and self._window < COMPACT_BELOW else "full"
 
     @property
@@ -199,6 +208,13 @@ class LLMPersona:
         h = self.settings.history
         return "digest" if h == "auto" and getattr(self, "prompt_profile", "full") == "compact" else h
 
+    @property
+    def short_thinking(self) -> bool:
+        """A context window of :data:`SMALL_WINDOW` tokens or less (a small local model, for
+        which ``thinking`` was most of each call's generated tokens): ``thinking`` is optional
+        and at most :data:`~personas.llm.schema.THINKING_SHORT` characters."""
+        return self._window is not None and self._window <= SMALL_WINDOW
+
     def prompt(self, obs) -> str | None:
         """The user message that :meth:`speak` / :meth:`volunteer` / :meth:`decide` will send."""
         if self.book is None or self._capped(obs):
@@ -206,8 +222,53 @@ class LLMPersona:
         if isinstance(obs, DecisionObservation):  # its talk facts count the seat's own messages too
             return self.book.decision_message(obs, seen=self._seen.get(obs.round, 0), notice=self._notice,
                                               own=self._said.get(obs.round, ()))
+        facts = self._facts_now(obs) if isinstance(obs, TurnObservation) else None
         return self.book.user_message(obs, seen=self._seen.get(obs.round, 0), joined=obs.round in self._joined,
-                                      notice=self._notice, done_slot=self._talk_done(obs))
+                                      notice=self._notice, done_slot=self._talk_done(obs), facts=facts)
+
+    # -- the round's talk (personas.llm.talk) ---------------------------------------------
+    def _round_facts(self, round_: int) -> TalkFacts:
+        if self._talk is None or self._talk.round != round_:
+            self._talk = TalkFacts(round_)
+        return self._talk
+
+    def _facts_now(self, obs: TurnObservation) -> TalkFacts:
+        """This round's talk including what this turn delivers (a copy: :meth:`prompt` is pure)."""
+        base = self._talk if self._talk is not None and self._talk.round == obs.round else TalkFacts(obs.round)
+        facts = copy.deepcopy(base)
+        facts.read(obs.inbox, obs.view.num_slots)
+        facts.agreed = self._agreements.get(obs.round, {}).get(self.seat)
+        return facts
+
+    def _note_protocols(self, msgs) -> None:
+        for m in msgs:
+            p = m.get("payload") if isinstance(m, dict) else m.payload
+            sender = m.get("from_agent") if isinstance(m, dict) else m.sender
+            if isinstance(p, dict) and p.get("protocol") in TYPED_PROTOCOLS and isinstance(sender, int):
+                self._protocols[sender] = p["protocol"]
+
+    def _expand(self, obs, env) -> tuple[list[Message], list[dict[str, Any]], list[str]]:
+        """The messages the reply's short actions stand for, what the trace records of each,
+        and notes for the next prompt (a short action that stood for nothing, and why)."""
+        msgs: list[Message] = []
+        records: list[dict[str, Any]] = []
+        notes: list[str] = []
+        if not isinstance(obs, TurnObservation):
+            if env.short:
+                notes.append("talk actions (costs, propose, ask_costs) work only in CHEAP_TALK")
+            return msgs, records, notes
+        facts = self._round_facts(obs.round)
+        for kind, slot in env.short:
+            out, note = expand_short(kind, slot, obs, self.seat, facts, self._protocols)
+            msgs.extend(out)
+            records.append(short_record(kind, slot, out, note))
+            if note:
+                notes.append(note)
+        if env.agreed:
+            out = self._agree_messages(obs, env.agreed)
+            msgs.extend(out)
+            records.append(short_record("agree", env.agreed[-1], out))
+        return msgs, records, notes
 
     # -- ending the talk ------------------------------------------------------------------
     def _capped(self, obs) -> bool:
@@ -245,7 +306,11 @@ class LLMPersona:
     def _agree_messages(self, obs, slots) -> list[Message]:
         """The messages an ``{"type": "agree", "slot": n}`` short action stands for: "Agreed:
         Meeting Mk at slot n." to the meeting's other participants, on the first enabled
-        channel that reaches them."""
+        channel that reaches them.  From the meeting's lowest id (the one IMAP seats wait
+        for) the DMs announce the slot instead (``personas.quick.propose``: "Let's meet at slot
+        n for meeting Mk.", typed in the protocol the recipient wrote to this seat in — IMAP's
+        ``decision`` — else English, which the bots adopt).  SmolLM2-135M agreed to a slot as
+        the opener of Meeting M4; "Agreed: …" left the IMAP seats waiting for a decision."""
         if not slots or not isinstance(obs, TurnObservation):
             return []
         slot = slots[-1]
@@ -258,6 +323,9 @@ class LLMPersona:
         if "participant_groupchat" in channels and obs.is_participant:
             return [Message("participant_groupchat", text)]
         if "dm" in channels:
+            if self.seat == min(m.participants):  # the opener's agreement announces the slot (IMAP's decision)
+                return [msg for p in others for msg in
+                        quick.propose(self.seat, m.id, [slot], channel="dm", to=[p], protocol=self._protocols.get(p))]
             return [Message("dm", text, p) for p in others]
         return [Message("all_groupchat", text)] if "all_groupchat" in channels else []
 
@@ -310,6 +378,7 @@ class LLMPersona:
                 if t == "turn_start":
                     talked.add(r)
                     seen[r] = seen.get(r, 0) + len(d.get("inbox_drained") or ())
+                    self._note_protocols([m for m in d.get("inbox_drained") or () if isinstance(m, dict)])
                 elif d.get("phase") == "DECISION":
                     decided.add(r)
             elif t in ("parse_error", "seat_timeout", "context_overflow") and prompt is not None:
@@ -368,6 +437,8 @@ class LLMPersona:
         r = obs.round
         if isinstance(obs, TurnObservation):
             self._seen[r] = self._seen.get(r, 0) + len(obs.inbox)
+            self._round_facts(r).read(obs.inbox, obs.view.num_slots)
+            self._note_protocols(obs.inbox)
             for m in obs.inbox:
                 self._note_agreements(r, m.sender, m.content)
             if not obs.is_participant:
@@ -452,8 +523,10 @@ class LLMPersona:
                  ) -> tuple[list[dict[str, str]] | None, dict[str, Any]]:
         """The messages to send now: the thread trimmed to fit the window (see ``context``).
 
-        Tried in order until the request plus its reply budget fits: (1) digest earlier
-        rounds, oldest first, up to the current one; (2) a smaller reply budget, down to
+        Tried in order until the request plus its reply budget fits: (1) digest every
+        finished round at once (one prompt-cache cliff, not one per round: the system prompt
+        and digest then stay the prefix of every later request until the window is full
+        again); (2) a smaller reply budget, down to
         :data:`MIN_REPLY_TOKENS` (``info["reply_tokens"]``); (3) a shorter digest, oldest
         paragraphs first; (4) the oldest turns of the current round left out, in
         user/assistant pairs after its first message (``info["dropped_messages"]``).
@@ -468,7 +541,11 @@ class LLMPersona:
         rounds = message_rounds(msgs)
         current = max(rounds[-1], 0)
         mode = self.history
-        upto = max(self._upto, current) if mode == "digest" else self._upto
+        # Once condensed (auto), every finished round is condensed as the next begins: the system
+        # prompt and its digest only grow at their end, so each request still extends the cached
+        # prefix of the one before and nothing already sent is sent again after it.
+        condensed = mode == "digest" or (mode == "auto" and self._upto > 0)
+        upto = max(self._upto, current) if condensed else self._upto
         n = len(self.messages)
         want = self.settings.max_tokens
 
@@ -495,8 +572,13 @@ class LLMPersona:
             def room(e: int) -> int:  # reply tokens left beside a prompt of e tokens
                 return window - e - math.ceil(window * 0.04) - 16
 
-            while not fits(est, window, want) and upto < current:  # (1)
-                upto += 1
+            if upto < current and (not fits(est, window, want)
+                                   or not fits(est + _round_growth(msgs[:n], rounds[:n], current, self._est), window,
+                                               want)):
+                # (1) every finished round at once — now, at the round's first call, when the round
+                # would not fit growing half as much again as the largest earlier round did, so the
+                # cache cliff falls where nothing of this round has been sent yet
+                upto = current
                 req = build(upto)
                 est = self._est.tokens(req)
             ok = fits(est, window, want) or room(est) >= floor  # (2)
@@ -641,7 +723,12 @@ class LLMPersona:
             return Reply(prompt=text, error="infra_error", latency_ms=0.0, error_detail=f"configuration: {exc}",
                          extra=self._extra(None, "config_error"))
         await self._probe_window(client)
-        res, info, form = await self._send(client, [], self._schema(obs))
+        schema = self._schema(obs)
+        if self.short_thinking:
+            schema = with_thinking_limit(schema, THINKING_SHORT)
+            if isinstance(obs, TurnObservation):
+                schema = with_one_action(schema)
+        res, info, form = await self._send(client, [], schema)
         if res is None or res.failure == "context_length":
             return self._overflow(text, info, res)
         if not res.ok:
@@ -668,7 +755,8 @@ class LLMPersona:
         truncated = res.finish_reason == "length"
         try:
             env = parse_envelope(raw_text, truncated=truncated)
-            actions = env.actions + tuple(self._agree_messages(obs, env.agreed))
+            expanded, shorts, notes = self._expand(obs, env)
+            actions = env.actions + tuple(expanded)
             if env.repaired:  # the thread shows the model a closed reply, not a broken one to imitate
                 self.messages[-1] = {"role": "assistant", "content": repaired_text(env)}
         except EnvelopeError as exc:
@@ -679,14 +767,21 @@ class LLMPersona:
         if env.repaired:
             self.counters["truncated_repaired"] += 1
             self._notice = fragment("repaired_notice", limit=self._cut_by(res, info))
+        if notes:
+            self._notice = "\n".join(filter(None, [self._notice, fragment("short_notice", detail="; ".join(notes))]))
         extra = self._extra(res, context=info, structured=form)
         if env.repaired:
             extra["truncated_repaired"] = True
+        if shorts:  # each short action as written and the messages the seat sent for it
+            extra["short_actions"] = shorts
         if isinstance(obs, TurnObservation):
+            facts = self._round_facts(obs.round)
             for a in actions:
                 if isinstance(a, Message):
                     self._note_agreements(obs.round, self.seat, a.content)
                     self._said.setdefault(obs.round, []).append((obs.turn, a))
+                    if facts.cost_request and (a.type != "dm" or a.to == facts.cost_request[0]):
+                        facts.answered.add(facts.cost_request[0])  # the seat wrote back to whoever asked
         elif isinstance(obs, DecisionObservation) and self.settings.decision == "slot":
             built = build_decision(obs.view.calendar, obs.meeting.id, actions)
             actions = built.actions
@@ -738,6 +833,7 @@ class LLMPersona:
         except LLMConfigError as exc:
             self.counters["reflection_failures"] += 1
             return {"prompt": question, "error": "infra_error", "error_detail": f"configuration: {exc}"}
+        await self._probe_window(client)  # a window another seat learned from a 400 meanwhile
         # Not appended to the thread; fitted to the window like a game call, without moving its digest point.
         res, info, _form = await self._send(client, [{"role": "user", "content": question}],
                                             reflection_schema(obs), commit=False, name="calbench_reflection")
@@ -760,13 +856,28 @@ class LLMPersona:
         return out
 
 
+def _round_growth(msgs: list[dict[str, str]], rounds: list[int], current: int, est: Estimator) -> int:
+    """At a round's first call (its one user message so far): what this round may still add —
+    half as much again as the largest earlier round took after its first message (rounds
+    differ: SmolLM2-135M's fourth round outgrew its second and was condensed at its DECISION
+    call, mid-round).  0 at any other call."""
+    if sum(1 for m, r in zip(msgs, rounds) if r == current and m.get("role") == "user") != 1 or rounds[-1] != current:
+        return 0
+    sizes: dict[int, list[dict[str, str]]] = {}
+    for m, r in zip(msgs, rounds):
+        if 0 <= r < current:
+            sizes.setdefault(r, []).append(m)
+    return math.ceil(1.5 * max((est.tokens(ms[1:]) for ms in sizes.values()), default=0))
+
+
 def repaired_text(env) -> str:
     """What the thread keeps of a reply that was cut off and closed: the envelope as read,
     its ``thinking`` shortened to the schema's bound (a looping thought is not re-sent)."""
     thinking = env.thinking or ""
     if len(thinking) > THINKING_MAX:
         thinking = thinking[: THINKING_MAX - 1].rstrip() + "…"
-    acts = [a.to_json() for a in env.actions] + [{"type": "agree", "slot": s} for s in env.agreed]
+    acts = ([a.to_json() for a in env.actions] + [{"type": "agree", "slot": s} for s in env.agreed]
+            + [{"type": k, **({"slot": s} if s is not None else {})} for k, s in env.short])
     return json.dumps({"thinking": thinking, "actions": acts})
 
 

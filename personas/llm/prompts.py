@@ -24,6 +24,7 @@ from importlib import resources
 from string import Template
 from typing import Any, Sequence
 
+from engine.protocol import slots_phrase
 from engine.observe import (
     DecisionObservation,
     Delivered,
@@ -31,6 +32,9 @@ from engine.observe import (
     TurnObservation,
     VoluntaryObservation,
 )
+from personas.base import insertion_costs
+
+from .talk import TalkFacts
 
 __all__ = ["VARIANTS", "PROFILES", "COMPACT_BELOW", "PromptBook", "HEADER_RE", "load_variant", "template", "fragment"]
 
@@ -107,6 +111,12 @@ def _fill(name: str, profile: str = "full", **values: Any) -> str:
     return template(name, profile).substitute(**values)
 
 
+def _and(xs: Sequence[int]) -> str:
+    """``[3]`` → "3"; ``[3, 4]`` → "3 and 4"; ``[2, 3, 4]`` → "2, 3 and 4"."""
+    xs = [str(x) for x in xs]
+    return xs[0] if len(xs) == 1 else f"{', '.join(xs[:-1])} and {xs[-1]}"
+
+
 def _plist(xs: Sequence[int]) -> str:
     return "[" + ", ".join(str(x) for x in xs) + "]"
 
@@ -120,12 +130,14 @@ class PromptBook:
     must send exactly that text.
     """
 
-    def __init__(self, briefing: SeatBriefing, variant: str | None = None, profile: str = "full") -> None:
+    def __init__(self, briefing: SeatBriefing, variant: str | None = None, profile: str = "full", *,
+                 short_thinking: bool = False) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown prompt profile {profile!r}; choose from {', '.join(PROFILES)}")
         self.briefing = briefing
         self.variant = variant
         self.profile = profile
+        self.short_thinking = short_thinking  # a small context window: "thinking" is optional and short
         self.seat = briefing.view.seat
         self.num_rounds = briefing.num_rounds
 
@@ -151,6 +163,7 @@ class PromptBook:
             max_turns=b.max_turns_per_round,
             num_rounds=b.num_rounds,
             message_tools=tools,
+            thinking_rule=self._frag("thinking_rule_short" if self.short_thinking else "thinking_rule"),
         )
         if self.variant:
             text += "\n\n" + load_variant(self.variant)
@@ -180,17 +193,18 @@ class PromptBook:
 
     # -- user messages --------------------------------------------------------------------
     def user_message(self, obs, *, seen: int = 0, joined: bool = False, notice: str = "",
-                     done_slot: int | None = None) -> str:
+                     done_slot: int | None = None, facts: Any = None) -> str:
         """The user message for ``obs``.
 
         ``seen``: how many of this round's delivered messages the seat has already been
         shown; ``joined``: whether a non-participant has already had its first message of
         this round; ``notice``: a note about the previous reply (parse or connection
         failure), shown once, right under the header; ``done_slot``: the slot every
-        participant has agreed to (the message then says the talk is done).
+        participant has agreed to (the message then says the talk is done); ``facts``: this
+        round's talk so far (``personas.llm.talk.TalkFacts``), for the turn's example.
         """
         if isinstance(obs, TurnObservation):
-            text = self._turn(obs, joined=joined, done_slot=done_slot)
+            text = self._turn(obs, joined=joined, done_slot=done_slot, facts=facts)
         elif isinstance(obs, DecisionObservation):
             text = self._decision(obs, seen=seen)
         elif isinstance(obs, VoluntaryObservation):
@@ -202,24 +216,54 @@ class PromptBook:
             text = f"{head}\n{notice}\n{rest}"
         return text
 
-    def example(self, obs: TurnObservation) -> str:
-        """An example reply built from this round's own meeting and agents (never a literal
-        a model could copy into the wrong game): a direct message to the next participant in
-        speaking order, or a group message when DMs are off."""
-        m = obs.meeting
-        order = [p for p in m.speaker_order if p != self.seat] or [p for p in m.participants if p != self.seat]
-        free = [s for s, it in enumerate(obs.view.calendar) if it is None][:2]
-        if free:  # an opening a model may send as it is: two of its own free slots
-            slots = " or ".join(f"slot {s}" for s in free)
-            content = self._frag("example_offer", meeting_id=m.id, slots=slots)
-        else:
-            content = self._frag("example_ask", meeting_id=m.id)
-        if "dm" in obs.view.channels and order:
-            return self._frag("example_dm", to=order[0], content=content)
-        channel = next((c for c in ("participant_groupchat", "all_groupchat") if c in obs.view.channels), "dm")
-        return self._frag("example_group", channel=channel, content=content)
+    def next_step(self, obs: TurnObservation, facts: Any = None, done_slot: int | None = None) -> str:
+        """The line that ends a CHEAP_TALK message: the short action that fits this turn, built
+        from what the talk has produced so far (``facts``) and why — never a fixed text a model
+        could carry into another turn.  In order: answer an open cost request; agree to a slot
+        proposed to me that I can hold (or propose one I can, if I cannot); propose the
+        cheapest slot once every other participant sent costs; open the meeting with a cost
+        request when I have its lowest id; else pass."""
+        if done_slot is not None:
+            return self._frag("next_step_done")
+        why, action = self._step(obs, facts)
+        thinking = "" if self.short_thinking else self._frag("thinking_example")
+        return self._frag("next_step", why=why, thinking=thinking, action=action)
 
-    def _turn(self, obs: TurnObservation, *, joined: bool, done_slot: int | None = None) -> str:
+    def _step(self, obs: TurnObservation, facts: Any) -> tuple[str, str]:
+        facts = facts if facts is not None else TalkFacts(obs.round)
+        m = obs.meeting
+        others = [p for p in m.participants if p != self.seat]
+        costs = insertion_costs(obs.view.calendar)
+        can = [s for s, c in enumerate(costs) if c is not None]
+        request = facts.open_request()
+        if request is not None:
+            asker, slots = request
+            return (self._frag("why_costs", asker=asker, slots=slots_phrase(slots) if slots else "every slot"),
+                    self._frag("short_costs"))
+        if not obs.is_participant or not can:
+            return self._frag("why_wait"), self._frag("short_pass")
+        mine = facts.agreed
+        if facts.proposal is not None and facts.proposal[0] != self.seat:
+            frm, slots = facts.proposal
+            ok = [s for s in slots if 0 <= s < len(costs) and costs[s] is not None]
+            if ok:
+                slot = min(ok, key=lambda s: (costs[s], s))
+                if mine != slot:
+                    return self._frag("why_agree", frm=frm, slot=slot), self._frag("short_agree", slot=slot)
+            elif mine is None and not facts.proposed:
+                slot = min(can, key=lambda s: (costs[s], s))
+                return (self._frag("why_counter", frm=frm, slots=slots_phrase(slots)),
+                        self._frag("short_propose", slot=slot))
+        best = facts.cheapest(obs.view.calendar, others)
+        if best is not None and not facts.proposed and mine is None:
+            return self._frag("why_propose", slot=best[1]), self._frag("short_propose", slot=best[1])
+        if (others and self.seat == min(m.participants) and not facts.asked
+                and not facts.proposed and facts.proposal is None and mine is None):
+            return (self._frag("why_open", meeting_id=m.id, others=_and(others)),
+                    self._frag("short_ask"))
+        return self._frag("why_wait"), self._frag("short_pass")
+
+    def _turn(self, obs: TurnObservation, *, joined: bool, done_slot: int | None = None, facts: Any = None) -> str:
         m = obs.meeting
         header = self.header(obs.round, "CHEAP_TALK", m.id)
         last = self._frag("last_turn") if obs.is_last_turn else ""
@@ -231,13 +275,13 @@ class PromptBook:
                               label_line=self._label_line(m.label), seat=self.seat, calendar=obs.view.render(),
                               penalty=obs.view.penalty, budget_line=self._budget(obs),
                               inbox=self.messages_block(obs.inbox, "inbox_header", None), last_turn=last,
-                              example=self.example(obs))
+                              next_step=self.next_step(obs, facts, done_slot))
         if not obs.is_participant and not joined:
             return self._fill("joined", header=header, meeting_id=m.id, participants=_plist(m.participants),
                               seat=self.seat, calendar=obs.view.render(), budget_line=self._budget(obs), inbox=inbox,
-                              last_turn=last, done_line=done)
+                              last_turn=last, done_line=done, next_step=self.next_step(obs, facts, done_slot))
         return self._fill("turn", header=header, budget_line=self._budget(obs), inbox=inbox, last_turn=last,
-                          done_line=done)
+                          done_line=done, next_step=self.next_step(obs, facts, done_slot))
 
     def _retry(self, obs, phase: str, what: str) -> str:
         return self._fill("retry", header=self.header(obs.round, phase, obs.meeting.id), attempt=obs.attempt,

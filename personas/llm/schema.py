@@ -43,7 +43,8 @@ from typing import Any
 
 
 __all__ = ["FORMS", "envelope_schema", "reflection_schema", "response_format", "judge_schema", "drop_keywords",
-           "refused_keywords", "DROPPABLE", "THINKING_MAX", "CONTENT_MAX", "MAX_MOVES"]
+           "refused_keywords", "DROPPABLE", "THINKING_MAX", "THINKING_SHORT", "CONTENT_MAX", "MAX_MOVES",
+           "with_thinking_limit", "with_one_action"]
 
 #: The request forms ``auto`` tries, in order, before giving up on a constraint.
 FORMS = ("json_schema", "json_object")
@@ -53,6 +54,10 @@ FORMS = ("json_schema", "json_object")
 #: item 10): a grammar-constrained reply always closes.  The engine's own caps
 #: (``engine.actions.MAX_*``) are looser; a model without a schema is held to those.
 THINKING_MAX = 300
+#: ``thinking`` for a model with a small context window (``LLMPersona.short_thinking``: 8,192
+#: tokens or less): a few words at most, ``""`` welcome — SmolLM2-135M spent 140–385 generated
+#: tokens a call on it, most of the call's time (issue 31).
+THINKING_SHORT = 60
 CONTENT_MAX = 400
 JUSTIFICATION_MAX = 80
 #: At most this many reschedules in a VOLUNTARY batch.
@@ -118,8 +123,13 @@ def _envelope_schema(phase: str, channels: tuple[str, ...], seat: int, num_agent
         for ch in ("participant_groupchat", "all_groupchat"):
             if ch in channels:
                 kinds.append(_obj(type=_kind(ch), content=_string(CONTENT_MAX)))
-        if participant:  # "I agree to slot n": the persona writes the messages
-            kinds.append(_obj(type=_kind("agree"), slot=_enum(possible)))
+        # Short talk moves the persona expands into messages (personas/llm/talk.py): answer the
+        # cost request made to me; for a participant also ask for costs, propose and agree.
+        kinds.append(_obj(type=_kind("costs")))
+        if participant:
+            kinds.append(_obj(type=_kind("ask_costs")))
+            kinds.append(_obj(type=_kind("propose"), slot=_enum(possible)))
+            kinds.append(_obj(type=_kind("agree"), slot=_enum(possible)))  # "I agree to slot n"
         kinds.append(_obj(type=_kind("pass")))
         actions = {"type": "array", "items": _one_of(kinds), "maxItems": len(targets) + 1}
     elif phase == "VOLUNTARY":
@@ -145,6 +155,29 @@ def _envelope_schema(phase: str, channels: tuple[str, ...], seat: int, num_agent
         actions = _one_of(alts)
     return _obj(thinking={**_string(THINKING_MAX), "description": "your private reasoning, brief"},
                 actions=actions)
+
+
+def with_thinking_limit(schema: dict[str, Any], limit: int) -> dict[str, Any]:
+    """``schema`` with its envelope's ``thinking`` bounded to ``limit`` characters (a copy)."""
+    props = dict(schema.get("properties") or {})
+    if "thinking" not in props:
+        return schema
+    props["thinking"] = {**props["thinking"], "maxLength": limit,
+                         "description": "optional: a few words at most, or an empty string"}
+    return {**schema, "properties": props}
+
+
+def with_one_action(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` whose ``actions`` list holds at most one action (a copy).  For a small model
+    in CHEAP_TALK (``LLMPersona.short_thinking``): it fills a list to its ``maxItems``, and
+    SmolLM2-135M put a stray ``agree`` beside the ``ask_costs`` it was shown; every short
+    action reaches all the participants it should by itself."""
+    props = dict(schema.get("properties") or {})
+    acts = props.get("actions")
+    if not isinstance(acts, dict) or acts.get("type") != "array":
+        return schema
+    props["actions"] = {**acts, "maxItems": 1}
+    return {**schema, "properties": props}
 
 
 def envelope_schema(obs) -> dict[str, Any]:

@@ -180,7 +180,7 @@ def test_the_envelope_schema_allows_only_this_phase_and_this_game():
         return out
 
     talk = alts(envelope_schema(TurnObservation(view, 0, 0, 15, mv, True, ())))
-    assert set(talk) == {"dm", "all_groupchat", "agree", "pass"}
+    assert set(talk) == {"dm", "all_groupchat", "agree", "pass", "costs", "ask_costs", "propose"}  # short actions
     assert talk["dm"][0]["properties"]["to"]["enum"] == [a for a in m.participants if a != seat]
     dec = alts(envelope_schema(DecisionObservation(view, 0, mv, ())))
     assert set(dec) == {"reschedule", "schedule"}

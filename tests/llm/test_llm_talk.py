@@ -1,0 +1,280 @@
+"""CHEAP_TALK for small models (issue 31): short actions the seat expands, a per-turn example
+built from the turn's facts, a worked round, short thinking at 8k or less, and one
+condensation of finished rounds per game instead of one prompt-cache cliff per round.
+
+Everything runs over real HTTP against the loopback mock with the real engine and real
+IMAP seats.  The mock's ``copycat`` model copies the latest example it was shown, as
+SmolLM2-135M did; ``runaway`` fills ``thinking`` up to whatever bound the schema sets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from engine.game import GameConfig, run_game
+from engine.observe import SeatBriefing, TurnObservation, meeting_view, seat_view
+from engine.taskref import hydrate_labels, resolve_tasks
+from calbench_devtools.mock_endpoint import MockLLMServer
+from personas.base import cheapest_common_slot, insertion_costs
+from personas.llm.factory import make_llm_persona
+from personas.llm.prompts import PromptBook
+from personas.llm.schema import THINKING_MAX, THINKING_SHORT
+from personas.llm.talk import TalkFacts, expand_short
+from personas.registry import make_personas
+
+SEAT = 1
+
+
+def canonical(i: int = 0):
+    return hydrate_labels(resolve_tasks(f"canonical:{i}")[0])
+
+
+async def one_llm(task, settings, seat: int = SEAT):
+    seats = list(make_personas("imap", task.num_agents))
+    p = make_llm_persona("llm:small", settings)
+    seats[seat] = p
+    res = await run_game(task, seats, GameConfig(deterministic=True))
+    return res, p
+
+
+def events(res, *types):
+    return [e["data"] for e in res.trace["events"] if e["type"] in types]
+
+
+def example_action(prompt: str) -> dict:
+    """The short action of the per-turn example that ends a CHEAP_TALK message."""
+    m = re.search(r'for example: (\{"thinking": .*\})$', prompt.rstrip())
+    assert m, prompt[-300:]
+    actions = json.loads(m.group(1))["actions"]
+    assert len(actions) == 1
+    return actions[0]
+
+
+async def copycat_game(make_settings, **kw):
+    task = canonical(0)
+    async with MockLLMServer(policy="sloppy", sloppy_mode="copycat") as mock:
+        res, p = await one_llm(task, make_settings(mock, **kw))
+    return task, res, p
+
+
+# -- short actions ---------------------------------------------------------------------------
+async def test_a_short_action_reaches_every_participant_and_is_recorded(make_settings):
+    """Meeting M4 (participants 1, 3, 4; speaking order 4, 3, 1) needs its lowest id, the
+    LLM seat, to open it: IMAP seats 3 and 4 wait for a cost request.  A model that copies
+    the turn's example asks both, proposes the cheapest slot from both answers to both, and
+    the meeting is scheduled.  Each short action is recorded with the messages it became,
+    and those are exactly the messages the engine delivered."""
+    task, res, p = await copycat_game(make_settings)
+    r4 = next(r for r, m in enumerate(task.meetings) if m.id == 4)
+    others = sorted(set(task.meetings[r4].participants) - {SEAT})
+    assert others == [3, 4]
+    recorded = [(e["round"], s) for e in events(res, "turn_end") if e["agent_id"] == SEAT
+                for s in (e.get("extra") or {}).get("short_actions") or ()]
+    kinds = {s["action"]["type"] for _, s in recorded}
+    assert {"costs", "ask_costs", "propose", "agree"} <= kinds, kinds
+
+    ask = [s for r, s in recorded if r == r4 and s["action"]["type"] == "ask_costs"]
+    assert ask and sorted(m["to"] for m in ask[0]["expanded"]) == others  # every other participant, not one peer
+    assert all("asks your costs for meeting M4" in m["content"] for m in ask[0]["expanded"])
+    # the IMAP seats answered with typed costs; the proposal is the cheapest slot for all three
+    costs = {d["from_agent"]: {int(k): v for k, v in d["payload"]["costs"].items()}
+             for d in events(res, "dm_sent") if d["round"] == r4 and d["to_agent"] == SEAT
+             and (d.get("payload") or {}).get("kind") == "costs"}
+    assert sorted(costs) == others
+    prop = [s for r, s in recorded if r == r4 and s["action"]["type"] == "propose"]
+    assert prop, "the seat proposed a slot once both had answered"
+    slot = prop[0]["action"]["slot"]
+    assert sorted(m["to"] for m in prop[0]["expanded"]) == others
+    # learned from their typed answers: the proposal carries IMAP's typed decision for each of them
+    assert all(m["payload"] == {"protocol": "imap", "kind": "decision", "meeting_id": 4, "slot": slot}
+               for m in prop[0]["expanded"])
+    assert 4 in (res.trace.get("metrics") or {}).get("scheduled_meeting_ids", [])
+
+    # "costs" answered the IMAP initiator's request: to it alone, typed, the seat's own costs
+    answer = [s for _, s in recorded if s["action"]["type"] == "costs" and s["expanded"]]
+    assert answer
+    for s in answer:
+        (m,) = s["expanded"]
+        assert m["payload"]["kind"] == "costs" and m["payload"]["protocol"] == "imap"
+        assert m["to"] == 0  # the lowest id of M1 and M3 asked
+
+    # what was recorded is what the engine delivered, nothing more
+    sent = sorted((d["round"], d["to_agent"], d["content"]) for d in events(res, "dm_sent")
+                  if d["from_agent"] == SEAT and d["content"].startswith(("Agent 1 asks", "My costs", "Let's meet")))
+    expanded = sorted((r, m["to"], m["content"]) for r, s in recorded if s["action"]["type"] != "agree"
+                      for m in s["expanded"])
+    assert sent == expanded
+
+
+def test_a_short_action_with_nothing_to_answer_sends_nothing_and_says_why():
+    """``costs`` with no cost request this round stands for nothing: nothing is sent, and the
+    note for the next prompt says why (never a guessed recipient)."""
+    task = canonical(0)
+    m0 = task.meetings[0]
+    view = seat_view(SEAT, task.calendars, task.labels, task.meetings, 0, task.cost_values, ("dm",))
+    obs = TurnObservation(view, 0, 0, 15, meeting_view(m0, SEAT, task.labels), True, ())
+    msgs, note = expand_short("costs", None, obs, SEAT, TalkFacts(0), {})
+    assert msgs == [] and "nobody asked" in note
+    msgs, note = expand_short("propose", 99, obs, SEAT, TalkFacts(0), {})
+    assert msgs == [] and "slot from 0 to 15" in note
+    msgs, note = expand_short("propose", 7, obs, SEAT, TalkFacts(0), {0: "imap"})
+    assert [(m.to, (m.payload or {}).get("kind")) for m in msgs] == [(0, "decision"), (2, None)]
+
+
+# -- the per-turn example -----------------------------------------------------------------
+async def test_the_turn_example_is_built_from_the_turns_facts(make_settings):
+    """Every CHEAP_TALK message ends with the short action that fits that turn: answer the
+    cost request in the inbox, agree to the slot the initiator decided, ask for costs when the
+    seat opens the meeting, propose the cheapest slot once everyone answered, pass when
+    nothing needs an answer — never the old fixed "I could do slot A or slot B" to one peer."""
+    task, res, p = await copycat_game(make_settings)
+    starts = [e for e in events(res, "turn_start") if e["agent_id"] == SEAT and e.get("prompt_sent")]
+    seen = {}
+    calendars = {}
+    for e in starts:
+        prompt = e["prompt_sent"]
+        calendars.setdefault(e["round"], p_calendar(e))  # the round's first message shows the calendar
+        assert "I could do slot" not in prompt
+        if "so the talk is done" in prompt:
+            continue
+        act = example_action(prompt)
+        inbox = e.get("inbox_drained") or []
+        kinds = [(d.get("payload") or {}).get("kind") for d in inbox]
+        if "cost_request" in kinds:
+            assert act == {"type": "costs"}, (kinds, act)
+        elif "decision" in kinds:
+            slot = next(d["payload"]["slot"] for d in inbox if (d.get("payload") or {}).get("kind") == "decision")
+            assert act == {"type": "agree", "slot": slot}
+        elif kinds.count("costs") == 2:  # both participants of M4 answered the seat's request
+            mine = dict(enumerate(insertion_costs(calendars[e["round"]])))
+            reported = {d["from_agent"]: {int(k): v for k, v in d["payload"]["costs"].items()} for d in inbox}
+            best = cheapest_common_slot(mine, sorted(reported), lambda a, s: reported[a].get(s))
+            assert act == {"type": "propose", "slot": best[1]}
+        seen.setdefault(act["type"], set()).add(json.dumps(act))
+    assert {"costs", "agree", "ask_costs", "propose", "pass"} <= set(seen), seen
+    assert len({a for v in seen.values() for a in v}) >= 5  # the example changes with the facts
+
+
+def p_calendar(turn_start: dict):
+    """The seat's calendar at a turn, rebuilt from the prompt's calendar render."""
+    from engine.model import Errand
+
+    cal = []
+    for line in turn_start["prompt_sent"].splitlines():
+        m = re.match(r"^Slot +(\d+): (.*)$", line)
+        if not m:
+            continue
+        what = m.group(2)
+        if what.startswith("[FREE]"):
+            cal.append(None)
+        else:
+            e = re.match(r"^(Blocked )?Errand #(\d+) \(cost=(\d+)\)", what)
+            if e:
+                cal.append(Errand(int(e.group(2)), int(e.group(3)), blocked=bool(e.group(1))))
+            else:  # a meeting: never moved by IMAP's insertion costs
+                cal.append(Errand(-1, 0, blocked=True))
+    return cal
+
+
+def test_the_system_prompt_has_a_worked_round_without_copyable_ids():
+    task = canonical(0)
+    view = seat_view(1, task.calendars, task.labels, task.meetings, 0, task.cost_values, ("dm",))
+    text = PromptBook(SeatBriefing(view, 15, 3, 5)).system_prompt()
+    assert "## Worked round" in text
+    for kind in ("ask_costs", "costs", "propose", "agree", "pass"):
+        assert f'{{"type": "{kind}"' in text
+    assert not re.search(r'"(?:to|slot|meeting_id)":\s*\d', text)
+
+
+# -- short thinking at 8k or less ------------------------------------------------------------
+class Recording(MockLLMServer):
+    """The mock, also keeping the JSON schema of every chat request it answered."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.schemas: list[tuple[str, dict]] = []
+
+    def _answer(self, req, th, fault, prompt_chars, reused):
+        rf = req.get("response_format") or {}
+        schema = (rf.get("json_schema") or {}).get("schema") or rf.get("schema")
+        if schema:
+            self.schemas.append(((th.header or {}).get("phase"), schema))
+        return super()._answer(req, th, fault, prompt_chars, reused)
+
+
+async def test_thinking_is_short_and_optional_in_a_small_window(make_settings):
+    """A model that never stops thinking (``runaway``) writes as much as the schema lets it:
+    behind an 8k window that is a few words and the prompt calls thinking optional; behind a
+    32k window the usual two sentences.  A small model's talk reply holds one action (each
+    short action reaches every participant it should by itself)."""
+    task = canonical(0)
+    out = {}
+    for window in (8192, 32768):
+        async with Recording(policy="sloppy", sloppy_mode="runaway", context_limit=window,
+                             advertise_context=True) as mock:
+            res, p = await one_llm(task, make_settings(mock))
+            talk = {s["properties"]["actions"]["maxItems"] for ph, s in mock.schemas if ph == "CHEAP_TALK"}
+            assert talk == ({1} if window == 8192 else {3}), talk
+        ends = [e for e in events(res, "turn_end", "decide_end") if e["agent_id"] == SEAT and e.get("text")]
+        lengths = [len(json.loads(e["text"])["thinking"]) for e in ends]
+        system = next(e["system_prompt"] for e in events(res, "agent_registered") if e["agent_id"] == SEAT)
+        out[window] = (max(lengths), "optional" in system.split("## 7.")[1].split("\n")[2])
+        assert not events(res, "parse_error")
+    assert out[8192] == (THINKING_SHORT, True)
+    assert out[32768] == (THINKING_MAX, False)
+
+
+# -- one condensation per game ---------------------------------------------------------------
+async def test_finished_rounds_are_condensed_at_once_not_one_cliff_per_round(make_settings):
+    """Five LLM seats behind a 4,096-token window: the talk of finished rounds no longer fits,
+    so it is condensed.  A prompt-cache cliff is a request that sends again, after the point
+    where it stops repeating the seat's previous request, messages that request already held
+    (the mock's ``resent_chars``).  Condensing every finished round at once, at a round's first
+    call, then each finished round as the next begins, leaves the cached prefix (system prompt
+    and digest) to grow only at its end: at most one cliff per seat and game (one round at a
+    time, as before: two for most seats)."""
+    task = canonical(0)
+    async with MockLLMServer(context_limit=4096, advertise_context=True) as mock:
+        settings = make_settings(mock, prompt="full", max_tokens=512)
+        seats = [make_llm_persona("llm:m", settings) for _ in range(task.num_agents)]
+        res = await run_game(task, seats, GameConfig(deterministic=True))
+        recs = list(mock.records)
+    assert len((res.trace.get("metrics") or {}).get("scheduled_meeting_ids", [])) == 5
+    for seat, p in enumerate(seats):
+        mine = [r for r in recs if r.seat == seat]
+        assert p.counters["context_trims"] >= 1, "the window forced condensation"
+        cliffs = [r for r in mine if r.resent_chars]
+        assert len(cliffs) <= 1, (seat, [(r.index, r.resent_chars) for r in cliffs])
+        # after the first condensation nothing already sent is sent again
+        first = next(i for i, e in enumerate(e for e in events(res, "turn_end", "decide_end")
+                                             if e["agent_id"] == seat and (e.get("extra") or {}).get("context", {})
+                                             .get("digested_upto")))
+        assert all(r.resent_chars == 0 for r in mine[first + 1:]), seat
+
+
+async def test_the_openers_agree_is_imaps_decision_for_an_imap_seat(make_settings):
+    """The meeting's lowest id is the one IMAP seats wait for: its ``agree`` announces the
+    slot (the quick ``propose`` builder) — to a seat that has written typed IMAP to it as
+    IMAP's ``decision``, to a seat that never did in English the bots adopt."""
+    from engine.observe import Delivered
+
+    task = canonical(0)
+    r4 = next(r for r, m in enumerate(task.meetings) if m.id == 4)
+    m4 = task.meetings[r4]
+    view = seat_view(SEAT, task.calendars, task.labels, task.meetings, r4, task.cost_values, ("dm",))
+    costs = Delivered(3, "dm", 4, "Agent 3's costs for meeting M4 — free: 3.", r4, 0,
+                      {"protocol": "imap", "kind": "costs", "meeting_id": 4, "costs": {"3": 0}}, SEAT)
+    async with MockLLMServer() as mock:
+        p = make_llm_persona("llm:small", make_settings(mock))
+        await p.register(SeatBriefing(view, 15, 3, 5))
+        mock.inject("agree")
+        reply = await p.speak(TurnObservation(view, r4, 1, 15, meeting_view(m4, SEAT, task.labels), True, (costs,)))
+    assert reply.error is None
+    by_to = {a.to: a for a in reply.actions}
+    assert sorted(by_to) == [3, 4]
+    slot = by_to[4].payload is None and int(re.search(r"slot (\d+)", by_to[4].content).group(1))
+    assert by_to[4].content == by_to[3].content == f"Let's meet at slot {slot} for meeting M4."
+    assert by_to[3].payload == {"protocol": "imap", "kind": "decision", "meeting_id": 4, "slot": slot}
+    (rec,) = reply.extra["short_actions"]
+    assert rec["action"] == {"type": "agree", "slot": slot} and len(rec["expanded"]) == 2
