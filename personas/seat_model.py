@@ -128,6 +128,24 @@ def stance_of(event: dict, num_slots: int) -> tuple[str, list[int]] | None:
     return None
 
 
+
+@dataclass(frozen=True)
+class MessageReading:
+    """What one message says to the seat it reached (:func:`read_message`)."""
+
+    slots: list[int]  # the slots it names (``engine.protocol.mentioned_slots``)
+    asks_costs: bool  # a question for my costs
+    proposes: bool  # a proposal of the slots it names
+    costs: "dict[int, int | None] | None"  # the costs it reports, if any
+
+
+def read_message(ev: dict[str, Any], num_slots: int) -> MessageReading:
+    """The one reading of a message to a seat, for a person's screen (:class:`SeatModel`) and
+    the LLM seat's short talk actions (``personas/llm/talk.py``) alike."""
+    slots = protocol.mentioned_slots(ev, num_slots)
+    return MessageReading(slots, protocol.is_request_for_costs(ev), bool(slots) and protocol.is_proposal(ev),
+                          protocol.costs_in_payload(ev.get("payload")))
+
 @dataclass(frozen=True)
 class TalkFacts:
     """What a round's talk produced for one seat (:meth:`SeatModel.talk_facts`).
@@ -295,7 +313,8 @@ class SeatModel:
 
     def _message(self, ev: dict[str, Any]) -> list[Hint]:
         self.messages.setdefault(thread_of(ev, self.seat), []).append(ev)
-        slots = protocol.mentioned_slots(ev, self.num_slots or 10**6)
+        said = read_message(ev, self.num_slots or 10**6)
+        slots = said.slots
         frm = ev.get("from_agent")
         hints: list[Hint] = []
         if frm != self.seat:
@@ -303,12 +322,12 @@ class SeatModel:
                 self.last_writer = frm
                 hints.append(Hint("audience", frm=frm))
             kind = protocol.payload_kind(ev.get("payload"))
-            if protocol.is_request_for_costs(ev):
+            if said.asks_costs:
                 self.cost_request = (frm, slots)
                 hints.append(Hint("asks_costs", frm=frm))
-                if kind and slots and protocol.is_proposal(ev):  # an offer too (DSM's): c scores all, a / d one
+                if kind and said.proposes:  # an offer too (DSM's): c scores all, a / d one
                     self.proposal, self.proposal_kind = (frm, slots), kind
-            elif slots and protocol.is_proposal(ev):
+            elif said.proposes:
                 self.proposal, self.proposal_kind = (frm, slots), kind
                 self._proposed(slots)
                 self.mine_latest = False
@@ -317,9 +336,8 @@ class SeatModel:
             elif slots and not self.proposal and len(slots) <= 3:
                 self.proposal, self.proposal_kind = (frm, slots), kind
                 self._proposed(slots, weak=True)  # a few slots mentioned, not a typed proposal
-            costs = protocol.costs_in_payload(ev.get("payload"))
-            if costs is not None:
-                self.reported[frm] = costs
+            if said.costs is not None:
+                self.reported[frm] = said.costs
                 hints.extend(self._suggest_from_costs())
         if slots and len(slots) <= 4:  # a proposal or an answer about a few slots, not a cost list
             self.talk = slots

@@ -32,11 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from engine import protocol
 from engine.actions import Message
 from engine.observe import Delivered, TurnObservation
 from personas import quick
 from personas.base import cheapest_common_slot, insertion_costs
+from personas.seat_model import read_message
 
 __all__ = ["TalkFacts", "expand_short", "short_record"]
 
@@ -57,16 +57,14 @@ class TalkFacts:
     def read(self, msgs: Sequence[Delivered], num_slots: int) -> None:
         """Fold the messages delivered to the seat (the rule ``SeatModel`` uses for a person)."""
         for m in msgs:
-            ev = m.to_json()
-            slots = protocol.mentioned_slots(ev, num_slots)
-            if protocol.is_request_for_costs(ev):
-                self.cost_request = (m.sender, slots)
+            said = read_message(m.to_json(), num_slots)
+            if said.asks_costs:
+                self.cost_request = (m.sender, said.slots)
                 self.answered.discard(m.sender)
-            elif slots and protocol.is_proposal(ev):
-                self.proposal = (m.sender, slots)
-            costs = protocol.costs_in_payload(m.payload)
-            if costs is not None:
-                self.reported[m.sender] = costs
+            elif said.proposes:
+                self.proposal = (m.sender, said.slots)
+            if said.costs is not None:
+                self.reported[m.sender] = said.costs
 
     def open_request(self) -> tuple[int, list[int]] | None:
         """The cost request I have not answered yet, if any."""
