@@ -60,8 +60,10 @@ def register(sub) -> None:
                    help="a pseudonymous id (e.g. P001), never a name; it must match the study's "
                         "participant_pattern (default: letters and digits)")
     q.add_argument("--new-participant", action="store_true",
-                   help="register ID even though it looks like an existing participant's id (e.g. p001 next to "
-                        "P001); without it you are asked, and a run without a terminal stops")
+                   help="register ID as a new participant even though it looks like an existing participant's "
+                        "id (p001, P0O1 with a letter O, or P0001 next to P001: the same once case, O/0, I/l/1 "
+                        "and S/5 are folded, or one character apart); without it you are asked at a terminal, "
+                        "and a run without a terminal (a script, CI) stops with exit 2")
     q.add_argument("--pool-id", metavar="ID", default=None,
                    help="the id an online pool (Prolific, MTurk, ...) gave this participant; kept with them and "
                         "usable in the study's [pool] return_url as {pool_id}")
@@ -259,11 +261,10 @@ def handle_run(args) -> int:
 
     study = _load(args.path)
     try:
-        who = admit(study, args.participant, pool_id=args.pool_id, db=db_path(args.db))
+        who = admit(study, args.participant, pool_id=args.pool_id, db=db_path(args.db),
+                    new_participant=args.new_participant, ask=_ask if _interactive() else None)
     except ParticipantError as exc:
         raise UserError(str(exc)) from None
-    if who.like and not args.new_participant:
-        _confirm_new(study, who.participant, who.like)
     from calbench_tui.study_app import make_study_app
 
     app = make_study_app(study, participant=who.participant, store_path=db_path(args.db), base=Path(args.path).parent,
@@ -291,20 +292,13 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def _confirm_new(study, pid: str, like: list[str]) -> None:
-    """An id that looks like an existing participant's (P001 / p001) is registered only when
-    confirmed: asked at a terminal (without one, or on 'no', one line)."""
-    question = (f"{pid!r} is not a participant of {study.name} yet, but {', '.join(map(repr, like))} is. "
-                f"Register {pid!r} as a NEW participant?")
-    if not _interactive():
-        raise UserError(f"{question[:-1]}: run with --participant {like[0]} to continue that participant, or add "
-                        f"--new-participant to register {pid!r}")
+def _ask(question: str) -> bool:
+    """A yes/no question at the terminal; anything but y / yes (or end of input) is no."""
     try:
-        answer = input(question + " [y/N] ")
+        answer = input(question + " ")
     except EOFError:
         answer = ""
-    if answer.strip().lower() not in ("y", "yes"):
-        raise UserError(f"not registered; to continue that participant run with --participant {like[0]}")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def handle_status(args) -> int:

@@ -45,6 +45,26 @@ def participant_ids(raw: str | None) -> list[str]:
     return ids
 
 
+def _refuse_lookalikes(study: Any, ids: list[str], db: str) -> None:
+    """A browser link has no terminal to ask at, so a served id that looks like another served id or
+    an existing participant's (P0O1 next to P001) is refused here, before any link is made."""
+    from .admit import ParticipantError, existing_participants, lookalikes
+
+    try:
+        known = existing_participants(study, db)
+    except ParticipantError as exc:
+        raise SetupError(str(exc)) from None
+    for n, pid in enumerate(ids):
+        if pid in known:  # registered already (a look-alike was confirmed then)
+            continue
+        for others, whose in ((known, "the existing participant"), (ids[:n], "the served participant")):
+            like = lookalikes(pid, others)
+            if like:
+                raise SetupError(f"--participants: {pid} looks like {whose} {like[0]}; a browser link cannot ask, "
+                                 f"so serve ids that differ by more than that (or register {pid} first at a "
+                                 f"terminal: calbench study run ... --participant {pid} --new-participant)")
+
+
 def link_key(db: str) -> bytes:
     """The secret the study links are derived from, kept next to the database (``DB.links-key``,
     readable by its owner only); made on first use."""
@@ -86,5 +106,6 @@ def study_links(study: Any, participants: str | None, db: str) -> dict[str, str]
     off = [p for p in ids if not re.fullmatch(pattern, p)]
     if off:
         raise SetupError(f"--participants: {off[0]!r} does not match the study's participant_pattern {pattern!r}")
+    _refuse_lookalikes(study, ids, db)
     key = link_key(db)
     return {study_link(key, study.name, pid): pid for pid in ids}  # the same links after a restart

@@ -110,7 +110,7 @@ def test_ids_follow_the_pattern_and_a_lookalike_is_not_registered_silently(cli, 
 
     asyncio.run(register())
     rc, out, err = cli("study", "run", str(path), "--participant", "p001", "--db", str(db))
-    assert rc == 2 and "'P001' is" in err and "--new-participant" in err and "Traceback" not in err
+    assert rc == 2 and "existing participant P001" in err and "--new-participant" in err and "Traceback" not in err
     rc, out, err = cli("study", "run", str(path), "--participant", "P-001", "--db", str(db))
     assert rc == 2 and "participant_pattern" in err
     # asked at a terminal: "n" registers nobody
