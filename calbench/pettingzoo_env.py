@@ -177,7 +177,7 @@ class CalBenchEnv(AECEnv):
         --agents`` takes them; the controlled seats' entries are ignored); the rules are
         ``calbench run``'s options."""
         from lab.gamespec import game_config, resolve_task
-        from personas.spec import AgentsSpec
+        from lab.runner import agents_of
 
         super().__init__()
         self.task_ref = task
@@ -186,7 +186,7 @@ class CalBenchEnv(AECEnv):
         self.controlled = tuple(range(n)) if seats is None else tuple(sorted(set(int(s) for s in seats)))
         if not self.controlled or any(not 0 <= s < n for s in self.controlled):
             raise ValueError(f"seats must name seats 0..{n - 1} of {task}, got {seats!r}")
-        names = AgentsSpec.parse(others).for_seats(n)
+        names = agents_of(others).for_seats(n)  # the lab's one parse of an agents spec
         if any(s.kind != "scripted" for i, s in enumerate(names) if i not in self.controlled):
             raise ValueError("others: the seats the environment does not control must be scripted protocols")
         self._other_names = [s.name for s in names]
