@@ -158,9 +158,12 @@ def observation_text(obs, seat: int, num_rounds: int) -> str:
     rejection = getattr(obs, "rejection", None)
     if rejection:
         lines.append(f"Your last batch was rejected: {rejection}")
-    text = "\n".join(lines)
-    text = "".join(c if c in _CHARSET else "\ufffd" for c in text)
-    return text[:_TEXT_MAX]
+    return _in_charset("\n".join(lines))
+
+
+def _in_charset(text: str) -> str:
+    """``text`` as the ``text`` space holds it: BMP characters, at most ``_TEXT_MAX``."""
+    return "".join(c if c in _CHARSET else "\ufffd" for c in text)[:_TEXT_MAX]
 
 
 class CalBenchEnv(AECEnv):
@@ -416,7 +419,7 @@ class CalBenchEnv(AECEnv):
             mask = self._mask(req)
             text = observation_text(obs, seat, len(self.task.meetings))
         elif view is not None:
-            text = "".join(c if c in _CHARSET else "\ufffd" for c in view.render())[:_TEXT_MAX]
+            text = _in_charset(view.render())
         return {"observation": {"phase": np.int64(phase), "round": np.int64(rnd), "turn": np.int64(turn),
                                 "attempt": np.int64(attempt), "is_participant": np.int64(part), "calendar": cal,
                                 "slot_cost": cost, "penalty": np.array([view.penalty if view else 0], np.int64),

@@ -87,6 +87,23 @@ def check_output_folder(path: str, option: str) -> None:
                            "another path")
 
 
+def _output_folder(out_dir: str, why: str) -> str:
+    """The absolute path of the folder ``-o`` names (made later by :func:`_make_folder`):
+    not a file, and the folders above it must exist."""
+    out = os.path.abspath(out_dir)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ArchiveError(f"{out_dir} is a file; {why}")
+    check_output_folder(out, "-o")  # the folder named is made; the ones above it must exist
+    return out
+
+
+def _make_folder(out: str, out_dir: str) -> None:
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise ArchiveError(f"cannot create {out_dir}: {exc.strerror or exc}") from None
+
+
 @dataclass
 class Exported:
     game_id: str
@@ -128,14 +145,8 @@ def export_all(db: str, out_dir: str, *, status: str | None = None, reveal: bool
     person is still playing (left out unless ``reveal``)."""
     from saves.guard import admit, skip_line
 
-    out = os.path.abspath(out_dir)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ArchiveError(f"{out_dir} is a file; --all needs a directory")
-    check_output_folder(out, "-o")  # the folder named is made; the ones above it must exist
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as exc:
-        raise ArchiveError(f"cannot create {out_dir}: {exc.strerror or exc}") from None
+    out = _output_folder(out_dir, "--all needs a directory")
+    _make_folder(out, out_dir)
     done = ExportedAll(0, 0)
 
     async def go(store):
@@ -183,10 +194,7 @@ def export_inspect(db: str, out_dir: str, *, game: str | None = None, status: st
 
     if not inspect_available():
         raise ArchiveError(INSPECT_MISSING)
-    out = os.path.abspath(out_dir)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ArchiveError(f"{out_dir} is a file; --inspect writes a .eval log into a directory")
-    check_output_folder(out, "-o")
+    out = _output_folder(out_dir, "--inspect writes a .eval log into a directory")
     traces: list[dict[str, Any]] = []
     left = 0
 
@@ -216,10 +224,7 @@ def export_inspect(db: str, out_dir: str, *, game: str | None = None, status: st
     with_store(db, go)
     if not traces:
         return ExportedInspect("", 0, left)
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as exc:
-        raise ArchiveError(f"cannot create {out_dir}: {exc.strerror or exc}") from None
+    _make_folder(out, out_dir)
     return ExportedInspect(write_eval_log(traces, out), len(traces), left)
 
 
