@@ -25,6 +25,10 @@ __all__ = ["run", "load_games", "env", "RunResults", "Games"]
 def env(task: str = "canonical:0", **kwargs: Any):
     """A PettingZoo AEC environment of one game (:class:`calbench.pettingzoo_env.CalBenchEnv`;
     needs ``pip install 'calbench[pettingzoo]'``).  Keyword arguments are the env's."""
-    from .pettingzoo_env import CalBenchEnv
-
+    try:
+        from .pettingzoo_env import CalBenchEnv
+    except ImportError as exc:
+        if exc.name not in ("pettingzoo", "gymnasium", "numpy"):
+            raise
+        raise ImportError("calbench.env needs PettingZoo: pip install 'calbench[pettingzoo]'") from None
     return CalBenchEnv(task=task, **kwargs)

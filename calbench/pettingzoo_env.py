@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -244,29 +245,14 @@ class CalBenchEnv(AECEnv):
         self._thread = threading.Thread(target=run, name="calbench-env", daemon=True)
         self._thread.start()
         ready.wait()
+        # an environment nobody closed (api_test, a notebook) still stops its game and its thread
+        self._held = {"loop": loop, "thread": self._thread, "game": None}
+        self._finalizer = weakref.finalize(self, _shut_down, self._held)
 
     def _stop_loop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None:
-            return
-        game = self._game
-
-        async def stop() -> None:
-            if game is not None and not game.done():
-                game.cancel()
-                try:
-                    await game
-                except BaseException:  # the game was cancelled: nothing of it is kept
-                    pass
-
-        try:
-            asyncio.run_coroutine_threadsafe(stop(), loop).result()
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            if thread is not None:
-                thread.join()
-            loop.close()
-            self._loop = self._thread = self._game = None
+        if self._loop is not None:
+            self._finalizer()  # once: the game cancelled, the loop stopped, the thread joined
+        self._loop = self._thread = self._game = None
 
     def _call(self, coro):
         """Run ``coro`` on the engine's loop and wait for it."""
@@ -318,6 +304,7 @@ class CalBenchEnv(AECEnv):
         async def start() -> None:
             self._game = asyncio.ensure_future(spec.play(seats, store=None, stream=False,
                                                          listeners=[_Listener(self)]))
+            self._held["game"] = self._game
             await self._settle()
 
         self._call(start())
@@ -485,6 +472,29 @@ class CalBenchEnv(AECEnv):
 
     def close(self) -> None:
         self._stop_loop()
+
+
+def _shut_down(held: dict[str, Any]) -> None:
+    """Cancel the game (nothing of it is kept), stop the engine's loop and join its thread."""
+    loop, thread, game = held["loop"], held["thread"], held["game"]
+    if loop.is_closed():
+        return
+
+    async def stop() -> None:
+        if game is not None and not game.done():
+            game.cancel()
+            try:
+                await game
+            except BaseException:  # the game was cancelled
+                pass
+
+    try:
+        if thread.is_alive():
+            asyncio.run_coroutine_threadsafe(stop(), loop).result()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
 
 
 class ScriptedPolicy:

@@ -62,3 +62,16 @@ def test_import_calbench_loads_no_textual_and_no_extra():
             "print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_without_the_extras_each_door_says_what_to_install(tmp_path, cli, monkeypatch):
+    db = str(tmp_path / "api.db")
+    calbench.run(tasks="canonical:0", agents="imap", db=db)
+    monkeypatch.setitem(sys.modules, "inspect_ai", None)  # as if Inspect AI were not installed
+    monkeypatch.setitem(sys.modules, "pettingzoo", None)
+    monkeypatch.delitem(sys.modules, "calbench.pettingzoo_env", raising=False)
+    rc, _out, err = cli("export", "--all", "--inspect", "-o", str(tmp_path / "logs"), "--db", db)
+    assert rc == 2 and "pip install 'calbench[inspect]'" in err and "Traceback" not in err
+    assert not (tmp_path / "logs").exists()
+    with pytest.raises(ImportError, match=r"pip install 'calbench\[pettingzoo\]'"):
+        calbench.env(task="canonical:0")
