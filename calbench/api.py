@@ -3,16 +3,21 @@
 :func:`run` is what ``calbench run`` does — ``lab.runplan.plan_run`` then
 ``lab.runplan.play_run`` (the same checks, the same executors, the same database) — and
 returns the per-game rows ``calbench run --json`` prints.  :func:`load_games` is what
-``calbench games --json`` lists (``lab.archive.list_games``).  Mistakes raise
+``calbench games --json`` lists (``lab.archive.list_games``).  Both work where an event loop
+already runs (a notebook): the lab's call then runs in a worker thread.  Mistakes raise
 ``lab.gamespec.SetupError`` (a ``ValueError``) with the command line's one-line message.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["Records", "RunResults", "Games", "run", "load_games"]
 
@@ -69,6 +74,18 @@ class Games(Records):
     db: str
 
 
+def _off_the_loop(fn: Callable[[], T]) -> T:
+    """``fn()``, in a worker thread when this thread already runs an event loop (a Jupyter
+    notebook does): the lab's calls start their own loop (``asyncio.run``), which a running
+    loop forbids."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()
+    with ThreadPoolExecutor(1, thread_name_prefix="calbench") as pool:
+        return pool.submit(fn).result()
+
+
 def _llm_settings(llm: Any, base_url: str | None) -> Any:
     """``LLMSettings`` from a settings object, a dict of its fields or None (+ ``base_url``)."""
     if llm is None and base_url is None:
@@ -103,7 +120,8 @@ def run(tasks: str = "canonical", agents: str = "imap", *, db: str | None = None
         db = os.path.join(tempfile.mkdtemp(prefix="calbench-"), "calbench.db")
     plan = plan_run(tasks, agents, channels=channels, max_turns=max_turns, retries=retries,
                     deterministic=deterministic, concurrency=concurrency)
-    result = play_run(plan, db=db, llm=_llm_settings(llm, base_url), fidelity=fidelity, resume=resume)
+    settings = _llm_settings(llm, base_url)
+    result = _off_the_loop(lambda: play_run(plan, db=db, llm=settings, fidelity=fidelity, resume=resume))
     return RunResults(records=[g.to_json() for g in result.games], summary=result.summary, db=result.db,
                       fidelity=result.fidelity, failed=result.failed, games=list(result.games))
 
@@ -113,4 +131,4 @@ def load_games(db: str, *, status: str | None = None, task: str | None = None) -
     as ``calbench games --json`` lists them; none when there is no database there."""
     from lab.archive import list_games
 
-    return Games(records=list_games(db, status=status, task=task), db=db)
+    return Games(records=_off_the_loop(lambda: list_games(db, status=status, task=task)), db=db)

@@ -75,3 +75,15 @@ def test_without_the_extras_each_door_says_what_to_install(tmp_path, cli, monkey
     assert not (tmp_path / "logs").exists()
     with pytest.raises(ImportError, match=r"pip install 'calbench\[pettingzoo\]'"):
         calbench.env(task="canonical:0")
+
+
+def test_run_and_load_games_work_where_an_event_loop_runs(tmp_path):
+    """A Jupyter notebook runs an event loop in the thread that calls calbench.run."""
+    import asyncio
+
+    async def cell():
+        res = calbench.run(tasks="canonical:0", agents="imap", db=str(tmp_path / "nb.db"))
+        return res, calbench.load_games(res.db)
+
+    res, games = asyncio.run(cell())
+    assert res.records[0]["status"] == "completed" and len(games) == 1
