@@ -69,7 +69,7 @@ import gymnasium
 import numpy as np
 from pettingzoo import AECEnv
 
-from engine.actions import Message, Reschedule
+from engine.actions import Reschedule
 from engine.model import Errand, MeetingCopy
 from engine.observe import DecisionObservation, TurnObservation, VoluntaryObservation
 from engine.seats import Reply
