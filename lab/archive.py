@@ -16,7 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, NamedTuple, TypeVar
 
-__all__ = ["ArchiveError", "Exported", "ExportedAll", "ImportLine", "check_replay", "export_all", "export_game",
+__all__ = ["ArchiveError", "Exported", "ExportedAll", "ExportedInspect", "ImportLine", "check_replay", "export_all",
+           "export_game", "export_inspect",
            "file_stem", "import_files", "import_verified", "is_sqlite_file", "list_games", "load_trace",
            "read_trace_file", "trace_json", "verify", "with_store"]
 
@@ -86,6 +87,23 @@ def check_output_folder(path: str, option: str) -> None:
                            "another path")
 
 
+def _output_folder(out_dir: str, why: str) -> str:
+    """The absolute path of the folder ``-o`` names (made later by :func:`_make_folder`):
+    not a file, and the folders above it must exist."""
+    out = os.path.abspath(out_dir)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ArchiveError(f"{out_dir} is a file; {why}")
+    check_output_folder(out, "-o")  # the folder named is made; the ones above it must exist
+    return out
+
+
+def _make_folder(out: str, out_dir: str) -> None:
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise ArchiveError(f"cannot create {out_dir}: {exc.strerror or exc}") from None
+
+
 @dataclass
 class Exported:
     game_id: str
@@ -127,14 +145,8 @@ def export_all(db: str, out_dir: str, *, status: str | None = None, reveal: bool
     person is still playing (left out unless ``reveal``)."""
     from saves.guard import admit, skip_line
 
-    out = os.path.abspath(out_dir)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ArchiveError(f"{out_dir} is a file; --all needs a directory")
-    check_output_folder(out, "-o")  # the folder named is made; the ones above it must exist
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as exc:
-        raise ArchiveError(f"cannot create {out_dir}: {exc.strerror or exc}") from None
+    out = _output_folder(out_dir, "--all needs a directory")
+    _make_folder(out, out_dir)
     done = ExportedAll(0, 0)
 
     async def go(store):
@@ -158,6 +170,62 @@ def export_all(db: str, out_dir: str, *, status: str | None = None, reveal: bool
 
     with_store(db, go)
     return done
+
+
+@dataclass
+class ExportedInspect:
+    path: str  # the .eval log written
+    written: int  # games in it
+    skipped: int  # games left out: in play, or without scores (not finished)
+
+
+def export_inspect(db: str, out_dir: str, *, game: str | None = None, status: str | None = None,
+                   reveal: bool = False, skipped: Callable[[str], None] | None = None) -> ExportedInspect:
+    """Saved games as one Inspect AI ``.eval`` log in ``out_dir`` (``calbench export --inspect``):
+    the game ``game`` (an id or a unique prefix), else every saved game (or those with ``status``).
+
+    The one guard applies as to every export: a game a person is still playing is refused by
+    name and left out of ``--all`` (``skipped(line)``), unless ``reveal``.  A game without
+    scores (stopped or failed before its end) has nothing to score: refused by name, left out
+    of ``--all`` with a line.  The log is ``lab.inspect_log.write_eval_log``'s."""
+    from saves.guard import admit, skip_line
+
+    from .inspect_log import INSPECT_MISSING, inspect_available, write_eval_log
+
+    if not inspect_available():
+        raise ArchiveError(INSPECT_MISSING)
+    out = _output_folder(out_dir, "--inspect writes a .eval log into a directory")
+    traces: list[dict[str, Any]] = []
+    left = 0
+
+    async def go(store):
+        nonlocal left
+        if game is not None:
+            trace = await store.load_trace(game)
+            _refuse_peeking(trace, reveal, "exporting")
+            if not isinstance(trace.get("metrics"), dict):
+                raise ArchiveError(f"game {str(trace['game_id'])[:8]} has no scores "
+                                   f"({(trace.get('saved') or {}).get('status')}): only a finished game is a sample")
+            traces.append(trace)
+            return
+        for g in await store.list_games(status=status):
+            trace = await store.load_trace(g["game_id"])
+            if not admit(trace, reveal=reveal):  # the one guard: no peeking at a game in play
+                left += 1
+                if skipped:
+                    skipped(skip_line(trace, "the export"))
+            elif not isinstance(trace.get("metrics"), dict):
+                left += 1
+                if skipped:
+                    skipped(f"skipped game {str(trace['game_id'])[:8]}: it has no scores ({g['status']})")
+            else:
+                traces.append(trace)
+
+    with_store(db, go)
+    if not traces:
+        return ExportedInspect("", 0, left)
+    _make_folder(out, out_dir)
+    return ExportedInspect(write_eval_log(traces, out), len(traces), left)
 
 
 def file_stem(game_id: str) -> str:

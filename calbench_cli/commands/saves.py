@@ -44,7 +44,10 @@ def register(sub) -> None:
     p.add_argument("--status", choices=("running", "completed", "stopped", "failed"),
                    help="with --all: only games with this status")
     p.add_argument("-o", "--output", metavar="FILE.json|DIR", required=True,
-                   help="where to write ('-' for stdout); a directory with --all")
+                   help="where to write ('-' for stdout); a directory with --all or --inspect")
+    p.add_argument("--inspect", action="store_true",
+                   help="write an Inspect AI .eval log (one sample per game, scored like 'calbench games') into "
+                        "the directory given by -o; needs pip install 'calbench[inspect]'")
     add_db_option(p)
     add_reveal_option(p)
     p.set_defaults(handler=handle_export)
@@ -156,6 +159,8 @@ def _print_games(games: list[dict[str, Any]]) -> None:
 def handle_export(args) -> int:
     from lab.archive import ArchiveError, export_game
 
+    if args.inspect:
+        return _export_inspect(args)
     if args.all:
         return _export_all(args)
     if not args.game:
@@ -199,6 +204,33 @@ def _export_all(args) -> int:
                           progress=progress, skipped=skipped)
     left = f" ({done.skipped} in play left out)" if done.skipped else ""
     print((f"wrote {done.written} game(s) to {args.output}" if done.written else "no saved games to export") + left,
+          file=sys.stderr)
+    return 0
+
+
+def _export_inspect(args) -> int:
+    """One game, or every saved game with --all, as an Inspect AI .eval log in the directory -o."""
+    from lab.archive import ArchiveError, export_inspect
+
+    if bool(args.game) == bool(args.all):
+        raise UserError("--inspect exports one game (name it) or every game (--all)")
+    if args.status and not args.all:
+        raise UserError("--status goes with --all")
+    if args.output == "-":
+        raise UserError("--inspect writes a .eval log: give a directory with -o")
+
+    def skipped(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    with one_line(ArchiveError):
+        db = _db_holding(args.db, args.game) if args.game else reading_db(args.db)
+        if db is None:
+            print("no saved games to export", file=sys.stderr)
+            return 0
+        done = export_inspect(db, args.output, game=args.game, status=args.status, reveal=args.reveal_all_seats,
+                              skipped=skipped)
+    left = f" ({done.skipped} left out)" if done.skipped else ""
+    print((f"wrote {done.written} game(s) to {plain(done.path)}" if done.written else "no games to export") + left,
           file=sys.stderr)
     return 0
 

@@ -18,18 +18,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 FORBIDDEN = {
     "engine": {"textual", "openai", "aiosqlite", "personas", "saves", "lab", "calbench_tui", "calbench_devtools",
-               "calbench_cli"},
-    "personas": {"textual", "aiosqlite", "saves", "lab", "calbench_tui", "calbench_devtools", "calbench_cli"},
-    "saves": {"textual", "openai", "personas", "lab", "calbench_tui", "calbench_devtools", "calbench_cli"},
-    "lab": {"textual", "calbench_tui", "calbench_cli"},
+               "calbench_cli", "calbench"},
+    "personas": {"textual", "aiosqlite", "saves", "lab", "calbench_tui", "calbench_devtools", "calbench_cli",
+                 "calbench", "inspect_ai", "pettingzoo", "gymnasium"},
+    "saves": {"textual", "openai", "personas", "lab", "calbench_tui", "calbench_devtools", "calbench_cli", "calbench"},
+    "lab": {"textual", "calbench_tui", "calbench_cli", "calbench"},
     # the loopback mock endpoint is a tool for tests and offline play, under the program
-    "calbench_devtools": {"textual", "aiosqlite", "saves", "lab", "calbench_tui", "calbench_cli"},
+    "calbench_devtools": {"textual", "aiosqlite", "saves", "lab", "calbench_tui", "calbench_cli", "calbench"},
     # the app sits under the command line (the CLI opens it, never the other way)
-    "calbench_tui": {"calbench_cli"},
+    "calbench_tui": {"calbench_cli", "calbench"},
+    # the public Python package sits above the lab, beside the command line: neither imports the other
+    "calbench": {"textual", "calbench_tui", "calbench_cli", "calbench_devtools"},
+    "calbench_cli": {"calbench"},
 }
 
 
-PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui", "calbench_devtools", "calbench_cli")
+PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui", "calbench_devtools", "calbench_cli", "calbench")
 
 
 def module_name(path: Path) -> str:
