@@ -132,9 +132,12 @@ def timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, subproces
 
 
 class Sides:
-    def __init__(self, harness: Path, python: Path, defaults: dict, work: Path, cache: str) -> None:
+    def __init__(self, harness: Path, python: Path, defaults: dict, work: Path, cache: str,
+                 ours: Path | None = None) -> None:
         self.harness, self.python, self.defaults, self.work, self.cache = harness, python, defaults, work, cache
         self.env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        # --ours TREE: that source tree of CalBench instead of the installed one (a before/after)
+        self.ours_env = {**self.env, "PYTHONPATH": str(ours)} if ours else self.env
         self.runs = 0
 
     def theirs(self, tasks: Path, protocol: str, games: int) -> tuple[float, float]:
@@ -158,7 +161,7 @@ class Sides:
         cache = cache or (self.cache if self.cache != "cold" else str(self.work / f"cache-{self.runs}"))
         cpu, wall, proc = timed([sys.executable, "-m", "calbench_cli.cli", "run", "--tasks", str(tasks),
                                  "--agents", protocol, "--concurrency", "1", "--db", str(db), "--json"],
-                                self.work, {**self.env, "CALBENCH_CACHE": cache})
+                                self.work, {**self.ours_env, "CALBENCH_CACHE": cache})
         if proc.returncode != 0:
             raise SystemExit(f"calbench run failed on {protocol} ({proc.returncode}): "
                              f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
@@ -216,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds-rows", type=int, default=1, help="alternated rounds on the long file")
     ap.add_argument("--rows-protocols", default="imap", help="protocols played on the long file")
     ap.add_argument("--cache", choices=("warm", "cold"), default="warm", help="our oracle cache (see the notes)")
+    ap.add_argument("--ours", type=Path, default=None,
+                    help="play a CalBench source tree (e.g. an earlier commit unpacked) instead of the installed one")
     args = ap.parse_args(argv)
     try:
         python, defaults = check_harness(args.harness.resolve(), args.python)
@@ -235,12 +240,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="calbench-side-by-side-") as tmp:
         work = Path(tmp)
         cache = str(work / "cache") if args.cache == "warm" else "cold"
-        sides = Sides(args.harness.resolve(), python, defaults, work, cache)
+        sides = Sides(args.harness.resolve(), python, defaults, work, cache,
+                      args.ours.resolve() if args.ours else None)
         tasks = work / args.tasks.name
         tasks.write_bytes(args.tasks.read_bytes())
         long = repeated_suite(tasks, args.rows, work / f"rows-{args.rows}.jsonl") if args.rows else None
         print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; our oracle cache {args.cache}; "
-              f"their harness {args.harness}")
+              f"their harness {args.harness}" + (f"; ours from {args.ours}" if args.ours else ""))
         # untimed: each side's modules compiled and read once; our cache primed with every file's tasks
         warm = work / "warm.jsonl"
         warm.write_text("".join(tasks.read_text(encoding="utf-8").splitlines(keepends=True)[:2]), encoding="utf-8")
