@@ -99,7 +99,14 @@ class EventLog:
 
     async def emit(self, type_: str, *, round: int, turn: int, phase: str, agent_id: int | None,
                    **data: Any) -> dict[str, Any]:
-        return await self.add(self.make(type_, round=round, turn=turn, phase=phase, agent_id=agent_id, **data))
+        # :meth:`make` then :meth:`add`, in one step (every event of a game passes here)
+        event = {"seq": self.seq, "type": type_, "timestamp": self.clock(),
+                 "data": {"round": round, "turn": turn, "phase": phase, "agent_id": agent_id, **data}}
+        self.seq += 1
+        self.events.append(event)
+        if self.sink is not None:
+            await self.sink.emit(event)
+        return event
 
 
 MESSAGE_EVENT_TYPES = {"dm": "dm_sent", "participant_groupchat": "participant_groupchat_sent",

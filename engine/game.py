@@ -372,10 +372,16 @@ class _Game:
 
         # DECISION: every participant, concurrently, on a frozen snapshot.
         snapshot = self.state
-        results = await asyncio.gather(*[
-            self._decide(seat, r, last_turn, meeting, snapshot, tuple(received[seat]))
-            for seat in meeting.speaker_order
-        ])
+        if all(getattr(self.seats[seat], "answers_at_once", False) for seat in meeting.speaker_order):
+            # seats that answer without waiting (scripted): one after the other is the same
+            # interleaving as gather's (each seat's events are buffered), without a task each
+            results = [await self._decide(seat, r, last_turn, meeting, snapshot, tuple(received[seat]))
+                       for seat in meeting.speaker_order]
+        else:
+            results = await asyncio.gather(*[
+                self._decide(seat, r, last_turn, meeting, snapshot, tuple(received[seat]))
+                for seat in meeting.speaker_order
+            ])
         staged: list[tuple[int, BatchOutcome, list[dict]]] = []
         for seat, (events, outcome, actions) in zip(meeting.speaker_order, results):
             for ev in events:

@@ -62,9 +62,38 @@ def _balanced_tiers(rng: random.Random, n: int) -> list[str]:
     return tiers
 
 
+def _fast_shuffle(rng: random.Random, x: list) -> None:
+    """``rng.shuffle(x)``, draw for draw (the same ``getrandbits`` calls, so the same order and
+    the same state after), with the draws inlined: shuffling the bank is most of loading a
+    task file.  Checked against ``random.shuffle`` at import (:data:`_shuffle`)."""
+    getrandbits = rng.getrandbits
+    for i in range(len(x) - 1, 0, -1):
+        n = i + 1
+        k = n.bit_length()
+        j = getrandbits(k)
+        while j >= n:
+            j = getrandbits(k)
+        x[i], x[j] = x[j], x[i]
+
+
+def _pick_shuffle():
+    """:func:`_fast_shuffle` when it deals exactly as this Python's ``random.shuffle``, else that."""
+    for seed in range(3):
+        a, b = list(range(300)), list(range(300))
+        ra, rb = random.Random(seed), random.Random(seed)
+        ra.shuffle(a)
+        _fast_shuffle(rb, b)
+        if a != b or ra.getstate() != rb.getstate():
+            return lambda rng, x: rng.shuffle(x)
+    return _fast_shuffle
+
+
+_shuffle = _pick_shuffle()
+
+
 def _dealer(rng: random.Random, labels: tuple[str, ...]) -> Iterator[str]:
     order = list(labels)
-    rng.shuffle(order)
+    _shuffle(rng, order)
     round_no = 1
     while True:
         for text in order:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import itertools
 import os
 from dataclasses import dataclass, replace
@@ -496,11 +495,10 @@ def _worker_main(tasks: Sequence[Task], ids: Sequence[str], agents_spec: Any, se
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it ends this process
     # What the worker inherited (the suite's tasks, the modules) lives as long as it does:
-    # the cyclic collector need not walk it again and again, nor run as often as its
-    # defaults ask of a process making a game's few thousand objects every few milliseconds
-    # (measured: 5-10 % of a scripted game's CPU).  Reference counting still frees as usual.
-    gc.freeze()
-    gc.set_threshold(10_000, 50, 100)
+    # the cyclic collector need not walk it again and again (lab.runner.settle_gc).
+    from lab.runner import settle_gc
+
+    settle_gc()
     while True:
         try:
             job = conn.recv()

@@ -45,13 +45,26 @@ def cache_dir() -> Path | None:
     return Path(user_cache_dir("calbench", appauthor=False))
 
 
+#: what :func:`cache_dir` reads (``CALBENCH_CACHE``, else the user's cache folder) as last read
+#: -> (the folder, the cache file's path): asked for every game, worked out once
+_where: tuple[tuple, Path | None, str | None] | None = None
+
+
+def _file() -> tuple[Path | None, str | None]:
+    global _where
+    env = (os.environ.get("CALBENCH_CACHE"), os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))
+    if _where is None or _where[0] != env:
+        folder = cache_dir()
+        _where = (env, folder, None if folder is None else str(folder / "oracle.sqlite"))
+    return _where[1], _where[2]
+
+
 def _connection() -> sqlite3.Connection | None:
     """One connection per process (never one inherited through a fork)."""
     global _conn, _conn_pid, _conn_path
-    folder = cache_dir()
-    if folder is None:
+    folder, path = _file()
+    if folder is None or path is None:
         return None
-    path = str(folder / "oracle.sqlite")
     if _conn is not None and _conn_pid == os.getpid() and _conn_path == path:
         return _conn
     try:

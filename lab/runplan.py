@@ -16,7 +16,6 @@ both one line.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -204,7 +203,12 @@ def play_run(plan: RunPlan, *, db: str, llm: Any = None, personas: dict[int, Any
     tasks = runner.shard(plan.tasks, *plan.shard) if plan.shard else plan.tasks
     in_flight, processes = game_slots(plan.concurrency, not plan.spec.uses_llm, len(tasks), os.cpu_count() or 1)
     executor = plan.executor
-    if executor is None and processes > 1 and "fork" in multiprocessing.get_all_start_methods():
+    if executor is None and processes > 1:
+        import multiprocessing  # here: a run in this process alone never loads it
+
+        if "fork" not in multiprocessing.get_all_start_methods():
+            processes = 1
+    if executor is None and processes > 1:
         from .executors import process_executor
 
         executor = process_executor(processes)  # worker processes play, this one writes

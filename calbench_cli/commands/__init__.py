@@ -127,13 +127,14 @@ def db_path(arg: str | None) -> str:
 
 def game_options(args) -> tuple[str, ...]:
     """What every command that plays games reads alike: ``--max-turns`` checked and
-    ``--channel`` read (``calbench_tui.settings.parse_channels``: aliases, ``every``, the
-    engine's channel order), as one-line errors.  Returns the channels."""
+    ``--channel`` read (``engine.channels.parse_channels``: aliases, ``every``, the
+    engine's channel order), as one-line errors.  Returns the channels.  (Not through the
+    app's settings module: a headless command loads nothing of the terminal app.)"""
     if args.max_turns < 1:
         raise UserError("--max-turns must be at least 1")
-    from calbench_tui.settings import SettingsError, parse_channels
+    from engine.channels import ChannelError, parse_channels
 
     try:
         return parse_channels(args.channel)
-    except SettingsError as exc:
+    except ChannelError as exc:
         raise UserError(str(exc)) from None

@@ -105,6 +105,12 @@ class ProtocolPersona:
         self.outsiders: set[int] = set()  # peers that spoke outside my protocol this game
         self._turn = -1  # the CHEAP_TALK turn being played (-1 outside one)
 
+    #: Its seat calls never wait on anything (pure computation): the engine may await the
+    #: participants' DECISION calls one after the other instead of gathering them as tasks
+    #: (the same result: each seat's events are buffered; a subclass that does wait is
+    #: still correct, only not concurrent).
+    answers_at_once = True
+
     @property
     def model(self) -> str:
         return self.protocol
