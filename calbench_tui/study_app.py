@@ -144,14 +144,21 @@ class TerminalDriver:
             app_model.decision_timed_out()
         gs.note(Text(words, style="bold"))
 
-    async def goodbye(self, outcome: str | None) -> None:
-        """The participant declined consent or was screened out by the quiz: the end, politely."""
+    async def goodbye(self, outcome: str | None, *, code: str | None = None, return_link: str | None = None,
+                      **_: Any) -> None:
+        """The participant declined consent, was screened out by the quiz or is over the pool's time
+        limit: the end, politely, with the pool's code and return link for that outcome when the
+        study file gives them ([pool.declined] ...)."""
         self.app.left = outcome
+        self.app.code = code
+        self.app.return_link = return_link
         if self.app.leaving:  # ctrl+q at consent: recorded; the app closes without another screen
             return
-        await self._show(GoodbyeScreen(outcome or "declined"))
+        await self._show(GoodbyeScreen(outcome or "declined", code=code, return_link=return_link))
 
-    async def thanks(self, code: str, *, payment=None, return_link: str | None = None, **_: Any) -> None:
+    async def thanks(self, code: str, *, payment=None, return_link: str | None = None, pool_code: str | None = None,
+                     **_: Any) -> None:
+        code = pool_code or code  # the pool's own completion code, when [pool.completed] sets one
         self.app.code = code
         self.app.payment = payment
         self.app.return_link = return_link

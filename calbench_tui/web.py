@@ -99,7 +99,7 @@ class WebFront(Server):
     def __init__(self, *, host: str, port: int, table_url: str = "", study: tuple[str, str] | None = None,
                  participants: dict[str, str] | None = None, title: str = "CalBench",
                  codes: set[str] | None = None, public_url: str | None = None,
-                 max_per_client: int = 8, pool_param: str = "participant") -> None:
+                 max_per_client: int = 8, pool_param: str = "participant", pool_door: Any = None) -> None:
         super().__init__("calbench-play --join", host=host, port=port, title=title)
         self.table_url = table_url  # set once the server listens (its port may be chosen then)
         self.study = study  # (study file, database) in study mode
@@ -108,6 +108,7 @@ class WebFront(Server):
         self.public_url = public_url.rstrip("/") + "/" if public_url else None
         self.max_per_client = max_per_client
         self.pool_param = pool_param  # the link's query parameter carrying a pool's id (study mode)
+        self.pool_door = pool_door  # the study's public link (lab.study.pool.PoolDoor), or None
         self.live: dict[str, tuple[web.WebSocketResponse, _App, str]] = {}  # code -> (socket, app, client)
         self.started = 0  # app processes started (the tests count them)
         self.refused: list[tuple[str, str]] = []  # (client, why) of every refused start
@@ -177,6 +178,8 @@ class WebFront(Server):
         code = request.query.get("code", "").strip()
         if not code and self.study is None:
             return aiohttp_jinja2.render_template("web_code.html", request, {"title": self.title, "error": ""})
+        if self.pool_door is not None and code == self.pool_door.code:
+            return await self._pool_admit(request)
         if self.command_for(code) is None:
             if self.study is None and _CODE.fullmatch(code):
                 return aiohttp_jinja2.render_template(
@@ -199,6 +202,21 @@ class WebFront(Server):
         response.headers["Cache-Control"] = "no-store"
         response.headers["Referrer-Policy"] = "no-referrer"  # the code is in the address
         return response
+
+    async def _pool_admit(self, request: web.Request) -> web.StreamResponse:
+        """The public link: lab.study.pool admits the pool's id; the visitor goes on to their own link."""
+        from urllib.parse import quote
+
+        from lab.study.pool import PoolRefusal
+
+        pool = request.query.get(self.pool_param, "").strip()
+        try:
+            code, pid = await self.pool_door.admit(pool if _POOL_ID.fullmatch(pool) else None)
+        except PoolRefusal as exc:
+            raise web.HTTPForbidden(text=str(exc)) from None
+        self.participants[code] = pid
+        prefix = self._base(request)[2]
+        raise web.HTTPFound(f"{prefix}/?code={code}&{self.pool_param}={quote(pool, safe='')}")
 
     def _client(self, request: web.Request) -> str:
         """The client's address; a reverse proxy on this machine names it in X-Forwarded-For."""

@@ -393,7 +393,7 @@ def report_study(args) -> int:
 
     ignored = [opt for opt, given in (("--csv", args.csv), ("--tui", args.tui), ("--leaderboard", args.leaderboard),
                                       ("--tasks", args.tasks), ("--prices", args.prices),
-                                      ("--group-by", args.group_by != "persona")) if given]
+                                      ("--group-by", args.group_by is not None)) if given]
     if ignored:  # never accepted and then silently left out
         raise UserError(f"{ignored[0]} does not apply to report --study (it takes --json, --plot FILE.png and "
                         "--include-simulated); for the data behind it use 'calbench study export'")
