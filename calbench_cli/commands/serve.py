@@ -167,7 +167,7 @@ def _handle_study(args: argparse.Namespace) -> int:
     from lab.gamespec import SetupError
     from lab.serving import check_address, serve_until_stopped
     from lab.server import TableServer
-    from lab.study.links import study_links
+    from lab.study.pool import served_links
     from lab.study.model import StudyFileError, load_study
 
     if args.agents or args.task:
@@ -179,15 +179,7 @@ def _handle_study(args: argparse.Namespace) -> int:
         public_url = check_address(args.host, args.port, args.max_sessions_per_address, args.public_url)
         study = load_study(args.study)
         study_path, db = str(Path(args.study).resolve()), str(Path(db_path(args.db)).resolve())
-        door = None
-        if study.pool.max_participants is not None:
-            from lab.study.pool import PoolDoor, pool_links
-
-            door = PoolDoor(study, db)
-            links = {**pool_links(study, db), **(study_links(study, args.participants, db) if args.participants
-                                                 else {})}
-        else:
-            links = study_links(study, args.participants, db)
+        links, door = served_links(study, args.participants, db)
         from calbench_tui.web import WebFront
     except (StudyFileError, OSError) as exc:
         raise UserError(str(exc).splitlines()[0]) from None

@@ -26,9 +26,9 @@ from typing import Any
 
 from ..gamespec import SetupError
 from .admit import ParticipantError, check_pool_id
-from .links import link_key, study_link
+from .links import link_key, study_link, study_links
 
-__all__ = ["PoolDoor", "PoolRefusal", "public_code", "pool_participant_id", "pool_links"]
+__all__ = ["PoolDoor", "PoolRefusal", "public_code", "pool_participant_id", "pool_links", "served_links"]
 
 _PUBLIC = "\0public-link"  # the subject of the public code (no participant id can be it)
 
@@ -129,3 +129,14 @@ class PoolDoor:
             raise PoolRefusal("This study is full: every place has been taken. Please return the study on the "
                               "study's website. Thank you for your interest.")
         return study_link(self.key, study.name, pid), pid
+
+
+def served_links(study: Any, participants: str | None, db: str) -> tuple[dict[str, str], PoolDoor | None]:
+    """What ``calbench serve --study`` serves: ``({link code: participant}, public link or None)``.
+    Without ``[pool] max_participants``: the private links of ``participants`` (required).  With
+    it: the public link, the private links of the participants it admitted before, and those of
+    ``participants`` when given."""
+    if study.pool.max_participants is None:
+        return study_links(study, participants, db), None
+    door = PoolDoor(study, db)
+    return {**pool_links(study, db), **(study_links(study, participants, db) if participants else {})}, door
