@@ -96,10 +96,13 @@ class WebFront(Server):
     with the participant.
     """
 
+    #: the study's public link (lab.study.pool.PoolDoor; set by ``serve --study``), or None
+    pool_door: Any = None
+
     def __init__(self, *, host: str, port: int, table_url: str = "", study: tuple[str, str] | None = None,
                  participants: dict[str, str] | None = None, title: str = "CalBench",
                  codes: set[str] | None = None, public_url: str | None = None,
-                 max_per_client: int = 8, pool_param: str = "participant", pool_door: Any = None) -> None:
+                 max_per_client: int = 8, pool_param: str = "participant") -> None:
         super().__init__("calbench-play --join", host=host, port=port, title=title)
         self.table_url = table_url  # set once the server listens (its port may be chosen then)
         self.study = study  # (study file, database) in study mode
@@ -108,7 +111,6 @@ class WebFront(Server):
         self.public_url = public_url.rstrip("/") + "/" if public_url else None
         self.max_per_client = max_per_client
         self.pool_param = pool_param  # the link's query parameter carrying a pool's id (study mode)
-        self.pool_door = pool_door  # the study's public link (lab.study.pool.PoolDoor), or None
         self.live: dict[str, tuple[web.WebSocketResponse, _App, str]] = {}  # code -> (socket, app, client)
         self.started = 0  # app processes started (the tests count them)
         self.refused: list[tuple[str, str]] = []  # (client, why) of every refused start

@@ -188,7 +188,8 @@ def _handle_study(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("serving a study needs textual-serve (pip install textual-serve)") from None
     web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links, public_url=public_url,
-                   max_per_client=args.max_sessions_per_address, pool_param=study.pool.id_param, pool_door=door)
+                   max_per_client=args.max_sessions_per_address, pool_param=study.pool.id_param)
+    web.pool_door = door  # the public link, if the study has one
     server = TableServer([], host=args.host, port=args.port, extra_routes=web.add_routes)
     try:
         code = serve_until_stopped(server, host=args.host, port=args.port,

@@ -114,7 +114,8 @@ async def study_status(study, store, *, now: datetime | None = None, stall_minut
         if current is not None and current["name"].startswith("game:") and state in ("active", "stalled"):
             endpoint = _endpoint_of(study, p, current["name"])
         if current is not None and current["game_id"]:
-            cur_round = await store.last_round(current["game_id"])
+            top = await store.last_round(current["game_id"])
+            cur_round = None if top is None else top + 1  # counted from 1, as on the participant's screen
         out.append({
             "participant": p["participant"], "simulated": bool(p["simulated"]), "slot": p["slot"], "state": state,
             "step": current["name"] if current else None, "step_index": current["step"] if current else len(ps),

@@ -47,6 +47,9 @@ async def test_a_killed_endpoint_is_flagged_before_any_call_fails(tmp_path, monk
             except asyncio.CancelledError:
                 pass
             up = await study_status(study, store)
+            game_id = next(st["game_id"] for st in await runner.db.steps("sim-001") if st["game_id"]
+                           and not st["completed_at"])
+            engine_round = await store.last_round(game_id)  # the engine counts rounds from 0
             await server.stop()  # the endpoint is killed while the participant is in the LLM game
             down = await study_status(study, store)
     finally:
@@ -54,6 +57,7 @@ async def test_a_killed_endpoint_is_flagged_before_any_call_fails(tmp_path, monk
     row = up["participants"][0]
     assert row["step"].startswith("game:") and row["endpoint"] == server.base_url
     assert not row["partner_down"] and row["partner_failures"] == 0  # it answered: nothing to flag
+    assert row["round"] == engine_round + 1  # counted from 1, as the participant's screen says "Round N/5"
     row = down["participants"][0]
     assert row["partner_failures"] == 0  # no call has failed yet ...
     assert row["partner_down"] and row["endpoint_down"].startswith("no answer")  # ... and still it is flagged
