@@ -220,7 +220,8 @@ def _announce_study(args, base: str, study_path: str, db: str, links: dict[str, 
               f"each one's id where {door.param}= is): {public}")
     for r in rows:
         print(f"  {plain(r['participant'])}: {r['link']}")
-    print("Give each participant their own link. 'calbench study status' shows where everyone is; "
+    print(("Give the pool the public link (each participant then gets a link of their own); " if public else
+           "Give each participant their own link. ") + "'calbench study status' shows where everyone is; "
           "ctrl+c stops the server (each session resumes at its step when its link is opened again).",
           flush=True)
 
