@@ -152,8 +152,9 @@ class TerminalDriver:
         self.app.left = outcome
         self.app.code = code
         self.app.return_link = return_link
-        if self.app.leaving:  # ctrl+q at consent: recorded; the app closes without another screen
-            return
+        if self.app.leaving and not (code or return_link):
+            return  # ctrl+q at consent: recorded; closed without another screen, unless the pool has a code for it
+
         await self._show(GoodbyeScreen(outcome or "declined", code=code, return_link=return_link))
 
     async def thanks(self, code: str, *, payment=None, return_link: str | None = None, pool_code: str | None = None,
@@ -282,7 +283,7 @@ class StudyApp(CalBenchApp):
         in the play app (the step stays open; the same command resumes)."""
         s = self.screen
         if isinstance(s, StudyTextScreen) and s.consent and self.runner is not None:
-            self.leaving = True  # the goodbye screen is not shown: they asked to leave
+            self.leaving = True  # no goodbye screen (they asked to leave), unless it has the pool's code
             s.action_decline()
             return  # the runner records the decline and the app exits like after ``n``
         drafts = self.unsent()

@@ -9,10 +9,8 @@ import csv
 
 import pytest
 
-from lab.study.check import dry_run
 from lab.study.model import load_study
 from saves.store import Store
-from studykit import SCRIPTED_ONLY, example_text
 
 
 def test_a_confidently_wrong_grid_has_a_high_vps_but_a_bad_brier_score():
@@ -34,19 +32,6 @@ def test_a_confidently_wrong_grid_has_a_high_vps_but_a_bad_brier_score():
     assert wrong["observer_brier"] == pytest.approx(1 - right_share) and wrong["observer_brier"] > 0.25
     # the estimator heard nothing: p0 on every cell, so "no idea" on the same cells
     assert wrong["estimator_brier"] == right["estimator_brier"] == 0.25
-
-
-@pytest.fixture
-def dry_db(tmp_path):
-    p = tmp_path / "study.toml"
-    p.write_text(example_text(**SCRIPTED_ONLY))
-    db = tmp_path / "s.db"
-
-    async def go():
-        async with await Store.open(db) as store:
-            assert (await dry_run(load_study(p), store))["ok"]
-    asyncio.run(go())
-    return p, db
 
 
 def test_the_brier_score_is_exported_and_reported(cli, dry_db, tmp_path):
