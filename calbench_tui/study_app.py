@@ -154,7 +154,6 @@ class TerminalDriver:
         self.app.return_link = return_link
         if self.app.leaving and not (code or return_link):
             return  # ctrl+q at consent: recorded; closed without another screen, unless the pool has a code for it
-
         await self._show(GoodbyeScreen(outcome or "declined", code=code, return_link=return_link))
 
     async def thanks(self, code: str, *, payment=None, return_link: str | None = None, pool_code: str | None = None,

@@ -10,8 +10,8 @@ cycle can hold one: C rows when C is even; when C is odd a Williams design needs
 of a cyclic square (each condition equally often at each position, carry-over not balanced;
 ``study check`` says which: :func:`order_design`).  Participant ``p`` takes row
 ``p mod C`` of the square, of the mirror half when ``p div C`` is odd (Williams pair only):
-the condition at position ``i`` of the order is ``rows[row][i]``.  Task block ``i`` (the pool's i-th run of ``games_per_condition``
-tasks) is always played at position ``i``, so over a cycle every condition meets every
+the condition at position ``i`` of the order is ``rows[row][i]``.  Task block ``i`` (the
+pool's i-th run of ``games_per_condition`` tasks) is always played at position ``i``, so over a cycle every condition meets every
 block equally often.  The seat is ``seats[(p // C + i) mod P]`` at position ``i``: over a
 cycle every condition is played from every seat position equally often.
 
@@ -51,22 +51,25 @@ class Game:
         return asdict(self)
 
 
+def _zigzag(n: int) -> list[int]:
+    """Williams' first row: 0, 1, n-1, 2, n-2, ..."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    return first
+
+
 def latin_square(n: int) -> list[list[int]]:
     """Rows of a Latin square on 0..n-1: Williams (balanced for first-order carryover) for even
     n, cyclic for odd n."""
     if n <= 0:
         return []
     if n % 2 == 0:
-        first = [0]
-        lo, hi = 1, n - 1
-        take_lo = True
-        while len(first) < n:
-            first.append(lo if take_lo else hi)
-            if take_lo:
-                lo += 1
-            else:
-                hi -= 1
-            take_lo = not take_lo
+        first = _zigzag(n)
         return [[(x + r) % n for x in first] for r in range(n)]
     return [[(r + i) % n for i in range(n)] for r in range(n)]
 
@@ -77,14 +80,7 @@ def williams_rows(n: int) -> list[list[int]]:
     built from 0, 1, n-1, 2, n-2, ... and each of them reversed)."""
     if n <= 0 or n % 2 == 0:
         return latin_square(n)
-    first = [0]
-    lo, hi = 1, n - 1
-    while len(first) < n:
-        first.append(lo)
-        lo += 1
-        if len(first) < n:
-            first.append(hi)
-            hi -= 1
+    first = _zigzag(n)
     rows = [[(x + r) % n for x in first] for r in range(n)]
     return rows + [row[::-1] for row in rows]
 

@@ -31,7 +31,8 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("pool_id", "the id an online pool gave the participant (from the browser link or --pool-id); empty if none"),
         ("started_at", "UTC ISO time the participant was registered"),
         ("completed_at", "UTC ISO time of the thank-you screen (empty if not reached)"),
-        ("completion_code", "the code shown on the thank-you screen"),
+        ("completion_code", "the participant's own completion code (shown on the thank-you screen, unless "
+                            "[pool.completed] sets the pool's code to show there instead: pool_code)"),
         ("pool_code", "the code the online pool is given for how the session ended ([pool.completed] / "
                       "[pool.declined] / [pool.screened_out] / [pool.timed_out] code; completed without one: "
                       "completion_code); empty while active or when the study file gives none"),

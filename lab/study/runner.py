@@ -208,7 +208,7 @@ class StudyRunner:
         self._tasks: list[Any] | None = None
         self._llm: dict[str, Any] = {}
         self.design_changed = False
-        self.outcome: str | None = None  # declined | screened_out once the participant has left for good
+        self.outcome: str | None = None  # declined | screened_out | timed_out once the participant has left for good
         self.pool_id: str | None = None  # the online pool's id for this participant, from the link
         self.started_at: str | None = None  # when the participant was registered (the pool's time limit)
         self.on_step = on_step  # told (index, name) as each step begins, e.g. for a status line
@@ -362,18 +362,13 @@ class StudyRunner:
             return False
         return ((now or datetime.now(timezone.utc)) - start).total_seconds() / 60 > limit
 
-    def ending(self) -> tuple[str | None, str | None]:
-        """``(code, return link)`` for the pool, for the way this participant's session ended."""
-        own = completion_code(self.study, self.participant) if self.outcome is None else None
-        return self.study.pool.ending(self.outcome or "completed", own, self.pool_id)
-
     async def _goodbye(self) -> None:
         bye = getattr(self.driver, "goodbye", None)
         if bye is None:
             return
         params = inspect.signature(bye).parameters.values()
         if any(p.kind is p.VAR_KEYWORD for p in params):
-            code, link = self.ending()
+            code, link = self.study.pool.ending(self.outcome, None, self.pool_id)  # the pool's, for how they left
             await bye(self.outcome, code=code, return_link=link)
         else:
             await bye(self.outcome)
