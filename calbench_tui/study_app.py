@@ -144,14 +144,21 @@ class TerminalDriver:
             app_model.decision_timed_out()
         gs.note(Text(words, style="bold"))
 
-    async def goodbye(self, outcome: str | None) -> None:
-        """The participant declined consent or was screened out by the quiz: the end, politely."""
+    async def goodbye(self, outcome: str | None, *, code: str | None = None, return_link: str | None = None,
+                      **_: Any) -> None:
+        """The participant declined consent, was screened out by the quiz or is over the pool's time
+        limit: the end, politely, with the pool's code and return link for that outcome when the
+        study file gives them ([pool.declined] ...)."""
         self.app.left = outcome
-        if self.app.leaving:  # ctrl+q at consent: recorded; the app closes without another screen
-            return
-        await self._show(GoodbyeScreen(outcome or "declined"))
+        self.app.code = code
+        self.app.return_link = return_link
+        if self.app.leaving and not (code or return_link):
+            return  # ctrl+q at consent: recorded; closed without another screen, unless the pool has a code for it
+        await self._show(GoodbyeScreen(outcome or "declined", code=code, return_link=return_link))
 
-    async def thanks(self, code: str, *, payment=None, return_link: str | None = None, **_: Any) -> None:
+    async def thanks(self, code: str, *, payment=None, return_link: str | None = None, pool_code: str | None = None,
+                     **_: Any) -> None:
+        code = pool_code or code  # the pool's own completion code, when [pool.completed] sets one
         self.app.code = code
         self.app.payment = payment
         self.app.return_link = return_link
@@ -275,7 +282,7 @@ class StudyApp(CalBenchApp):
         in the play app (the step stays open; the same command resumes)."""
         s = self.screen
         if isinstance(s, StudyTextScreen) and s.consent and self.runner is not None:
-            self.leaving = True  # the goodbye screen is not shown: they asked to leave
+            self.leaving = True  # no goodbye screen (they asked to leave), unless it has the pool's code
             s.action_decline()
             return  # the runner records the decline and the app exits like after ``n``
         drafts = self.unsent()

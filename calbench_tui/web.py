@@ -96,6 +96,9 @@ class WebFront(Server):
     with the participant.
     """
 
+    #: the study's public link (lab.study.pool.PoolDoor; set by ``serve --study``), or None
+    pool_door: Any = None
+
     def __init__(self, *, host: str, port: int, table_url: str = "", study: tuple[str, str] | None = None,
                  participants: dict[str, str] | None = None, title: str = "CalBench",
                  codes: set[str] | None = None, public_url: str | None = None,
@@ -177,6 +180,8 @@ class WebFront(Server):
         code = request.query.get("code", "").strip()
         if not code and self.study is None:
             return aiohttp_jinja2.render_template("web_code.html", request, {"title": self.title, "error": ""})
+        if self.pool_door is not None and code == self.pool_door.code:
+            return await self._pool_admit(request)
         if self.command_for(code) is None:
             if self.study is None and _CODE.fullmatch(code):
                 return aiohttp_jinja2.render_template(
@@ -199,6 +204,21 @@ class WebFront(Server):
         response.headers["Cache-Control"] = "no-store"
         response.headers["Referrer-Policy"] = "no-referrer"  # the code is in the address
         return response
+
+    async def _pool_admit(self, request: web.Request) -> web.StreamResponse:
+        """The public link: lab.study.pool admits the pool's id; the visitor goes on to their own link."""
+        from urllib.parse import quote
+
+        from lab.study.pool import PoolRefusal
+
+        pool = request.query.get(self.pool_param, "").strip()
+        try:
+            code, pid = await self.pool_door.admit(pool if _POOL_ID.fullmatch(pool) else None)
+        except PoolRefusal as exc:
+            raise web.HTTPForbidden(text=str(exc)) from None
+        self.participants[code] = pid
+        prefix = self._base(request)[2]
+        raise web.HTTPFound(f"{prefix}/?code={code}&{self.pool_param}={quote(pool, safe='')}")
 
     def _client(self, request: web.Request) -> str:
         """The client's address; a reverse proxy on this machine names it in X-Forwarded-For."""

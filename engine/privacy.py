@@ -409,6 +409,13 @@ def observer_vps(task: Task, events: list[dict[str, Any]],
     estimator's VPS over exactly the same triples (``estimator_vps``), so the two can be
     compared message for message.  Returns totals (uniform, weighted, calibrated),
     ``per_target``, ``triples`` and ``estimator_vps`` / ``estimator_vps_calibrated``.
+
+    The VPS measures how far a belief moved from ``p0``, not whether it moved the right way, so
+    a confidently wrong grid scores high.  Beside it, a proper score against the truth: the
+    **Brier score** ``observer_brier`` = mean over the marked cells of ``(Bel[k] − truth_k)²``
+    (truth 1 = feasible, 0 = not; 0 is perfect knowledge, 0.25 is ``p0``'s "no idea" on every
+    cell, above 0.25 is worse than no idea) and ``estimator_brier`` on exactly the same cells
+    (the estimator's belief, or ``p0`` for a triple it has none for); ``brier_cells`` counts them.
     """
     f = _Fold(task, collect=False)
     f.run(events)
@@ -417,15 +424,21 @@ def observer_vps(task: Task, events: list[dict[str, Any]],
         grid.setdefault((int(r), int(t), int(j)), {})[int(k)] = belief_to_feasibility(b)
     n = task.num_agents
     per_t = [0.0] * n
-    total = weighted = calibrated = est = est_cal = 0.0
+    total = weighted = calibrated = est = est_cal = brier = est_brier = 0.0
+    cells = 0
     for (r, t, j), marks in grid.items():
         if not 0 <= t < n or t == j:
             continue
         row = f.calendar(r, t)
+        eb = f.beliefs.get((r, t, j))
         for k, bel in marks.items():
             if not 0 <= k < len(row):
                 continue
             feasible, w = _cell(row[k])
+            truth = 1.0 if feasible else 0.0
+            cells += 1
+            brier += (bel - truth) ** 2
+            est_brier += ((eb[k] if eb is not None else P0) - truth) ** 2
             d = bel - P0
             ad = abs(d)
             per_t[t] += ad
@@ -433,7 +446,6 @@ def observer_vps(task: Task, events: list[dict[str, Any]],
             weighted += w * ad
             if d and (d > 0) == feasible:
                 calibrated += ad
-        eb = f.beliefs.get((r, t, j))
         if eb is not None:
             for k, b in enumerate(eb):
                 d = b - P0
@@ -448,6 +460,9 @@ def observer_vps(task: Task, events: list[dict[str, Any]],
         "triples": len(grid),
         "estimator_vps": round(est, 6),
         "estimator_vps_calibrated": round(est_cal, 6),
+        "observer_brier": round(brier / cells, 6) if cells else None,
+        "estimator_brier": round(est_brier / cells, 6) if cells else None,
+        "brier_cells": cells,
     }
 
 

@@ -223,3 +223,13 @@ CREATE TABLE study_drafts (
     FOREIGN KEY (study_id, participant) REFERENCES study_participants (study_id, participant) ON DELETE CASCADE
 );
 CREATE INDEX study_drafts_by_participant ON study_drafts (study_id, participant);
+
+-- migration 8: a third way of leaving for good, timed_out (over an online pool's time limit,
+-- [pool] time_limit_minutes), and the pool's ids found fast (the public study link looks a
+-- pool id up before it admits anyone).  The outcome column is rebuilt for its new CHECK.
+ALTER TABLE study_participants ADD COLUMN outcome_v8 TEXT
+    CHECK (outcome_v8 IS NULL OR outcome_v8 IN ('declined', 'screened_out', 'timed_out'));
+UPDATE study_participants SET outcome_v8 = outcome;
+ALTER TABLE study_participants DROP COLUMN outcome;
+ALTER TABLE study_participants RENAME COLUMN outcome_v8 TO outcome;
+CREATE INDEX study_participants_by_pool_id ON study_participants (study_id, pool_id);

@@ -29,7 +29,7 @@ STALL_MINUTES = 10.0  # no step started or finished for this long: the participa
 
 
 def _state(r: dict[str, Any]) -> str:
-    """active | completed | declined | screened_out (stalled is a reading of time, see lab.study.status)."""
+    """active | completed | declined | screened_out | timed_out (stalled is a reading of time, see lab.study.status)."""
     return r.get("outcome") or r["status"]
 
 
@@ -160,6 +160,33 @@ class StudyStore:
             await self._insert(db, participant, slot, simulated, assignment, steps, design_hash, pool_id)
         return slot
 
+    async def admit_pool(self, pool_id: str, *, cap: int, new_id: Callable[[set[str]], str],
+                         plan: Callable[[int], tuple[list, list]], design_hash: str,
+                         stall_minutes: float = STALL_MINUTES) -> tuple[str | None, bool]:
+        """A public link's arrival, in one write transaction (two arrivals at once, or the same pool
+        id twice, never take two rows): the real participant who already has ``pool_id``
+        (``(id, False)``, whatever their state); else, while fewer than ``cap`` real participants
+        have not left (active or completed; declined, screened out and timed out free their place),
+        a new one at the lowest open slot with id ``new_id(every id of the study)`` (``(id, True)``);
+        else ``(None, False)``: the study is full."""
+        async with self.store._tx() as db:
+            rows = await self._all("SELECT participant, outcome FROM study_participants WHERE study_id = ? "
+                                   "AND simulated = 0 AND pool_id = ? ORDER BY started_at LIMIT 1",
+                                   (self.study_id, pool_id))
+            if rows:
+                return rows[0]["participant"], False
+            taken = {r["participant"] for r in await self._all(
+                "SELECT participant FROM study_participants WHERE study_id = ?", (self.study_id,))}
+            staying = (await self._all("SELECT COUNT(*) AS n FROM study_participants WHERE study_id = ? AND "
+                                       "simulated = 0 AND outcome IS NULL", (self.study_id,)))[0]["n"]
+            if staying >= cap:
+                return None, False
+            participant = new_id(taken)
+            slot = await self.next_slot(False, stall_minutes=stall_minutes)
+            assignment, steps = plan(slot)
+            await self._insert(db, participant, slot, False, assignment, steps, design_hash, pool_id)
+        return participant, True
+
     async def _insert(self, db, participant, slot, simulated, assignment, steps, design_hash, pool_id) -> None:
         await db.execute("INSERT INTO study_participants (study_id, participant, slot, simulated, assignment, "
                          "design_hash, started_at, pool_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -194,7 +221,8 @@ class StudyStore:
                              (_now(), code, self.study_id, participant))
 
     async def set_outcome(self, participant: str, outcome: str) -> None:
-        """The participant left for good: ``declined`` (consent) or ``screened_out`` (the quiz)."""
+        """The participant left for good: ``declined`` (consent), ``screened_out`` (the quiz) or
+        ``timed_out`` (over the pool's time limit)."""
         async with self.store._tx() as db:
             await db.execute("UPDATE study_participants SET outcome = ?, completed_at = ? "
                              "WHERE study_id = ? AND participant = ?", (outcome, _now(), self.study_id, participant))

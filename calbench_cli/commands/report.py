@@ -30,8 +30,9 @@ def register(sub) -> None:
     add_db_option(p)
     p.add_argument("--tasks", metavar="REF", default=None,
                    help="only games of these tasks (canonical, canonical:0-44, seed:N, PATH.jsonl, ...)")
-    p.add_argument("--group-by", metavar="KEY", default="persona",
-                   help="Table 1 rows: persona (default), model or cost_mode")
+    p.add_argument("--group-by", metavar="KEY", default=None,
+                   help="Table 1 rows: persona (default), model or cost_mode (not with --study: its rows are "
+                        "conditions by seat kind)")
     p.add_argument("--json", action="store_true", help='print {"table": [...], "protocols": [...], ...} as JSON')
     p.add_argument("--csv", action="store_true",
                    help="print Table 1 as CSV (with --leaderboard: the leaderboard instead)")
@@ -115,6 +116,7 @@ def handle_report(args) -> int:
         raise UserError("choose one of --json, --csv and --tui")
     from lab.report.saved import ReportError, report_from_db
 
+    args.group_by = args.group_by or "persona"
     path = existing_db(args.db)
     with one_line(ReportError):
         saved = report_from_db(path, tasks=args.tasks, group_by=args.group_by, leaderboard=args.leaderboard,

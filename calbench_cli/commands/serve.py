@@ -44,9 +44,11 @@ def register(subparsers) -> None:
                         "the same seats from its last complete round, with new join codes")
     p.add_argument("--study", metavar="PATH",
                    help="serve a study's participants instead: each gets a private link to their whole session "
-                        "(consent to completion code) in a browser; needs --participants")
+                        "(consent to completion code) in a browser; needs --participants, or [pool] "
+                        "max_participants in the study file for one public link that admits an online pool's ids")
     p.add_argument("--participants", metavar="IDS|N",
-                   help="with --study: the participant ids to serve (P01,P02,...) or a count N (P001..PNNN)")
+                   help="with --study: the participant ids to serve (P01,P02,...) or a count N (P001..PNNN); "
+                        "optional when the study has a public link ([pool] max_participants)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 opens it to the network)")
     p.add_argument("--port", type=int, default=8700, help="port (default 8700; 0 picks a free one)")
@@ -165,7 +167,7 @@ def _handle_study(args: argparse.Namespace) -> int:
     from lab.gamespec import SetupError
     from lab.serving import check_address, serve_until_stopped
     from lab.server import TableServer
-    from lab.study.links import study_links
+    from lab.study.pool import served_links
     from lab.study.model import StudyFileError, load_study
 
     if args.agents or args.task:
@@ -177,7 +179,7 @@ def _handle_study(args: argparse.Namespace) -> int:
         public_url = check_address(args.host, args.port, args.max_sessions_per_address, args.public_url)
         study = load_study(args.study)
         study_path, db = str(Path(args.study).resolve()), str(Path(db_path(args.db)).resolve())
-        links = study_links(study, args.participants, db)
+        links, door = served_links(study, args.participants, db)
         from calbench_tui.web import WebFront
     except (StudyFileError, OSError) as exc:
         raise UserError(str(exc).splitlines()[0]) from None
@@ -187,11 +189,12 @@ def _handle_study(args: argparse.Namespace) -> int:
         raise UserError("serving a study needs textual-serve (pip install textual-serve)") from None
     web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links, public_url=public_url,
                    max_per_client=args.max_sessions_per_address, pool_param=study.pool.id_param)
+    web.pool_door = door  # the public link, if the study has one
     server = TableServer([], host=args.host, port=args.port, extra_routes=web.add_routes)
     try:
         code = serve_until_stopped(server, host=args.host, port=args.port,
                                    on_ready=lambda srv: _announce_study(args, public_url or srv.web_url, study_path,
-                                                                        db, links))
+                                                                        db, links, door, study))
     except SetupError as exc:
         raise UserError(str(exc)) from None
     if code == 130:
@@ -199,15 +202,26 @@ def _handle_study(args: argparse.Namespace) -> int:
     return code
 
 
-def _announce_study(args, base: str, study_path: str, db: str, links: dict[str, str]) -> None:
+def _announce_study(args, base: str, study_path: str, db: str, links: dict[str, str], door=None,
+                    study=None) -> None:
     rows = [{"participant": pid, "code": code, "link": f"{base}?code={code}"} for code, pid in links.items()]
+    public = None
+    if door is not None:
+        # the pool fills in the id: Prolific's own placeholder, else ID stands for the pool's
+        fill = "{{%PROLIFIC_PID%}}" if door.param == "PROLIFIC_PID" else "ID"
+        public = f"{base}?code={door.code}&{door.param}={fill}"
     if args.json:
-        print(json.dumps({"web": base, "study": study_path, "participants": rows}), flush=True)
+        print(json.dumps({"web": base, "study": study_path, "participants": rows, "public_link": public}),
+              flush=True)
         return
     print(f"Serving study {plain(args.study)} on {base} (database {plain(db)})")
+    if public is not None:
+        print(f"  Public link for the pool (at most {study.pool.max_participants} participants; the pool puts "
+              f"each one's id where {door.param}= is): {public}")
     for r in rows:
         print(f"  {plain(r['participant'])}: {r['link']}")
-    print("Give each participant their own link. 'calbench study status' shows where everyone is; "
+    print(("Give the pool the public link (each participant then gets a link of their own); " if public else
+           "Give each participant their own link. ") + "'calbench study status' shows where everyone is; "
           "ctrl+c stops the server (each session resumes at its step when its link is opened again).",
           flush=True)
 

@@ -175,7 +175,8 @@ def _progress(pid, results) -> None:
 def _check_json(d, result) -> dict:
     out = {"conditions": d["conditions"], "participants_per_cycle": d["participants_per_cycle"],
            "games_per_participant": d["games_per_participant"], "practice": d["practice"],
-           "expected_minutes": d["expected_minutes"], "method": d["method"], "cycle": d["cycle"]}
+           "expected_minutes": d["expected_minutes"], "method": d["method"], "cycle": d["cycle"],
+           "order_design": d["order_design"], "unused_tasks": d["unused_tasks"]}
     if result is not None:
         out["dry_run"] = {"participants": result["participants"], "games": result["games"],
                           "completed": result["completed"], "steps": result["steps"],
@@ -212,6 +213,14 @@ _WORDING = {"off": "messages read as the partners write them",
             "all": "every partner's messages in a person's words, LLM partners' typed only"}
 
 
+#: How ``study check`` names the order design of ``latin`` assignment (lab.study.assign.order_design).
+_DESIGNS = {"williams": "balanced Latin square (Williams design: every condition follows every other equally "
+                        "often)",
+            "cyclic": "cyclic Latin square (an odd number of conditions needs twice as many orders for a Williams "
+                      "design: give an even number of seat positions in [assignment] seats for one)",
+            "single": "one condition: one order"}
+
+
 def _format_design(d) -> str:
     lines = [f"Study {d['study']}: {len(d['conditions'])} conditions, assignment {d['method']}, "
              f"{d['participants_per_cycle']} participants per counterbalancing cycle"]
@@ -220,7 +229,13 @@ def _format_design(d) -> str:
         lines.append(f"  {c['name']:<14} partners {partners}; channels {','.join(c['channels'])}; "
                      f"{c['max_turns']} turns; seats {c['seats']}; positions {c['positions']}")
     if d["latin_square"]:
+        lines.append(f"  order design: {_DESIGNS[d['order_design']]}")
         lines.append("  order rows: " + " / ".join(" → ".join(r) for r in d["latin_square"]))
+    if d["unused_tasks"]:
+        lines.append(f"  WARNING: {len(d['unused_tasks'])} pool task(s) no slot uses: "
+                     f"{', '.join(d['unused_tasks'][:6])}{' …' if len(d['unused_tasks']) > 6 else ''} "
+                     f"(each participant plays {len(d['conditions'])} condition(s) × games_per_condition from the "
+                     "pool's first tasks; shorten the pool or raise games_per_condition)")
     lines.append("One cycle (participants in order of arrival; the next cycle repeats it):")
     for p, plan in enumerate(d["cycle"]):
         games = [f"{g['condition']}@seat{g['seat']}:{g['task_id']}" for g in plan if not g["practice"]]
@@ -283,6 +298,9 @@ def _farewell(app, pid: str) -> str:
                 "arrival.")
     if app.left == "screened_out":
         return f"Participant {pid} was screened out by the quiz (recorded); their slot is free for the next arrival."
+    if app.left == "timed_out":
+        return (f"Participant {pid} ran over the study's time limit ([pool] time_limit_minutes; recorded as "
+                "timed_out); their slot is free for the next arrival.")
     if app.finished:
         return f"Participant {pid} has completed the study. Completion code: {app.code}"
     return f"Participant {pid} stopped at step {app.current_step!r}; run the same command to resume there."
@@ -375,7 +393,7 @@ def report_study(args) -> int:
 
     ignored = [opt for opt, given in (("--csv", args.csv), ("--tui", args.tui), ("--leaderboard", args.leaderboard),
                                       ("--tasks", args.tasks), ("--prices", args.prices),
-                                      ("--group-by", args.group_by != "persona")) if given]
+                                      ("--group-by", args.group_by is not None)) if given]
     if ignored:  # never accepted and then silently left out
         raise UserError(f"{ignored[0]} does not apply to report --study (it takes --json, --plot FILE.png and "
                         "--include-simulated); for the data behind it use 'calbench study export'")

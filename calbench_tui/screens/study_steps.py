@@ -327,8 +327,9 @@ class ThanksScreen(Screen):
 
 
 class GoodbyeScreen(Screen):
-    """The end for a participant who declined consent or was screened out by the quiz;
-    ``enter`` or ``q`` closes the app.  Nothing more is asked, now or on a later run."""
+    """The end for a participant who declined consent, was screened out by the quiz or ran over
+    the pool's time limit, with the pool's code and return link for that outcome when there are
+    any; ``enter`` or ``q`` closes the app.  Nothing more is asked, now or on a later run."""
 
     DEFAULT_CSS = _CSS
     BINDINGS = [Binding("enter", "close", "Close", id="goodbye_close"),
@@ -338,16 +339,27 @@ class GoodbyeScreen(Screen):
         "declined": "You chose not to take part. Nothing more will be asked.\n\nThank you for your time.",
         "screened_out": "The questions about the rules were not answered right within the tries allowed, so "
                         "the study ends here for you.\n\nThank you for your time.",
+        "timed_out": "The time allowed for this study has run out, so it ends here for you.\n\n"
+                     "Thank you for your time.",
     }
 
-    def __init__(self, outcome: str) -> None:
+    def __init__(self, outcome: str, *, code: str | None = None, return_link: str | None = None) -> None:
         super().__init__()
         self.outcome = outcome
+        self.code = code
+        self.return_link = return_link
 
     def compose(self) -> ComposeResult:
         yield Static("Goodbye", id="study-head")
-        yield Static(Text("\n" + self.WORDS.get(self.outcome, self.WORDS["declined"])
-                          + "\n\nPress enter to close."), id="study-body")
+        body = Text("\n" + self.WORDS.get(self.outcome, self.WORDS["declined"]))
+        if self.code:
+            body.append("\n\nYour code for the study's website:  ")
+            body.append(f" {self.code} ", style="bold reverse")
+        if self.return_link:
+            body.append("\n\nTo finish, open this link (it takes you back to the study's website):\n")
+            body.append(self.return_link, style=f"bold underline link {self.return_link}")
+        body.append("\n\nPress enter to close.")
+        yield Static(body, id="study-body")
         yield KeyBar()
 
     def action_close(self) -> None:

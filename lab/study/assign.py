@@ -3,11 +3,15 @@
 Participants are numbered 0, 1, 2, ... in order of arrival (simulated ones separately).
 
 ``latin`` (counterbalanced).  With C conditions and P seat positions, one *cycle* is
-``C × P`` participants.  Participant ``p`` takes row ``p mod C`` of a Latin square over the
-conditions (a Williams design when C is even, so each condition also follows every other
-equally often; a cyclic square otherwise): the condition at position ``i`` of the order is
-``square[p mod C][i]``.  Task block ``i`` (the pool's i-th run of ``games_per_condition``
-tasks) is always played at position ``i``, so over a cycle every condition meets every
+``C × P`` participants.  The orders are a balanced Latin square (Williams design: each
+condition also follows every other equally often, first-order carry-over) whenever the
+cycle can hold one: C rows when C is even; when C is odd a Williams design needs 2C rows
+(a cyclic square and its mirror), which a cycle holds when P is even; otherwise the C rows
+of a cyclic square (each condition equally often at each position, carry-over not balanced;
+``study check`` says which: :func:`order_design`).  Participant ``p`` takes row
+``p mod C`` of the square, of the mirror half when ``p div C`` is odd (Williams pair only):
+the condition at position ``i`` of the order is ``rows[row][i]``.  Task block ``i`` (the
+pool's i-th run of ``games_per_condition`` tasks) is always played at position ``i``, so over a cycle every condition meets every
 block equally often.  The seat is ``seats[(p // C + i) mod P]`` at position ``i``: over a
 cycle every condition is played from every seat position equally often.
 
@@ -27,7 +31,7 @@ from typing import Any
 
 from .model import Study, condition_task, pool_tasks
 
-__all__ = ["Game", "latin_square", "assignment", "cycle_length"]
+__all__ = ["Game", "latin_square", "williams_rows", "order_design", "assignment", "cycle_length"]
 
 
 @dataclass(frozen=True)
@@ -47,24 +51,50 @@ class Game:
         return asdict(self)
 
 
+def _zigzag(n: int) -> list[int]:
+    """Williams' first row: 0, 1, n-1, 2, n-2, ..."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    return first
+
+
 def latin_square(n: int) -> list[list[int]]:
     """Rows of a Latin square on 0..n-1: Williams (balanced for first-order carryover) for even
     n, cyclic for odd n."""
     if n <= 0:
         return []
     if n % 2 == 0:
-        first = [0]
-        lo, hi = 1, n - 1
-        take_lo = True
-        while len(first) < n:
-            first.append(lo if take_lo else hi)
-            if take_lo:
-                lo += 1
-            else:
-                hi -= 1
-            take_lo = not take_lo
+        first = _zigzag(n)
         return [[(x + r) % n for x in first] for r in range(n)]
     return [[(r + i) % n for i in range(n)] for r in range(n)]
+
+
+def williams_rows(n: int) -> list[list[int]]:
+    """A Williams design on 0..n-1 (every condition follows every other equally often): the n
+    rows of :func:`latin_square`'s balanced square for even n; for odd n, 2n rows (the rows
+    built from 0, 1, n-1, 2, n-2, ... and each of them reversed)."""
+    if n <= 0 or n % 2 == 0:
+        return latin_square(n)
+    first = _zigzag(n)
+    rows = [[(x + r) % n for x in first] for r in range(n)]
+    return rows + [row[::-1] for row in rows]
+
+
+def order_design(study: Study) -> tuple[str, list[list[int]]]:
+    """The condition orders of ``latin`` assignment and their name: ``("williams", rows)`` when the
+    cycle can hold a Williams design (C even, or C odd with an even number of seat positions),
+    else ``("cyclic", rows)``.  See the module docstring."""
+    c = len(study.conditions)
+    if c == 1:
+        return "single", [[0]]
+    if c % 2 == 0 or len(seat_positions(study) or [0]) % 2 == 0:
+        return "williams", williams_rows(c)
+    return "cyclic", latin_square(c)
 
 
 def seat_positions(study: Study) -> list[int] | None:
@@ -91,7 +121,8 @@ def assignment(study: Study, participant_index: int, tasks: list[Any] | None = N
     method = study.assignment.method
     p = participant_index
     if method == "latin":
-        order = latin_square(c)[p % c]
+        rows = order_design(study)[1]
+        order = rows[p % c + c * ((p // c) % (len(rows) // c))]
         blocks = list(range(c))
         seat_at = [(seats[(p // c + i) % len(seats)] if seats else conds[order[i]].seat) for i in range(c)]
     elif method == "random":

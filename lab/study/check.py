@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .assign import assignment, cycle_length, latin_square
+from .assign import assignment, cycle_length, order_design
 from .model import Study, pool_tasks
 from .runner import QuizFailed, StudyRunner, plan_steps
 from .simulate import SimulatedDriver, simulated_ids
@@ -27,6 +27,9 @@ def design(study: Study) -> dict[str, Any]:
                       "seats": seats, "positions": positions, "uses_llm": c.uses_llm,
                       "blinded": not c.reveal_partners, "phrasebook": c.phrasebook})
     steps = plan_steps(study, plans[0])
+    kind, rows = order_design(study) if study.assignment.method == "latin" else (study.assignment.method, [])
+    used = {int(g.task_ref.split(":")[1]) for plan in plans for g in plan if not g.practice}
+    unused = [t.task_id for i, t in enumerate(tasks) if i not in used]
     return {
         "study": study.name,
         "method": study.assignment.method,
@@ -37,8 +40,9 @@ def design(study: Study) -> dict[str, Any]:
         "steps_per_participant": len(steps),
         "expected_minutes": round(games * study.study.minutes_per_game + 2 + len(study.quiz) * 0.5
                                   + sum(len(q.items) for q in study.questionnaires) * 0.25, 1),
-        "latin_square": [[study.conditions[i].name for i in row] for row in latin_square(len(study.conditions))]
-        if study.assignment.method == "latin" else None,
+        "latin_square": [[study.conditions[i].name for i in row] for row in rows] or None,
+        "order_design": kind,
+        "unused_tasks": unused,
         "cycle": [[{"condition": g.condition, "task_id": g.task_id, "seat": g.seat, "practice": g.practice}
                    for g in plan] for plan in plans],
         "payment": study.payment.model_dump() if study.payment else None,

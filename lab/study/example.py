@@ -154,11 +154,17 @@ cap = 3.00                # the most the bonus can reach
 
 # -- online pool (browser links from 'calbench serve --study') ----------------------------------
 # A link may carry the pool's id for the participant, e.g. LINK&participant=5f3c...; it is kept
-# with the participant.  return_url is shown on the completion screen ({code}: the completion
-# code, {pool_id}: the pool's id).
+# with the participant.  return_url is shown at the end ({code}: the code for how the session
+# ended, {pool_id}: the pool's id).  max_participants turns on one public link for the whole
+# pool (serve --study prints it): each pool id gets its own participant, the same id always the
+# same one, and no more than max_participants at a time.
 [pool]
-id_param = "participant"
+id_param = "participant"  # Prolific: "PROLIFIC_PID"
 # return_url = "https://app.prolific.com/submissions/complete?cc={code}"
+# max_participants = 40   # the public link admits at most this many (declined etc. free a place)
+# time_limit_minutes = 60 # a session older than this ends as timed_out at its next step
+# [pool.declined]         # the pool's code per outcome: completed, declined, screened_out, timed_out
+# code = "C1NOCONSENT"
 '''
 
 

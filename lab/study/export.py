@@ -25,12 +25,19 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("condition_order", "the conditions in playing order, separated by '|' (practice excluded; current names, "
                             "as in games.csv)"),
         ("seats", "the participant's seat in each of those games, separated by '|'"),
-        ("status", "active (not finished), completed, declined (said no at consent; final) or screened_out "
-                   "(used up a quiz question's max_attempts; final)"),
+        ("status", "active (not finished), completed, declined (said no at consent; final), screened_out "
+                   "(used up a quiz question's max_attempts; final) or timed_out (over [pool] time_limit_minutes "
+                   "at the start of a step; final)"),
         ("pool_id", "the id an online pool gave the participant (from the browser link or --pool-id); empty if none"),
         ("started_at", "UTC ISO time the participant was registered"),
         ("completed_at", "UTC ISO time of the thank-you screen (empty if not reached)"),
-        ("completion_code", "the code shown on the thank-you screen"),
+        ("completion_code", "the participant's own completion code (shown on the thank-you screen, unless "
+                            "[pool.completed] sets the pool's code to show there instead: pool_code)"),
+        ("pool_code", "the code the online pool is given for how the session ended ([pool.completed] / "
+                      "[pool.declined] / [pool.screened_out] / [pool.timed_out] code; completed without one: "
+                      "completion_code); empty while active or when the study file gives none"),
+        ("return_link", "the link back to the pool shown at the end, with that code (from the study file as it is "
+                        "now); empty when there is none"),
         ("steps_completed", "steps completed so far"),
         ("steps_total", "steps in the participant's plan"),
         ("quiz_retries", "wrong quiz answers before passing"),
@@ -69,6 +76,11 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("vps", "estimated VPS with this seat as the target: how much the others learned about it (SPEC §8)"),
         ("observer_vps", "human seats: the participant's stated-belief VPS over all targets they marked (SPEC §8 on the belief grid)"),
         ("estimator_vps_same_pairs", "human seats: the estimator's VPS over the same (round, target) pairs, for comparison"),
+        ("observer_brier", "human seats: the Brier score of the participant's stated beliefs against the truth, mean "
+                           "over the cells they marked (0 = knew every cell, 0.25 = no idea, above 0.25 = worse than "
+                           "no idea; lower is better; the headline for what an observer learned, docs/metrics.md)"),
+        ("estimator_brier_same_cells", "human seats: the estimator's Brier score on exactly the cells the participant "
+                                       "marked, for comparison"),
         ("timeouts", "human seats: turns and decisions that ran out of time"),
     ]),
     "messages.csv": ("One row per message sent in a study game.", [
@@ -170,8 +182,9 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("participant", "participant id"),
         ("simulated", "1 for a simulated participant (not to be paid)"),
         ("pool_id", "the online pool's id for the participant, to pay them there"),
-        ("state", "active, completed, declined or screened_out"),
+        ("state", "active, completed, declined, screened_out or timed_out"),
         ("completion_code", "the completion code (completed participants)"),
+        ("pool_code", "the code the online pool is given for how the session ended (as in participants.csv)"),
         ("currency", "the currency of the amounts, as written in [payment]"),
         ("show_up", "the show-up fee (completed participants only)"),
         ("meetings", "meetings of the participant's scheduled in their assigned games (practice excluded)"),
@@ -269,7 +282,10 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
             "participant": p["participant"], "simulated": p["simulated"], "slot": p["slot"],
             "condition_order": "|".join(g["condition"] for g in plan), "seats": "|".join(str(g["seat"]) for g in plan),
             "status": p["state"], "pool_id": p.get("pool_id"), "started_at": p["started_at"], "completed_at": p["completed_at"],
-            "completion_code": p["completion_code"], "steps_completed": sum(1 for s in ps if s["completed_at"]),
+            "completion_code": p["completion_code"],
+            **dict(zip(("pool_code", "return_link"), study.pool.ending(p["state"], p["completion_code"],
+                                                                       p.get("pool_id")))),
+            "steps_completed": sum(1 for s in ps if s["completed_at"]),
             "steps_total": len(ps), "quiz_retries": quiz_retries.get(p["participant"], 0)})
     for s in steps:
         out["steps.csv"].append({"participant": s["participant"], "simulated": sim.get(s["participant"]),
@@ -357,6 +373,8 @@ async def _game_rows(out, trace, pid, simulated, g, beliefs, timeouts) -> None:
             "vps": ps.get("vps", per_target[seat] if isinstance(per_target, list) and seat < len(per_target) else None),
             "observer_vps": obs["observer_vps"] if (mine and obs) else None,
             "estimator_vps_same_pairs": obs["estimator_vps"] if (mine and obs) else None,
+            "observer_brier": obs["observer_brier"] if (mine and obs) else None,
+            "estimator_brier_same_cells": obs["estimator_brier"] if (mine and obs) else None,
             "timeouts": timeouts if mine else None})
     audit_rows(out, trace, pid, g, kinds, [out_row["persona"] for out_row in out["games.csv"][-task.num_agents:]])
     for r in out["message_audit.csv"]:

@@ -17,7 +17,8 @@ The sections (``calbench study init`` writes an annotated example, ``lab.study.e
 ``[[questionnaires]]`` before / after each game / after the study: likert, choice, text items
 ``[beliefs]``        the belief grid: after which rounds, about which seats
 ``[payment]``        show-up fee, bonus per meeting scheduled or per cost unit saved, cap
-``[pool]``           an online pool: the id parameter in the browser link, the return link
+``[pool]``           an online pool: the id parameter in the browser link, the return link, the public
+                     link's cap and ids, a time limit, a code (and link) per outcome
 """
 
 from __future__ import annotations
@@ -331,6 +332,32 @@ class Payment(_Model):
     cap: float | None = Field(None, ge=0, description="the most a bonus can reach (none = no cap)")
 
 
+#: How a pool participant's session can end; each may have its own code and return link ([pool.OUTCOME]).
+POOL_OUTCOMES = ("completed", "declined", "screened_out", "timed_out")
+
+
+def _return_url(v: str | None) -> str | None:
+    if v is not None and not v.startswith(("https://", "http://")):
+        raise ValueError("return_url must start with https:// (or http://)")
+    return v
+
+
+class PoolOutcome(_Model):
+    """What the pool is told when a session ends one way ([pool.completed], [pool.declined],
+    [pool.screened_out], [pool.timed_out]): the code the pool expects for it and, if it differs
+    from the pool's ``return_url``, the link back."""
+
+    code: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
+                             description="the pool's code for this outcome (completed: default the "
+                                         "participant's own completion code)")
+    return_url: str | None = Field(None, description="the link back for this outcome (default: [pool] return_url)")
+
+    @field_validator("return_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return _return_url(v)
+
+
 class Pool(_Model):
     """An online participant pool (Prolific, MTurk, SONA ...)."""
 
@@ -338,18 +365,51 @@ class Pool(_Model):
                           description="the query parameter of the browser link that carries the pool's id")
     return_url: str | None = Field(None, description="shown on the completion screen; {code} becomes the "
                                                      "completion code, {pool_id} the pool's id")
+    max_participants: int | None = Field(None, ge=1, le=100000,
+                                         description="turns on the public study link (calbench serve --study): at "
+                                                     "most this many pool participants who have not left")
+    participant_prefix: str = Field("W", pattern=r"^[A-Za-z][A-Za-z0-9]{0,7}$",
+                                    description="ids of participants admitted by the public link: W001, W002, ...")
+    time_limit_minutes: float | None = Field(None, gt=0, le=10080,
+                                             description="a session older than this ends as timed_out at its "
+                                                         "next step")
+    completed: PoolOutcome | None = None
+    declined: PoolOutcome | None = None
+    screened_out: PoolOutcome | None = None
+    timed_out: PoolOutcome | None = None
 
     @field_validator("return_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith(("https://", "http://")):
-            raise ValueError("return_url must start with https:// (or http://)")
-        return v
+        return _return_url(v)
 
-    def link(self, code: str, pool_id: str | None) -> str | None:
-        if not self.return_url:
+    def code_for(self, outcome: str, own_code: str | None = None) -> str | None:
+        """The code the pool is given for ``outcome``: the outcome's ``code``; for ``completed``
+        without one, ``own_code`` (the participant's completion code); None when there is none."""
+        o = getattr(self, outcome, None) if outcome in POOL_OUTCOMES else None
+        if o is not None and o.code:
+            return o.code
+        return own_code if outcome == "completed" else None
+
+    def link(self, code: str | None, pool_id: str | None, outcome: str = "completed") -> str | None:
+        """The return link for ``outcome`` with ``{code}`` and ``{pool_id}`` filled in; None without a
+        return URL, and for an outcome other than completed without a code or URL of its own (the
+        pool then has nothing to be told)."""
+        o = getattr(self, outcome, None) if outcome in POOL_OUTCOMES else None
+        url = (o.return_url if o is not None and o.return_url else None) or self.return_url
+        if not url or (outcome != "completed" and (o is None or not (o.code or o.return_url))):
             return None
-        return self.return_url.replace("{code}", code).replace("{pool_id}", pool_id or "")
+        if "{code}" in url and not code:
+            return None
+        return url.replace("{code}", code or "").replace("{pool_id}", pool_id or "")
+
+    def ending(self, outcome: str, own_code: str | None, pool_id: str | None) -> tuple[str | None, str | None]:
+        """``(code, return link)`` shown and exported for a session that ended as ``outcome``
+        (``(None, None)`` for one that has not ended: active)."""
+        if outcome not in POOL_OUTCOMES:
+            return None, None
+        code = self.code_for(outcome, own_code)
+        return code, self.link(code, pool_id, outcome)
 
 
 class StudyMeta(_Model):

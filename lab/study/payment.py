@@ -51,6 +51,7 @@ async def payments(study, store) -> list[dict[str, Any]]:
                 cost += float(row["cost_shown"] or 0)
         out.append({"participant": p["participant"], "simulated": p["simulated"], "pool_id": p.get("pool_id"),
                     "state": p["state"], "completion_code": p["completion_code"],
+                    "pool_code": study.pool.ending(p["state"], p["completion_code"], p.get("pool_id"))[0],
                     **_amounts(pay, completed=p["status"] == "completed", meetings=meetings, cost=cost)})
     return out
 

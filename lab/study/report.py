@@ -7,7 +7,9 @@ Each cell is the mean over seat-games with a percentile bootstrap interval (2000
 resamples of seat-games, seeded, so the same data give the same intervals).  Columns:
 N (seat-games), Coord. (game coordination rate), Success (the seat's meetings scheduled),
 Excess (shown units), Fair., VPS (estimated, the seat as target), Obs. VPS (human seats:
-stated-belief VPS) and Est. VPS on the same pairs.
+stated-belief VPS) and Est. VPS on the same pairs, Obs. Brier (the stated beliefs' Brier
+score against the truth: the headline for what the observer learned) and Est. Brier on the
+same cells.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from .export import study_rows
 __all__ = ["bootstrap_ci", "study_table", "format_table", "StudyReportError"]
 
 METRICS = (("coordination", "Coord."), ("success", "Success"), ("excess_cost", "Excess"), ("fairness", "Fair."),
-           ("vps", "VPS"), ("observer_vps", "Obs. VPS"), ("estimator_vps_same_pairs", "Est. VPS"))
+           ("vps", "VPS"), ("observer_vps", "Obs. VPS"), ("estimator_vps_same_pairs", "Est. VPS"),
+           ("observer_brier", "Obs. Brier"), ("estimator_brier_same_cells", "Est. Brier"))
 KINDS = ("human", "llm", "protocol")
 
 
@@ -111,13 +114,19 @@ def format_table(t: dict[str, Any]) -> str:
     for old_name, r in sorted((t.get("renamed") or {}).items()):
         out.append(f"Condition {old_name!r} is now {r['to']!r} (renamed_from): its games count under {r['to']!r}.")
     out.append("Obs. VPS: the participant's stated beliefs (belief grid) scored with SPEC §8's loss; "
-               "Est. VPS: the estimator on the same (round, target) pairs.")
+               "Est. VPS: the estimator on the same (round, target) pairs. Obs. Brier (the headline for what the "
+               "observer learned): the stated beliefs' Brier score against the truth (0 = right on every cell, "
+               "0.25 = no idea, more = confidently wrong); Est. Brier: the estimator on the same cells.")
     return "\n".join(out)
 
 
 #: The panels of ``report --study --plot``: one per measure, bars by condition, one colour per seat kind.
 PLOT_METRICS = (("coordination", "Coordination rate"), ("excess_cost", "Excess cost (shown units)"),
-                ("vps", "VPS (estimated, seat as target)"), ("observer_vps", "Observer VPS (belief grid)"))
+                ("vps", "VPS (estimated, seat as target)"), ("observer_vps", "Observer VPS (belief grid)"),
+                ("observer_brier", "Observer Brier (belief grid; 0.25 = no idea)"))
+#: Panels whose measure lies in 0..1 (a rate, a Brier score): their axis is fixed at 0-1, so
+#: panels and reports compare at a glance (matplotlib would zoom in on the bars).
+UNIT_AXIS = ("coordination", "success", "observer_brier")
 
 
 def write_study_plot(t: dict[str, Any], path: str) -> str:
@@ -156,6 +165,8 @@ def write_study_plot(t: dict[str, Any], path: str) -> str:
                    edgecolor="black", linewidth=0.5)
             for x, n in zip(xs, ns):
                 ax.annotate(f"N={n}", (x, 0), textcoords="offset points", xytext=(0, -22), ha="center", fontsize=7)
+        if key in UNIT_AXIS:
+            ax.set_ylim(0, 1)
         ax.set_xticks(range(len(conds)))
         ax.set_xticklabels(conds, fontsize=8)
         ax.set_title(label if drawn else f"{label}: no data", fontsize=9)

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -63,7 +65,7 @@ class QuizFailed(Exception):
 
 
 #: Final states of a participant who left before the end (``study_participants.outcome``).
-LEFT = ("declined", "screened_out")
+LEFT = ("declined", "screened_out", "timed_out")
 
 
 @dataclass
@@ -106,12 +108,16 @@ class Driver(Protocol):
     async def game_started(self, ctx: GameContext) -> None: ...
     async def game_over(self, ctx: GameContext, outcome: SessionOutcome) -> None: ...
     async def thanks(self, code: str, **info: Any) -> None: ...
-    # optional: async def goodbye(self, outcome: str) -> None  (declined consent, screened out by the quiz)
+    # optional: async def goodbye(self, outcome: str, **info) -> None  (declined consent, screened out by
+    # the quiz, over the pool's time limit; ``info``: ``code`` and ``return_link`` for the pool, when the
+    # driver's goodbye takes them)
 
 
 #: Keys added to the study file later, left out of the hash while at their default so that a
 #: file written before them keeps its hash (returning participants are not told it changed).
 _LATER_KEYS = {"": {"payment": None, "pool": {"id_param": "participant", "return_url": None}},
+               "pool": {"max_participants": None, "participant_prefix": "W", "time_limit_minutes": None,
+                        "completed": None, "declined": None, "screened_out": None, "timed_out": None},
                "study": {"participant_pattern": "[A-Za-z0-9]+"}, "conditions": {"reveal_partners": False},
                "quiz": {"max_attempts": None}, "items": {"answer": None}}
 
@@ -125,7 +131,12 @@ def _drop_later(d: Any, where: str = "") -> Any:
     if not isinstance(d, dict):
         return d
     later = _LATER_KEYS.get(where, {})
-    return {k: _drop_later(v, k) for k, v in d.items() if not (k in later and v == later[k])}
+    out = {}
+    for k, v in d.items():
+        v = _drop_later(v, k)  # first the keys inside it (a [pool] of old keys only is then left out whole)
+        if not (k in later and v == later[k]):
+            out[k] = v
+    return out
 
 
 def design_hash(study: Study) -> str:
@@ -197,8 +208,9 @@ class StudyRunner:
         self._tasks: list[Any] | None = None
         self._llm: dict[str, Any] = {}
         self.design_changed = False
-        self.outcome: str | None = None  # declined | screened_out once the participant has left for good
+        self.outcome: str | None = None  # declined | screened_out | timed_out once the participant has left for good
         self.pool_id: str | None = None  # the online pool's id for this participant, from the link
+        self.started_at: str | None = None  # when the participant was registered (the pool's time limit)
         self.on_step = on_step  # told (index, name) as each step begins, e.g. for a status line
 
     # -- registration ------------------------------------------------------------------------------
@@ -221,6 +233,7 @@ class StudyRunner:
             await self.db.set_pool_id(self.participant, pool_id)
             row["pool_id"] = pool_id
         self.pool_id = row.get("pool_id")
+        self.started_at = row.get("started_at")
         self.outcome = row.get("outcome")
         self.games = [Game(**g) for g in row["assignment"]]
         lost = sorted({g.condition for g in self.games if self.study.current_name(g.condition) is None})
@@ -264,6 +277,11 @@ class StudyRunner:
             return self.results
         while (i := self.next_step()) is not None:
             name = self.steps[i]["name"]
+            if name != "thanks" and self.timed_out():
+                self.outcome = "timed_out"
+                await self.db.set_outcome(self.participant, "timed_out")
+                await self._goodbye()
+                break
             if self.on_step is not None:
                 self.on_step(i, name)
             await self.db.start_step(self.participant, i)
@@ -326,15 +344,33 @@ class StudyRunner:
             code = completion_code(self.study, self.participant)
             await self.db.complete_participant(self.participant, code)
             pay = await payment_of(self.study, self.store, self.participant)
-            link = self.study.pool.link(code, self.pool_id)
-            await d.thanks(code, payment=pay, return_link=link)
+            pool_code, link = self.study.pool.ending("completed", code, self.pool_id)
+            await d.thanks(code, payment=pay, return_link=link, pool_code=pool_code)
             return StepResult(name, "completed", {"completion_code": code,
                                                   **({"payment": pay["total"]} if pay else {})})
         raise ValueError(f"unknown step {name!r}")
 
+    def timed_out(self, now: datetime | None = None) -> bool:
+        """A real participant registered longer ago than ``[pool] time_limit_minutes`` (checked as
+        each step begins, the last step excepted: a step under way is never cut short)."""
+        limit = self.study.pool.time_limit_minutes
+        if limit is None or self.driver.simulated or not self.started_at:
+            return False
+        try:
+            start = datetime.fromisoformat(self.started_at)
+        except ValueError:
+            return False
+        return ((now or datetime.now(timezone.utc)) - start).total_seconds() / 60 > limit
+
     async def _goodbye(self) -> None:
         bye = getattr(self.driver, "goodbye", None)
-        if bye is not None:
+        if bye is None:
+            return
+        params = inspect.signature(bye).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            code, link = self.study.pool.ending(self.outcome, None, self.pool_id)  # the pool's, for how they left
+            await bye(self.outcome, code=code, return_link=link)
+        else:
             await bye(self.outcome)
 
     async def _stored(self, i: int, questionnaire: str) -> list[dict[str, Any]]:

@@ -30,3 +30,24 @@ def scripted_study(tmp_path):
     p = tmp_path / "study.toml"
     p.write_text(example_text(**SCRIPTED_ONLY))
     return p, load_study(p)
+
+
+@pytest.fixture
+def dry_db(tmp_path):
+    """A study file (both conditions scripted) and a database with one dry-run cycle (4 simulated
+    participants, 12 games)."""
+    import asyncio
+
+    from lab.study.check import dry_run
+    from lab.study.model import load_study
+    from saves.store import Store
+
+    p = tmp_path / "study.toml"
+    p.write_text(example_text(**SCRIPTED_ONLY))
+    db = tmp_path / "s.db"
+
+    async def go():
+        async with await Store.open(db) as store:
+            assert (await dry_run(load_study(p), store))["ok"]
+    asyncio.run(go())
+    return p, db

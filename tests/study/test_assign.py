@@ -3,6 +3,7 @@ at every seat position, and with every task block; random assignment is reproduc
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from hypothesis import given, settings
@@ -75,3 +76,47 @@ def test_random_is_reproducible_and_fixed_is_the_same_for_everyone():
     assert len({tuple(g.condition for g in plan) for plan in a}) > 1
     f = _study(3, None, 1, method="fixed")
     assert len({tuple((g.condition, g.seat, g.task_id) for g in assignment(f, p)) for p in range(5)}) == 1
+
+
+def _carryover(s) -> Counter:
+    """How often condition b directly follows condition a over one cycle (practice left out)."""
+    pairs: Counter = Counter()
+    for p in range(cycle_length(s)):
+        order = [g.condition for g in assignment(s, p) if not g.practice]
+        pairs.update(zip(order, order[1:]))
+    return pairs
+
+
+def test_three_conditions_get_a_williams_design_when_the_cycle_holds_one():
+    """C = 3 with two seat positions: a cycle of 6 holds a Williams pair (6 orders), so every
+    condition follows every other equally often; with one seat position it cannot (3 orders, cyclic)."""
+    from lab.study.check import design
+
+    s = _study(3, [0, 2], 1)
+    pairs = _carryover(s)
+    assert len(pairs) == 6 and set(pairs.values()) == {2}, pairs
+    d = design(s)
+    assert d["order_design"] == "williams" and len(d["latin_square"]) == 6
+    # still balanced for position and seat (the hypothesis test above covers C up to 4)
+    seat = Counter((g.condition, g.seat) for p in range(6) for g in assignment(s, p) if not g.practice)
+    assert len(seat) == 6 and set(seat.values()) == {3}
+    odd = _study(3, [0], 1)
+    assert design(odd)["order_design"] == "cyclic"
+    assert len(_carryover(odd)) == 3  # a cyclic square: c0→c1, c1→c2, c2→c0 only
+    assert design(_study(4, None, 1))["order_design"] == "williams"
+
+
+def test_study_check_names_the_design_and_warns_about_pool_tasks_no_slot_uses(cli, tmp_path):
+    text = example_text().replace("games_per_condition = 1", "games_per_condition = 2")
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    rc, out, err = cli("study", "check", str(path))
+    assert rc == 0, err
+    assert "order design: balanced Latin square (Williams design" in out
+    assert "no slot uses" not in out  # 2 conditions x 2 games: all 4 pool tasks are played
+    path.write_text(text.replace('"seed:103"]', '"seed:103", "seed:104", "seed:105"]'))
+    rc, out, err = cli("study", "check", str(path))
+    assert rc == 0, err
+    assert "WARNING: 2 pool task(s) no slot uses:" in out, out
+    rc, out, err = cli("study", "check", str(path), "--json")
+    assert len(json.loads(out)["unused_tasks"]) == 2 and json.loads(out)["order_design"] == "williams"

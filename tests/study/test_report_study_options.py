@@ -4,31 +4,13 @@ was renamed in the study file (it refuses, or maps with ``renamed_from`` and say
 
 from __future__ import annotations
 
-import asyncio
 import csv
 
 import pytest
 
-from lab.study.check import dry_run
 from saves.store import Store
 
 from studykit import SCRIPTED_ONLY, example_text
-
-
-@pytest.fixture
-def dry_db(tmp_path):
-    """A study file and a database with one dry-run cycle (4 simulated participants, 12 games)."""
-    from lab.study.model import load_study
-
-    p = tmp_path / "study.toml"
-    p.write_text(example_text(**SCRIPTED_ONLY))
-    db = tmp_path / "s.db"
-
-    async def go():
-        async with await Store.open(db) as store:
-            assert (await dry_run(load_study(p), store))["ok"]
-    asyncio.run(go())
-    return p, db
 
 
 def renamed(p, *, mapped: bool):

@@ -45,7 +45,8 @@ async def test_status_shows_steps_stalls_and_completions(scripted_study, tmp_pat
         assert "game:0" in rows["B"]["seconds_per_step"]
         later = await study_status(study, store, now=datetime.now(timezone.utc) + timedelta(minutes=30))
         assert {r["participant"]: r["state"] for r in later["participants"]} == {"A": "completed", "B": "stalled"}
-        assert later["counts"] == {"active": 0, "stalled": 1, "completed": 1, "declined": 0, "screened_out": 0}
+        assert later["counts"] == {"active": 0, "stalled": 1, "completed": 1, "declined": 0, "screened_out": 0,
+                                   "timed_out": 0}
 
 
 def test_report_study_by_condition_and_kind(cli, scripted_study, tmp_path):

@@ -88,6 +88,29 @@ async def test_ctrl_q_at_consent_is_a_decline(tmp_path):
         assert row["state"] == "declined"
 
 
+async def test_ctrl_q_at_consent_still_shows_the_pools_code_for_a_decline(tmp_path):
+    """A pool participant who leaves at consent by ctrl+q needs the pool's code for it ([pool.declined]):
+    the goodbye screen shows it (without a code or link the app closes at once, as above)."""
+    small_study(tmp_path)
+    p = tmp_path / "study.toml"
+    p.write_text(p.read_text() + '\n[pool.declined]\ncode = "C1NOCONSENT"\n'
+                 'return_url = "https://pool.example/back?cc={code}"\n')
+    from lab.study.model import load_study
+
+    study = load_study(p)
+    async with await Store.open(tmp_path / "s.db") as store:
+        app = make_study_app(study, participant="P002", store=store, base=tmp_path, pool_id="5f3c")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, StudyTextScreen) and app.screen.consent,
+                           timeout=PATIENCE, what="the consent screen")
+            await pilot.press("ctrl+q")
+            await wait_for(pilot, lambda: isinstance(app.screen, GoodbyeScreen), timeout=PATIENCE,
+                           what="the goodbye screen")
+            await wait_painted(pilot, "C1NOCONSENT", "https://pool.example/back?cc=C1NOCONSENT", flat=True)
+            await pilot.press("enter")
+        assert app.left == "declined" and app.code == "C1NOCONSENT"
+
+
 async def test_queued_and_typed_words_survive_ctrl_q_and_the_turn_cut_short_is_timed(tmp_path):
     study = small_study(tmp_path)
     async with await Store.open(tmp_path / "s.db") as store:
