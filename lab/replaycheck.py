@@ -68,9 +68,10 @@ def _action(raw: Any) -> Any:
     raise ValueError(f"unknown action type {kind!r}")
 
 
-def _calls(events: list[dict[str, Any]], seat: int) -> list[tuple[str | None, Reply]]:
-    """Seat ``seat``'s recorded calls, in order: ``(prompt sent, reply)`` each."""
-    out: list[tuple[str | None, Reply]] = []
+def _calls(events: list[dict[str, Any]], seat: int) -> list[tuple[str | None, Reply | None]]:
+    """Seat ``seat``'s recorded calls, in order: ``(prompt sent, reply)`` each (no reply: a
+    call the game was stopped in)."""
+    out: list[tuple[str | None, Reply | None]] = []
     open_: dict[str, Any] | None = None
     inside: list[dict[str, Any]] = []
     for ev in events:
@@ -85,6 +86,8 @@ def _calls(events: list[dict[str, Any]], seat: int) -> list[tuple[str | None, Re
             open_ = None
         elif open_ is not None:
             inside.append(ev)
+    if open_ is not None:  # a stopped game's last call, never answered
+        out.append(((open_.get("data") or {}).get("prompt_sent"), None))
     return out
 
 
@@ -123,7 +126,7 @@ class Recorded:
         self._system = reg.get("system_prompt")
         self._calls = _calls(events, seat)
         self._prompts = [p for p, _ in self._calls]
-        self._replies = [r for _, r in self._calls]
+        self._replies = [r for _, r in self._calls if r is not None]
 
     async def register(self, briefing: Any) -> str | None:
         return self._system
