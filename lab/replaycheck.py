@@ -170,8 +170,7 @@ def seat_problems(trace: dict[str, Any], n: int) -> list[str]:
     cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
     out: list[str] = []
     agents = _names(trace)
-    if cfg.get("num_agents") != n:
-        out.append(f"config.num_agents records {cfg.get('num_agents')!r} but the task has {n} seats")
+    out.extend(_config_problems(trace, cfg))
     if len(agents) != n:
         out.append(f"config.agents lists {len(agents)} seats but the task has {n}")
         return out
@@ -201,6 +200,20 @@ def seat_problems(trace: dict[str, Any], n: int) -> list[str]:
             out.append(f"config names seat {seat} a person's seat, but it is recorded as {kinds[seat]!r}")
     out.extend(_label_problems(trace, n, reg))
     return out
+
+
+def _config_problems(trace: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """``config``'s description of the task against the task row (what ``end_game`` writes)."""
+    from engine.model import Task, TaskError
+
+    try:
+        task = Task.from_row(trace["task"])
+    except (TaskError, KeyError, TypeError):
+        return []
+    want = {"num_agents": task.num_agents, "seed": task.seed, "num_slots": task.num_slots,
+            "num_meetings": len(task.meetings), "task_id": task.task_id}
+    return [f"config.{k} records {cfg.get(k)!r} but the task gives {v!r}" for k, v in want.items()
+            if k in cfg and cfg.get(k) != v]
 
 
 def _who(t: tuple) -> str:

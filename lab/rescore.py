@@ -21,6 +21,8 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.verify import diff_scores  # the one diff and tolerance, shared with verification
+
 __all__ = ["RescoreRefused", "Rescored", "diff_scores", "rescore_db", "rescore_games"]
 
 
@@ -37,28 +39,6 @@ class Rescored:
     new_versions: dict[str, int] = field(default_factory=dict)
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # path -> (old, new)
     written: bool = False
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b or abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)), abs(float(b)))
-    return a == b
-
-
-def diff_scores(path: str, old: Any, new: Any, out: dict[str, tuple[Any, Any]]) -> None:
-    """Every place where ``old`` and ``new`` differ, as ``{path: (old, new)}`` (objects key
-    by key, lists of equal length element by element, anything else whole; a key only one
-    side has is ``(value, None)`` or ``(None, value)``)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        for k in list(old) + [k for k in new if k not in old]:
-            diff_scores(f"{path}.{k}", old.get(k), new.get(k), out)
-    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        for i, (a, b) in enumerate(zip(old, new)):
-            diff_scores(f"{path}[{i}]", a, b, out)
-    elif not _same(old, new):
-        out[path] = (old, new)
 
 
 def _refusal(trace: dict[str, Any]) -> str | None:
