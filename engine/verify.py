@@ -189,7 +189,7 @@ def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
         fs = trace.get("final_state")
         if isinstance(fs, dict):
             _compare_tree("final_state", fs, final, problems, skip=("calendars", "round_outcomes"))
-        problems.extend(_game_end_problems(trace, events, trace["metrics"]))
+        problems.extend(_game_end_problems(trace, events, trace["metrics"], set(fresh) | set(INFORMATIONAL)))
         recorded = trace.get("scoring")
         if problems and isinstance(recorded, dict) and recorded != scored.versions:
             problems.append(f"(scored by {_versions(recorded)}; today's scorers are {_versions(scored.versions)}: "
@@ -201,14 +201,17 @@ def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
 _FRAME = ("round", "turn", "phase", "agent_id")
 
 
-def _game_end_problems(trace: dict[str, Any], events: list[dict[str, Any]], metrics: dict[str, Any]) -> list[str]:
+def _game_end_problems(trace: dict[str, Any], events: list[dict[str, Any]], metrics: dict[str, Any],
+                       known: set[str]) -> list[str]:
     """The ``game_end`` event records the metrics the game was scored with: the trace's
     ``metrics``, or, for a figure ``calbench rescore`` changed since, the value its first
-    rescore replaced (``rescored[].changed``: events are never rewritten)."""
+    rescore replaced (``rescored[].changed``: events are never rewritten).  Keys today's
+    scorers do not compute (``known`` are those they do) are a newer writer's: not compared."""
     end = next((e for e in reversed(events) if e.get("type") == "game_end"), None)
     if end is None:
         return []
-    recorded = {k: v for k, v in (end.get("data") or {}).items() if k not in _FRAME}
+    recorded = {k: v for k, v in (end.get("data") or {}).items() if k not in _FRAME and k in known}
+    metrics = {k: v for k, v in metrics.items() if k in known}
     found: dict[str, tuple[Any, Any]] = {}
     diff_scores("metrics", recorded, metrics, found)
     first: dict[str, Any] = {}
