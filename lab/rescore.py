@@ -55,11 +55,22 @@ def _refusal(trace: dict[str, Any]) -> str | None:
     return None
 
 
-def _rescore_one(gid: str, trace: dict[str, Any]) -> tuple[Rescored, dict[str, Any] | None]:
-    """The game scored again: what changed, and the trace to write (None when nothing did)."""
+async def _rescore_one(gid: str, trace: dict[str, Any]) -> tuple[Rescored, dict[str, Any] | None]:
+    """The game scored again: what changed, and the trace to write (None when nothing did).
+
+    Its record is checked first (``lab.replaycheck.check_record``: the fold against what the
+    trace recorded, the seats, the game played again): a game whose record does not verify
+    is not scored again — new figures from an edited record would be filed as the truth."""
     from engine.verify import rescore_trace
 
+    from .replaycheck import check_record
+
     reason = _refusal(trace)
+    if reason is None:
+        problems = await check_record(trace)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            reason = f"its record does not verify: {problems[0]}{more}"
     scored = rescore_trace(trace) if reason is None else None
     if isinstance(scored, str):
         reason = scored
@@ -93,7 +104,7 @@ async def rescore_games(store: Any, game_ids: list[str] | None = None, *, dry_ru
     out: list[Rescored] = []
     todo: list[tuple[Rescored, dict[str, Any]]] = []
     for gid in dict.fromkeys(ids):
-        rec, new = _rescore_one(gid, await store.load_trace(gid))
+        rec, new = await _rescore_one(gid, await store.load_trace(gid))
         if named and rec.status == "skipped":
             raise RescoreRefused(f"game {gid[:8]} cannot be scored again: {rec.reason}")
         out.append(rec)
