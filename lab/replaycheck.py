@@ -278,8 +278,10 @@ def _first_key(a: dict[str, Any], b: dict[str, Any]) -> str:
 
 
 async def _replay(trace: dict[str, Any], task: Any, fidelity: str) -> tuple[list[dict[str, Any]], list[Any]]:
-    from engine.game import GameConfig, play_game
+    from engine.game import play_game
     from personas.registry import make_personas
+
+    from .gamespec import game_config
 
     events = [e for e in trace.get("events") or [] if isinstance(e, dict)]
     cfg = trace.get("config") or {}
@@ -291,11 +293,9 @@ async def _replay(trace: dict[str, Any], task: Any, fidelity: str) -> tuple[list
             seats.append(make_personas(str(rec._type), 1, fidelity=fidelity)[0])
         else:
             seats.append(rec)
-    config = GameConfig(max_turns_per_round=cfg.get("max_turns_per_round", 15),
-                        decision_retries=cfg.get("decision_retries", 3),
-                        channels=tuple(cfg.get("channels") or ("dm",)), seat_timeout=cfg.get("seat_timeout"),
-                        nosy_agent_ids=tuple(cfg.get("nosy_agent_ids") or ()), deterministic=True,
-                        extra=dict(cfg["extra"]) if isinstance(cfg.get("extra"), dict) else {})
+    config = game_config(max_turns=cfg.get("max_turns_per_round", 15), retries=cfg.get("decision_retries", 3),
+                         channels=tuple(cfg.get("channels") or ("dm",)), seat_timeout=cfg.get("seat_timeout"),
+                         nosy=tuple(cfg.get("nosy_agent_ids") or ()), deterministic=True)
     kept = [e for e in events if e.get("type") not in _NOT_REPLAYED]
     sink = _Until(len(kept))
     try:
