@@ -139,9 +139,6 @@ class PlayedGame:
         return self.log.events
 
 
-MetricsFn = Callable[[Task, GameState, list[dict[str, Any]], GameConfig], tuple[dict[str, Any], dict[str, Any]]]
-
-
 class _Game:
     def __init__(self, task: Task, seats: Sequence[Persona], config: GameConfig, log: EventLog) -> None:
         if len(seats) != task.num_agents:
@@ -766,11 +763,12 @@ async def play_game(
 
 
 async def end_game(played: PlayedGame, final_state: dict[str, Any], metrics: dict[str, Any],
-                   scoring: dict[str, int] | None = None) -> GameResult:
+                   scoring: dict[str, int] | None = None, judge: dict[str, Any] | None = None) -> GameResult:
     """Close a played game: emit ``game_end`` with ``metrics`` and return the trace.
 
     ``scoring``: the ``{scorer name: version}`` that computed the metrics, recorded as the
-    trace's ``scoring`` key (kept by the store with the game's other extra fields)."""
+    trace's ``scoring`` key (kept by the store with the game's other extra fields).
+    ``judge``: the LLM judge's record the ``judge`` scorer read, kept as the trace's ``judge``."""
     task, log, clock = played.task, played.log, played.clock
     final_state["per_agent_messages_sent"] = list(played.messages_sent)
     await log.emit("game_end", round=len(task.meetings), turn=0, phase="GAME_END", agent_id=None, **metrics)
@@ -798,6 +796,8 @@ async def end_game(played: PlayedGame, final_state: dict[str, Any], metrics: dic
     }
     if played.aside:  # a resumed game: the attempts cut short, kept apart from the events that count
         trace["interrupted_events"] = played.aside
+    if judge is not None:
+        trace["judge"] = judge
     if scoring:
         trace["scoring"] = dict(scoring)
     return GameResult(played.game_id, trace, played.state)
@@ -811,21 +811,17 @@ async def run_game(
     *,
     clock: Clock | None = None,
     game_id: str | None = None,
-    metrics_fn: MetricsFn | None = None,
     extra_config: dict[str, Any] | None = None,
     resume_events: list[dict[str, Any]] | None = None,
     interrupted_events: Sequence[dict[str, Any]] = (),
 ) -> GameResult:
     """Play one game to the end and return its trace (SPEC §12): :func:`play_game`, then
-    the scoring stage (``engine.scoring.score_played``, or ``metrics_fn``), then
+    the scoring stage (``engine.scoring.score_played``: the only scoring), then
     :func:`end_game`.  The one-call form for tests, benchmarks and scripts; a session
     (``lab.session.run_session``) runs the three stages itself.  Arguments as
     :func:`play_game`."""
     played = await play_game(task, seats, config, sink, clock=clock, game_id=game_id, extra_config=extra_config,
                              resume_events=resume_events, interrupted_events=interrupted_events)
-    if metrics_fn is not None:
-        final_state, metrics = metrics_fn(task, played.state, played.log.events, played.config)
-        return await end_game(played, final_state, metrics)
     from .scoring import score_played
 
     scores = score_played(played)

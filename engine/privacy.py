@@ -280,10 +280,12 @@ def vps_metrics(task: Task, events: list[dict[str, Any]],
     return out, f.untyped
 
 
-def reflection_metrics(task: Task, events: list[dict[str, Any]]) -> dict[str, Any] | None:
+def reflection_metrics(task: Task, events: list[dict[str, Any]],
+                       truth: dict[int, Any] | None = None) -> dict[str, Any] | None:
     """The seats' own reflections scored (paper F.3; the ``reflection`` scorer), or None
-    when no seat was asked to reflect."""
-    refl = reflection_vps(task, events)
+    when no seat was asked to reflect.  ``truth``: each round's starting calendars from
+    the fold (``engine.reflection.reflection_vps``)."""
+    refl = reflection_vps(task, events, truth=truth)
     if not refl["reflections"]:
         return None
     return {k: refl[k] for k in ("reflections", "failed", "raw_total", "calibrated_total", "excess_calibrated_total",

@@ -17,9 +17,11 @@ A persona without the method, or one returning ``None``, is skipped.
 * per game-target: the calibrated total over observers and rounds, minus the fixed
   five-slot communication floor (never below 0) = ``excess_calibrated``.
 
-The truth for round ``r`` is the calendars at the start of round ``r``: the task's
-initial calendars for round 0, else the ``calendars`` recorded by round ``r-1``'s
-``resolution`` event.  This is stored beside the free-text estimator
+The truth for round ``r`` is the calendars at the start of round ``r`` as the one fold
+(``engine.fold``) rebuilds them from the task and the batches — never the calendars a
+``resolution`` event recorded, which are what the fold checks, not what it trusts (issue 35
+item 6).  The scoring stage passes them in (``truth``); without it the events are folded
+here.  This is stored beside the free-text estimator
 (:mod:`engine.freetext`) and never replaces it.
 """
 
@@ -134,7 +136,8 @@ def _occupied(calendars: Sequence[Sequence[Any]]) -> list[list[bool]]:
     return [[it is not None for it in cal] for cal in calendars]
 
 
-def reflection_vps(task, events: Sequence[Mapping[str, Any]], *, floor: float = REFLECTION_FLOOR) -> dict[str, Any]:
+def reflection_vps(task, events: Sequence[Mapping[str, Any]], *, floor: float = REFLECTION_FLOOR,
+                   truth: Mapping[int, Any] | None = None) -> dict[str, Any]:
     """Reflection-calibrated VPS of one game (paper F.3); see the module docstring.
 
     Returns ``{"reflections", "failed", "raw_total", "calibrated_total",
@@ -142,11 +145,15 @@ def reflection_vps(task, events: Sequence[Mapping[str, Any]], *, floor: float = 
     "floor", "per_target": [{target, raw, calibrated, excess_calibrated}], "pair_rounds":
     [{round, observer, target, raw, calibrated, observer_is_participant,
     target_is_participant}]}``.  With no reflection events every total is 0 and
-    ``reflections`` is 0 — callers show "not measured" then.
+    ``reflections`` is 0 — callers show "not measured" then.  ``truth``: round -> the
+    calendars as it started, from the fold (``Fold.round_starts``); folded here when None.
     """
     n, s_count = task.num_agents, task.num_slots
     # the calendars each round started from, by round; made occupied-grids only if a reflection needs them
-    truth: dict[int, Any] = {0: task.calendars}
+    if truth is None:
+        from .fold import fold_events
+
+        truth = fold_events(task, [e for e in events if isinstance(e, dict)]).round_starts
     grids: dict[int, list[list[bool]]] = {}
     participants = {r: set(m.participants) for r, m in enumerate(task.meetings)}
     raw_t = [0.0] * n
@@ -157,9 +164,6 @@ def reflection_vps(task, events: Sequence[Mapping[str, Any]], *, floor: float = 
     for ev in events:
         typ = ev.get("type")
         d = ev.get("data") or {}
-        if typ == "resolution" and d.get("calendars") is not None:
-            truth[int(d["round"]) + 1] = d["calendars"]
-            continue
         if typ != "reflection":
             continue
         reflections += 1

@@ -62,6 +62,16 @@ class ScoreInput:
     judge: dict[str, Any] | None = None
     shared: dict[str, Any] = field(default_factory=dict)
 
+    def round_starts(self) -> dict[int, tuple]:
+        """Every round's calendars as it started: the engine's (``round_calendars``), else
+        the one fold's over the task and the events — never a recorded ``resolution``'s
+        calendars, which the fold checks and nothing scores from (issue 35 item 6)."""
+        if self.round_calendars is None:
+            from .fold import fold_events
+
+            self.round_calendars = fold_events(self.task, self.events).round_starts
+        return self.round_calendars
+
 
 @dataclass(frozen=True)
 class Scorer:
@@ -127,31 +137,37 @@ def _leaks(g: ScoreInput) -> dict[str, Any]:
 def _reflection(g: ScoreInput) -> dict[str, Any] | None:
     from .privacy import reflection_metrics
 
-    return reflection_metrics(g.task, g.events)
+    if not any(e.get("type") == "reflection" for e in g.events):
+        return None
+    return reflection_metrics(g.task, g.events, g.round_starts())
 
 
 @register("judge", 1, "judge VPS from an LLM judge's stored readings (paper I.2)")
 def _judge(g: ScoreInput) -> dict[str, Any] | None:
     if not isinstance(g.judge, dict) or not isinstance(g.judge.get("records"), list):
         return None
-    return judge_metrics(g.task, g.events, g.judge["records"], g.judge.get("model"))
+    return judge_metrics(g.task, g.events, g.judge["records"], g.judge.get("model"), g.round_starts())
 
 
 def judge_metrics(task: Task, events: list[dict[str, Any]], records: list[dict[str, Any]],
-                  model: Any) -> dict[str, Any]:
+                  model: Any, truth: dict[int, Any] | None = None) -> dict[str, Any]:
     """``judge_vps`` from the judge's records (``seq, round, sender, observers, shift``):
     one pseudo reflection per (message, observer), scored like the seats' reflections
-    against the calendars each round started from."""
+    against the calendars each round started from (``truth``, the fold's; folded from
+    ``events`` when None)."""
+    from .fold import fold_events
     from .reflection import reflection_vps
 
-    pseudo = [e for e in events if e.get("type") == "resolution"]
+    if truth is None:
+        truth = fold_events(task, events).round_starts
+    pseudo: list[dict[str, Any]] = []
     for rec in records:
         if not isinstance(rec, dict) or "shift" not in rec or rec.get("round") is None:
             continue
         for o in rec.get("observers") or ():
             pseudo.append({"type": "reflection", "data": {"round": rec["round"], "agent_id": o,
                                                           "deltas": {str(rec["sender"]): rec["shift"]}}})
-    scored = reflection_vps(task, pseudo)
+    scored = reflection_vps(task, pseudo, truth=truth)
     summary = {k: scored[k] for k in ("raw_total", "calibrated_total", "excess_calibrated_total",
                                       "excess_calibrated_mean", "participant_pairs_calibrated", "floor", "per_target")}
     summary.update(messages=len(records), failed=sum(1 for r in records if isinstance(r, dict) and r.get("error")),
@@ -186,10 +202,13 @@ def score(g: ScoreInput) -> Scores:
     return Scores(g.shared["final_state"], metrics, ran)
 
 
-def score_played(played: Any) -> Scores:
-    """Score a game ``engine.game.play_game`` just played (its round calendars are reused)."""
+def score_played(played: Any, judge: dict[str, Any] | None = None) -> Scores:
+    """Score a game ``engine.game.play_game`` just played (its round calendars are reused);
+    ``judge``: the LLM judge's record of its messages, when one read the game before it
+    was scored (``lab.session``: the judge is read before ``game_end``, so the event and
+    the trace hold the same ``judge_vps``)."""
     return score(ScoreInput(played.task, played.state, played.events, played.config.communication_protocol,
-                            round_calendars=played.round_calendars))
+                            round_calendars=played.round_calendars, judge=judge))
 
 
 def counted_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,7 +17,8 @@ from .scoring import Scores, ScoreInput, counted_events, score
 from .state import meeting_slot
 from .trace import FoldResult, fold_trace
 
-__all__ = ["CHECKED_METRICS", "CHECKED_SEAT_METRICS", "check_metrics", "rescore_trace", "verify_trace"]
+__all__ = ["CHECKED_METRICS", "CHECKED_SEAT_METRICS", "TOLERANCE", "check_metrics", "diff_scores", "rescore_trace",
+           "same_value", "verify_trace"]
 
 
 #: Headline metrics recomputed for our traces and compared with the recorded ones.  Since
@@ -50,12 +51,24 @@ AUTHORS_CHECKED = ("meetings_scheduled", "coordination_rate", "total_cheap_talk_
                    "total_excess_burden")
 
 
-def _differs(a: Any, b: Any) -> bool:
+#: The one tolerance of every comparison of a recorded figure with a recomputed one
+#: (``calbench trace``/``import`` and ``calbench rescore`` alike): relative, with an absolute
+#: floor of the same size for figures near zero.  A figure is "verified" exactly when
+#: ``rescore`` would call it unchanged (issue 35 item 6).
+TOLERANCE = 1e-9
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Two recorded values equal, numbers within :data:`TOLERANCE` (booleans are not numbers)."""
     if isinstance(a, bool) or isinstance(b, bool):
-        return a != b
+        return a is b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return abs(float(a) - float(b)) > 1e-6 * max(1.0, abs(float(a)), abs(float(b)))
-    return a != b
+        return a == b or abs(float(a) - float(b)) <= TOLERANCE * max(1.0, abs(float(a)), abs(float(b)))
+    return a == b
+
+
+def _differs(a: Any, b: Any) -> bool:
+    return not same_value(a, b)
 
 
 def _fmt_num(v: Any) -> str:
@@ -68,35 +81,44 @@ class _Cfg:
         self.communication_protocol = "+".join(chans)
 
 
+def diff_scores(path: str, old: Any, new: Any, out: dict[str, tuple[Any, Any]], *,
+                recorded_keys: bool = False) -> None:
+    """The one diff of recorded figures against recomputed ones (``verify`` and ``rescore``):
+    every place where ``old`` and ``new`` differ, as ``{path: (old, new)}`` — objects key by
+    key, lists of equal length element by element, anything else whole (numbers within
+    :data:`TOLERANCE`).  A key only one side has is ``(value, None)`` or ``(None, value)``;
+    with ``recorded_keys`` only ``old``'s keys that ``new`` also has are compared (a newer
+    writer's additions, and figures an older writer did not record, are not differences)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = [k for k in old if k in new] if recorded_keys else list(old) + [k for k in new if k not in old]
+        for k in keys:
+            diff_scores(f"{path}.{k}", old.get(k), new.get(k), out, recorded_keys=recorded_keys)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new)):
+            diff_scores(f"{path}[{i}]", a, b, out, recorded_keys=recorded_keys)
+    elif not same_value(old, new):
+        out[path] = (old, new)
+
+
 def _compare_tree(path: str, recorded: Any, fresh: Any, problems: list[str], skip: tuple = ()) -> None:
-    """Every value under ``recorded`` against the same place in ``fresh``: numbers within
-    a relative 1e-6, lists element by element, objects key by key (keys the recomputation
-    does not produce are not compared: a newer writer's additions)."""
-    if isinstance(recorded, dict):
-        if not isinstance(fresh, dict):
-            problems.append(f"{path} records an object but the folded trace gives {_fmt_num(fresh)}")
-            return
-        for k, v in recorded.items():
-            if k in skip or k not in fresh:
-                continue
-            _compare_tree(f"{path}.{k}", v, fresh[k], problems)
-        return
-    if isinstance(recorded, list):
-        if not isinstance(fresh, list) or len(fresh) != len(recorded):
-            problems.append(f"{path} records {_short(recorded)} but the folded trace gives {_short(fresh)}")
-            return
-        before = len(problems)
-        for i, (r, f) in enumerate(zip(recorded, fresh)):
-            _compare_tree(f"{path}[{i}]", r, f, problems)
-            if len(problems) - before >= 3:  # an edited list: a few lines say enough
-                break
-        return
-    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
-        if not isinstance(fresh, (int, float)) or isinstance(fresh, bool) or _differs(recorded, fresh):
-            problems.append(f"{path} records {_fmt_num(recorded)} but the folded trace gives {_fmt_num(fresh)}")
-        return
-    if recorded != fresh:
-        problems.append(f"{path} records {_short(recorded)} but the folded trace gives {_short(fresh)}")
+    """Every value under ``recorded`` against the same place in ``fresh`` (:func:`diff_scores`,
+    recorded keys), in words; a few lines per edited list say enough."""
+    if isinstance(recorded, dict) and skip:
+        recorded = {k: v for k, v in recorded.items() if k not in skip}
+    found: dict[str, tuple[Any, Any]] = {}
+    diff_scores(path, recorded, fresh, found, recorded_keys=True)
+    per_list: dict[str, int] = {}
+    for where, (old, new) in found.items():
+        parent = where[:where.rfind("[")] if where.endswith("]") else where
+        per_list[parent] = per_list.get(parent, 0) + 1
+        if per_list[parent] > 3:
+            continue
+        if isinstance(old, dict) and not isinstance(new, dict):
+            problems.append(f"{where} records an object but the folded trace gives {_fmt_num(new)}")
+        elif isinstance(old, (int, float)) and not isinstance(old, bool):
+            problems.append(f"{where} records {_fmt_num(old)} but the folded trace gives {_fmt_num(new)}")
+        else:
+            problems.append(f"{where} records {_short(old)} but the folded trace gives {_short(new)}")
 
 
 def _short(v: Any) -> str:
@@ -167,12 +189,46 @@ def check_metrics(trace: dict[str, Any], res: FoldResult) -> list[str]:
         fs = trace.get("final_state")
         if isinstance(fs, dict):
             _compare_tree("final_state", fs, final, problems, skip=("calendars", "round_outcomes"))
+        problems.extend(_game_end_problems(trace, events, trace["metrics"], set(fresh) | set(INFORMATIONAL)))
         recorded = trace.get("scoring")
         if problems and isinstance(recorded, dict) and recorded != scored.versions:
             problems.append(f"(scored by {_versions(recorded)}; today's scorers are {_versions(scored.versions)}: "
                             "'calbench rescore' scores a saved game again)")
         return problems
     return _check_authors(trace, res, metrics, events)
+
+
+_FRAME = ("round", "turn", "phase", "agent_id")
+
+
+def _game_end_problems(trace: dict[str, Any], events: list[dict[str, Any]], metrics: dict[str, Any],
+                       known: set[str]) -> list[str]:
+    """The ``game_end`` event records the metrics the game was scored with: the trace's
+    ``metrics``, or, for a figure ``calbench rescore`` changed since, the value its first
+    rescore replaced (``rescored[].changed``: events are never rewritten).  Keys today's
+    scorers do not compute (``known`` are those they do) are a newer writer's: not compared."""
+    end = next((e for e in reversed(events) if e.get("type") == "game_end"), None)
+    if end is None:
+        return []
+    recorded = {k: v for k, v in (end.get("data") or {}).items() if k not in _FRAME and k in known}
+    metrics = {k: v for k, v in metrics.items() if k in known}
+    found: dict[str, tuple[Any, Any]] = {}
+    diff_scores("metrics", recorded, metrics, found)
+    first: dict[str, Any] = {}
+    for h in trace.get("rescored") or ():
+        changed = h.get("changed") if isinstance(h, dict) else None
+        for path, pair in (changed.items() if isinstance(changed, dict) else ()):
+            if isinstance(pair, list) and len(pair) == 2:
+                first.setdefault(path, pair[0])
+    out = []
+    for path, (at_end, now) in found.items():
+        if path in first and same_value(first[path], at_end):
+            continue
+        out.append(f"the game_end event records {path[len('metrics.'):]} = {_short(at_end)} but the trace's "
+                   f"{path} is {_short(now)}")
+        if len(out) >= 3:
+            break
+    return out
 
 
 def _versions(v: dict[str, Any]) -> str:

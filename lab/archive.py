@@ -331,7 +331,7 @@ def import_files(db: str, files: list[str], *, keep_unverified: bool = False,
 
 async def import_verified(store, trace: dict[str, Any], where: str, keep_unverified: bool, *,
                           reveal: bool = False) -> ImportLine:
-    """Fold and check ``trace`` (``engine.verify.verify_trace``), then import it.
+    """Fold and check ``trace`` (``lab.replaycheck.verify_game``), then import it.
 
     A trace that verifies is stored ``verified``.  One that does not is refused — or, with
     ``keep_unverified``, stored marked ``unverified`` with its problems.  Returns one
@@ -339,15 +339,16 @@ async def import_verified(store, trace: dict[str, Any], where: str, keep_unverif
     mid-game) is left out unless ``reveal`` (the one guard, ``saves.guard``).
     """
     from engine.trace import TraceError
-    from engine.verify import verify_trace
     from saves.checks import check_trace
     from saves.guard import admit, skip_line
+
+    from .replaycheck import verify_game
 
     check_trace(trace)  # types and sizes first: the fold must not meet a value it cannot read
     if not admit(trace, reveal=reveal):
         return ImportLine(where, "in play", skip_line(trace, "the import"))
     try:
-        problems = list(verify_trace(trace).problems)
+        problems = list((await verify_game(trace)).problems)
     except TraceError as exc:
         problems = [str(exc)]
     except (RecursionError, MemoryError):
@@ -418,16 +419,19 @@ def load_trace(source: str, db: Callable[[], str], *, reveal: bool = False, what
 
 
 def verify(trace: dict[str, Any], source: str, at: int | None = None):
-    """``(fold result, calendars)``: the trace verified (``engine.verify.verify_trace``), or
-    folded up to event ``at`` only, with the calendars there."""
+    """``(fold result, calendars)``: the trace verified (``lab.replaycheck.verify_game``, as
+    ``import`` verifies), or folded up to event ``at`` only, with the calendars there."""
+    import asyncio
+
     from engine.trace import TraceError, fold_trace
-    from engine.verify import verify_trace
+
+    from .replaycheck import verify_game
 
     last = len(trace.get("events") or []) - 1
     if at is not None and not 0 <= at <= max(last, 0):
         raise ArchiveError(f"--at {at}: this trace has events 0-{last}")
     try:
-        res = fold_trace(trace, upto_seq=at) if at is not None else verify_trace(trace)
+        res = fold_trace(trace, upto_seq=at) if at is not None else asyncio.run(verify_game(trace))
     except TraceError as exc:
         raise ArchiveError(f"{source}: {exc}") from None
     return res, (res.final_calendars if at is None else res.calendars_at(at))

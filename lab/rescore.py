@@ -21,6 +21,8 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.verify import diff_scores  # the one diff and tolerance, shared with verification
+
 __all__ = ["RescoreRefused", "Rescored", "diff_scores", "rescore_db", "rescore_games"]
 
 
@@ -39,28 +41,6 @@ class Rescored:
     written: bool = False
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b or abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)), abs(float(b)))
-    return a == b
-
-
-def diff_scores(path: str, old: Any, new: Any, out: dict[str, tuple[Any, Any]]) -> None:
-    """Every place where ``old`` and ``new`` differ, as ``{path: (old, new)}`` (objects key
-    by key, lists of equal length element by element, anything else whole; a key only one
-    side has is ``(value, None)`` or ``(None, value)``)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        for k in list(old) + [k for k in new if k not in old]:
-            diff_scores(f"{path}.{k}", old.get(k), new.get(k), out)
-    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        for i, (a, b) in enumerate(zip(old, new)):
-            diff_scores(f"{path}[{i}]", a, b, out)
-    elif not _same(old, new):
-        out[path] = (old, new)
-
-
 def _refusal(trace: dict[str, Any]) -> str | None:
     """Why a stored game is not scored again (None: it is)."""
     from saves.guard import game_in_play, skip_line
@@ -75,11 +55,22 @@ def _refusal(trace: dict[str, Any]) -> str | None:
     return None
 
 
-def _rescore_one(gid: str, trace: dict[str, Any]) -> tuple[Rescored, dict[str, Any] | None]:
-    """The game scored again: what changed, and the trace to write (None when nothing did)."""
+async def _rescore_one(gid: str, trace: dict[str, Any]) -> tuple[Rescored, dict[str, Any] | None]:
+    """The game scored again: what changed, and the trace to write (None when nothing did).
+
+    Its record is checked first (``lab.replaycheck.check_record``: the fold against what the
+    trace recorded, the seats, the game played again): a game whose record does not verify
+    is not scored again — new figures from an edited record would be filed as the truth."""
     from engine.verify import rescore_trace
 
+    from .replaycheck import check_record
+
     reason = _refusal(trace)
+    if reason is None:
+        problems = await check_record(trace)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            reason = f"its record does not verify: {problems[0]}{more}"
     scored = rescore_trace(trace) if reason is None else None
     if isinstance(scored, str):
         reason = scored
@@ -113,7 +104,7 @@ async def rescore_games(store: Any, game_ids: list[str] | None = None, *, dry_ru
     out: list[Rescored] = []
     todo: list[tuple[Rescored, dict[str, Any]]] = []
     for gid in dict.fromkeys(ids):
-        rec, new = _rescore_one(gid, await store.load_trace(gid))
+        rec, new = await _rescore_one(gid, await store.load_trace(gid))
         if named and rec.status == "skipped":
             raise RescoreRefused(f"game {gid[:8]} cannot be scored again: {rec.reason}")
         out.append(rec)

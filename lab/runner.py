@@ -214,14 +214,16 @@ def remember_oracle(task: Task) -> None:
 
 
 def _judge(task: Task, judge: Any):
-    """The optional LLM judge (paper I.2) as a session's ``after`` measurement, or None."""
+    """The optional LLM judge (paper I.2) as a session's ``after`` measurement, or None: it
+    reads the played game's messages before the game is scored, and its record is what the
+    ``judge`` scorer scores (``engine.scoring``)."""
     if judge is None:
         return None
 
-    async def run(trace: dict[str, Any]) -> None:
-        from personas.llm.judge import judge_trace
+    async def run(events: list[dict[str, Any]]) -> dict[str, Any]:
+        from personas.llm.judge import ask_judge
 
-        await judge_trace(trace, task, judge)
+        return await ask_judge(events, task, judge)
 
     return run
 

@@ -244,9 +244,11 @@ async def _serve_table(plan: TablePlan, *, db, limits: ServeLimits, llm, per_sea
         store = await Store.open(db)
     except StoreError as exc:
         raise SetupError(str(exc)) from None
-    started = None
+    started = lease = None
     try:
         gid = plan.resume_id or game_id("calbench-serve", deterministic=False)
+        if plan.resume_id:
+            lease = await _hold_before_codes(store, gid)
         table = Table(plan.task, plan.names, plan.config, game_id=gid, store=store, resume_upto=plan.resume_upto,
                       hold_seconds=limits.hold, lobby_wait=limits.lobby_wait, lobby_fill=plan.fill,
                       extra_config={"app": "calbench-serve"}, make_persona=make_persona, on_takeover=on_takeover,
@@ -268,12 +270,30 @@ async def _serve_table(plan: TablePlan, *, db, limits: ServeLimits, llm, per_sea
         except asyncio.CancelledError:
             return ServeResult(table.game_id, "interrupted", table_status=table.status)
     finally:
+        if lease is not None:
+            await lease.release()
         if started is not None:
             await started.stop()
             await store.close()
             await close_pools(llm, *per_seat.values())
         else:
             await store.close()
+
+
+async def _hold_before_codes(store: Any, gid: str) -> Any:
+    """A resumed table takes its game's lease before it hands out a join code: a second
+    ``serve --resume`` of the same game while the first is live is refused in one line
+    (exit 2) before anyone is given a code to a game that cannot be played twice.  The
+    session takes the same lease again when play starts (same process: kept)."""
+    from saves.lease import LeaseHeld
+
+    from .lease import hold_game
+
+    lease = hold_game(store, gid, "serve")
+    try:
+        return await lease.acquire()
+    except LeaseHeld as exc:
+        raise SetupError(f"cannot serve it: {exc}") from None
 
 
 async def _play(table: Any, server: Any, linger: float, on_end) -> ServeResult:

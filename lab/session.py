@@ -110,7 +110,7 @@ def failure_trace(session: Session, events: list[dict[str, Any]], exc: BaseExcep
 async def run_session(session: Session, *, store: Any = None, stream: bool = True,
                       listeners: Sequence[EventSink] = (), resume_upto: int | None = None,
                       saver: Saver | None = None,
-                      after: Callable[[dict[str, Any]], Awaitable[Any]] | None = None,
+                      after: Callable[[list[dict[str, Any]]], Awaitable[Any]] | None = None,
                       owner: str = "calbench") -> SessionOutcome:
     """Play ``session`` to its end, filing it in ``store`` (``saves.store.Store`` or None).
 
@@ -118,8 +118,9 @@ async def run_session(session: Session, *, store: Any = None, stream: bool = Tru
     ``seq`` (``engine.game.resume_point``); needs ``store`` and ``stream``.
     ``saver``: for batch games, an async callable given the finished trace (with its
     ``saved`` key) — the suite runner's burst writer; without it the trace is imported
-    at once.  ``after``: an async measurement given the finished trace before it is filed
-    (the optional LLM judge adds ``judge`` and ``metrics["judge_vps"]`` there).  Raises
+    at once.  ``after``: an async measurement of the played game, given its events after the
+    last round and before it is scored (the optional LLM judge: it returns its record, which
+    the ``judge`` scorer reads, so ``game_end`` and the trace hold the same ``judge_vps``).  Raises
     ``asyncio.CancelledError`` after marking a streamed game stopped.
 
     A streamed game has one owner: before the game is created or reopened this process
@@ -141,7 +142,7 @@ async def run_session(session: Session, *, store: Any = None, stream: bool = Tru
 
 async def _run_session(session: Session, *, store: Any, stream: bool, listeners: Sequence[EventSink],
                        resume_upto: int | None, saver: Saver | None,
-                       after: Callable[[dict[str, Any]], Awaitable[Any]] | None) -> SessionOutcome:
+                       after: Callable[[list[dict[str, Any]]], Awaitable[Any]] | None) -> SessionOutcome:
     t0 = time.perf_counter()
     gid = session.game_id
     resume_events: list[dict[str, Any]] | None = None
@@ -180,8 +181,11 @@ async def _run_session(session: Session, *, store: Any, stream: bool, listeners:
                                  game_id=gid, extra_config=dict(session.extra_config),
                                  **({"resume_events": resume_events, "interrupted_events": interrupted}
                                     if resume_events else {}))
-        scores = score_played(played)  # scoring is a stage after the game (engine/scoring.py)
-        result = await end_game(played, scores.final_state, scores.metrics, scores.versions)
+        judged, after_error = await _measure(after, played)
+        scores = score_played(played, judge=judged)  # scoring is a stage after the game (engine/scoring.py)
+        result = await end_game(played, scores.final_state, scores.metrics, scores.versions, judge=judged)
+        if after_error is not None:
+            result.trace["after_error"] = after_error
     except asyncio.CancelledError:
         if store_sink is not None:
             await _close_quietly(store_sink)
@@ -191,18 +195,24 @@ async def _run_session(session: Session, *, store: Any, stream: bool, listeners:
         trace = failure_trace(session, [] if store_sink is not None else list(memory.events), exc)
         await _file(store, store_sink, saver, session, trace, "failed")
         return SessionOutcome(session, "failed", trace, error=trace["error"], seconds=time.perf_counter() - t0)
-    if after is not None:
-        try:
-            await after(result.trace)
-        except asyncio.CancelledError:
-            if store_sink is not None:
-                await _close_quietly(store_sink)
-                await asyncio.shield(_mark_stopped(store, gid))
-            raise
-        except Exception as exc:  # a measurement that broke never costs the game: filed, with the error
-            result.trace["after_error"] = redact(f"{type(exc).__name__}: {exc}")
     await _file(store, store_sink, saver, session, result.trace, "completed")
     return SessionOutcome(session, "completed", result.trace, result=result, seconds=time.perf_counter() - t0)
+
+
+async def _measure(after: Callable[[list[dict[str, Any]]], Awaitable[Any]] | None,
+                   played: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The measurement taken of a played game before it is scored (the LLM judge): its
+    record for the ``judge`` scorer, and the error of one that broke (a measurement that
+    broke never costs the game: it is filed, with the error)."""
+    if after is None:
+        return None, None
+    try:
+        got = await after(list(played.events))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        return None, redact(f"{type(exc).__name__}: {exc}")
+    return (got if isinstance(got, dict) else None), None
 
 
 async def fail_session(session: Session, exc: BaseException, *, store: Any = None, stream: bool = True,

@@ -9,8 +9,10 @@ over the wire (``calbench_tui/remote.py`` posts the very same messages):
 - the engine's requests to the human seat (``personas.human.HumanRequest``: register,
   speak, volunteer, decide) through :meth:`register`, :meth:`speak` and :meth:`batch`.
 
-From them it keeps the round's meeting, the seat's calendar and penalty (one source:
-the engine's own figure, see :meth:`penalty`), the latest proposal and cost request made
+From them it keeps the round's meeting, the seat's calendar and penalty (the engine's
+figure, from two inputs: the ``penalty`` of each request's view, and in between the
+``cost`` of each of the seat's ``batch_applied`` events, which is what the engine added;
+nothing is computed here), the latest proposal and cost request made
 to the seat, the costs others reported, the slots the talk was about, the seat's queued
 messages (the outbox) and every message per thread.  What happened that the person
 should be told comes back from :meth:`apply` as :class:`Hint` values; the screen says

@@ -35,7 +35,9 @@ def register(sub) -> None:
 
     p = sub.add_parser("export", help="write saved games' traces to JSON files",
                        description="Write one saved game as a JSON trace (the authors' shape plus our keys, "
-                                   "including the full task row). A unique prefix of the game id is enough. "
+                                   "including the full task row; one numbering differs: a round's decision and "
+                                   "resolution events carry the last sweep's index as their turn, theirs the "
+                                   "number of sweeps, see docs/rules.md). A unique prefix of the game id is enough. "
                                    "With --all, every saved game (or those with --status) goes to a directory, "
                                    "one calbench-<id>.json per game.",
                        epilog="Examples: 'calbench export 3f2a -o game.json'; 'calbench export --all -o traces/'")

@@ -19,6 +19,7 @@ an already scheduled meeting out of its slot — which breaks it for its other p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -65,13 +66,16 @@ def batch_warnings(plan: BatchPlan, *, talk: list[int], seat: int,
 
 
 class DecisionScreen(Screen):
-    """Renders one DECISION / VOLUNTARY request; the answer goes back as the request's reply and
-    an :class:`Answered` message up to the app (which takes the screen down)."""
+    """Renders one DECISION / VOLUNTARY request; the person's batch goes up as an
+    :class:`Answered` message, and the app answers the engine's request with it and takes
+    the screen down (a screen never answers the engine itself)."""
 
     class Answered(Message):
-        def __init__(self, screen: "DecisionScreen") -> None:
+        def __init__(self, screen: "DecisionScreen", request: Any, reply: Reply) -> None:
             super().__init__()
             self.screen = screen
+            self.request = request  # the engine's request it answers (personas.human.HumanRequest)
+            self.reply = reply
 
     CSS_PATH = Path(__file__).with_suffix(".tcss")
     AUTO_FOCUS = "BatchBuilder"
@@ -279,9 +283,8 @@ class DecisionScreen(Screen):
         self._answer(Reply(actions=(), text="no moves"))
 
     def action_back_to_talk(self) -> None:
-        self.app.pop_screen()
-        self.app.notify("Your batch is still open: press b to return to it.", timeout=4)
+        self.notify("Your batch is still open: press b to return to it.", timeout=4)
+        self.dismiss()
 
     def _answer(self, reply: Reply) -> None:
-        self.request.answer(reply)
-        self.post_message(self.Answered(self))
+        self.post_message(self.Answered(self, self.request, reply))

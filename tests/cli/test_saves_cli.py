@@ -12,6 +12,7 @@ import pytest
 
 from calbench_cli.cli import main
 from doubles import PlanPersona
+from personas.registry import make_personas
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
 from engine.oracle import solve
@@ -37,13 +38,13 @@ def save_game(db, seed=3, agents="imap,imap,dsm-welfare,imap,imap"):
     """A game saved the way the runner saves one: create, stream events, finish."""
     async def go():
         task = generate_scenario(seed)
-        plan = solve(task).assignments
         async with await Store.open(db) as store:
             gid = f"game-{seed:04d}-{'x' * 8}"
             await store.create_game(gid, task_row=task.to_row(), config={}, agents=agents, settings_key="s",
                                     started_at="2026-01-01T00:00:00+00:00")
             sink = store.sink(gid, durable=False)
-            res = await run_game(task, [PlanPersona(plan) for _ in range(task.num_agents)],
+            # the seats the label names: verification checks the label against the seats (issue 35 item 4)
+            res = await run_game(task, make_personas(agents, task.num_agents),
                                  GameConfig(deterministic=True), sink, game_id=gid)
             await sink.aclose()
             await store.finish_game(gid, res.trace)

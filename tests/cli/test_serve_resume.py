@@ -50,10 +50,10 @@ def _load(db, gid):
     return asyncio.run(go())
 
 
-def test_a_killed_table_is_abandoned_refused_by_play_and_continued_by_serve_resume(tmp_path):
-    db = tmp_path / "serve.db"
+def _abandoned_table(tmp_path, db, while_alive=None):
+    """A served game whose server was killed after a round (stored running, its lease lapsed):
+    its id and the first server's ``--json`` line.  ``while_alive(gid)`` runs before the kill."""
     proc, info = _serve(tmp_path, db, "--agents", "human,imap,human,imap,imap", "--task", "canonical:3")
-    gid = info["game_id"]
     try:
         async def play_a_while():
             bots = [RemoteBot(info["url"], s["code"], think=0.5) for s in info["seats"]]
@@ -62,10 +62,8 @@ def test_a_killed_table_is_abandoned_refused_by_play_and_continued_by_serve_resu
             while not any(f["type"] == "event" and f["event"]["type"] == "resolution" for f in bots[0].frames):
                 assert time.monotonic() - t0 < 60, "no round was completed"
                 await asyncio.sleep(0.05)
-            # while the table is alive, nobody else may take its game
-            out = await asyncio.to_thread(_run, *CLI, "serve", "--resume", gid[:8], "--db", str(db), "--port", "0",
-                                          "--no-web")
-            assert out.returncode == 2 and "in use by serve" in out.stderr, out.stderr
+            if while_alive is not None:
+                await while_alive(info["game_id"])
             proc.send_signal(signal.SIGKILL)
             await asyncio.wait(tasks, timeout=10)
             for t in tasks:
@@ -75,6 +73,18 @@ def test_a_killed_table_is_abandoned_refused_by_play_and_continued_by_serve_resu
         proc.wait(timeout=10)
     finally:
         proc.kill()
+    return info["game_id"], info
+
+
+def test_a_killed_table_is_abandoned_refused_by_play_and_continued_by_serve_resume(tmp_path):
+    db = tmp_path / "serve.db"
+
+    async def while_alive(gid):  # while the table is alive, nobody else may take its game
+        out = await asyncio.to_thread(_run, *CLI, "serve", "--resume", gid[:8], "--db", str(db), "--port", "0",
+                                      "--no-web")
+        assert out.returncode == 2 and "in use by serve" in out.stderr, out.stderr
+
+    gid, info = _abandoned_table(tmp_path, db, while_alive)
     before = _load(db, gid)
     assert before["saved"]["status"] == "running"
 
@@ -122,3 +132,24 @@ def test_serve_resume_refuses_what_it_cannot_continue(tmp_path, cli):
     assert rc == 2 and "drop --agents" in err
     rc, out, err = cli("serve", "--resume", "abc", "--db", str(tmp_path / "none.db"))
     assert rc == 2 and "no save database" in err and "Traceback" not in err
+
+
+def test_two_serve_resumes_of_one_game_never_both_hand_out_codes(tmp_path):
+    """Issue 35: before, two ``serve --resume`` of one game at once both printed join codes
+    (the lease was taken only when play began, once the lobby filled).  The second now
+    refuses in one line (exit 2) naming the first, and prints no code."""
+    db = tmp_path / "serve.db"
+    gid, _ = _abandoned_table(tmp_path, db)
+    first, info = _serve(tmp_path, db, "--resume", gid[:8])
+    try:
+        assert info["game_id"] == gid and len(info["seats"]) == 2
+        out = _run(*CLI, "serve", "--resume", gid[:8], "--db", str(db), "--port", "0", "--no-web", "--json",
+                   timeout=120)
+        lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+        assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+        assert "in use by serve" in lines[0] and f"pid {first.pid}" in lines[0], lines[0]
+        assert "code" not in out.stdout and out.stdout.strip() == ""
+        assert first.poll() is None  # the first table still waits for its players
+    finally:
+        first.kill()
+        first.wait(timeout=10)

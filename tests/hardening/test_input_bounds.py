@@ -365,7 +365,10 @@ def test_control_characters_and_markup_in_ids_never_reach_the_terminal(tmp_path,
     for args in (("games",), ("report",), ("trace", prefix), ("export", prefix, "-o", tmp_path / "x.json"),
                  ("export", "--all", "-o", tmp_path / "all")):
         proc = calbench(*args, "--db", path)
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
+        # 'trace' says the game does not verify (exit 1): its agents label, edited behind the
+        # store's back, no longer names its seats (issue 35 item 4)
+        want = 1 if args[0] == "trace" else 0
+        assert proc.returncode == want and "Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
         for stream in (proc.stdout, proc.stderr):
             assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", stream), (args, repr(stream[:300]))
             assert max((len(line) for line in stream.splitlines()), default=0) < 400, args  # ids elided

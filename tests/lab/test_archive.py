@@ -8,10 +8,9 @@ import json
 
 import pytest
 
-from doubles import PlanPersona
 from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
-from engine.oracle import solve
+from personas.registry import make_personas
 from lab import archive
 from lab.archive import ArchiveError
 from saves.errors import GameNotFound
@@ -22,13 +21,13 @@ def _save(db: str, seed: int = 3) -> dict:
     """A finished scripted game saved the way the runner saves one; its trace."""
     async def go():
         task = generate_scenario(seed)
-        plan = solve(task).assignments
         gid = f"game-{seed:04d}-abcdefgh"
         async with await Store.open(db) as store:
             await store.create_game(gid, task_row=task.to_row(), config={}, agents="imap,imap,imap,imap,imap",
                                     settings_key="s", started_at="2026-01-01T00:00:00+00:00")
             sink = store.sink(gid, durable=False)
-            res = await run_game(task, [PlanPersona(plan) for _ in range(task.num_agents)],
+            # the seats the label names: verification checks the label against the seats (issue 35 item 4)
+            res = await run_game(task, make_personas("imap", task.num_agents),
                                  GameConfig(deterministic=True), sink, game_id=gid)
             await sink.aclose()
             await store.finish_game(gid, res.trace)

@@ -207,14 +207,15 @@ def test_the_envelope_schema_allows_only_this_phase_and_this_game():
 
 # -- the judge and token cost --------------------------------------------------------------
 async def test_the_judge_is_stored_beside_the_estimator_and_reflection(make_settings):
-    from personas.llm.judge import judge_trace
+    from engine.verify import rescore_trace
+    from personas.llm.judge import ask_judge
 
     task = canonical(0)
     async with MockLLMServer(policy="judge") as mock:
         res, seats = await play(task, make_settings(mock, reflection=True))
         judge = make_settings(mock, model="judge-model", temperature=0.0)
-        rec = await judge_trace(res.trace, task, judge)
-    m = res.trace["metrics"]
+        rec = await ask_judge(res.trace["events"][:-1], task, judge)
+    m = rescore_trace({**res.trace, "judge": rec}).metrics  # the judge scorer reads the record
     msgs = [e for e in res.trace["events"] if e["type"].endswith("_sent")]
     assert rec["model"] == "judge-model" and len(rec["records"]) == len(msgs) > 0
     assert all("shift" in r and len(r["shift"]) == task.num_slots and not r.get("error") for r in rec["records"])
