@@ -12,6 +12,7 @@ authors wrote survives a load/save round trip.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -268,8 +269,6 @@ def balanced_speaker_orders(seed: int, participants: list[tuple[int, ...]], num_
       are shuffled and the one who has led least so far speaks first, ties broken by a fresh
       random number drawn for each in shuffled order.
     """
-    import random
-
     rng = random.Random(seed)
     lists = [sorted(set(p)) for p in participants]
     firsts = [0] * num_agents

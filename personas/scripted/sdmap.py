@@ -253,9 +253,10 @@ class SDMAPPersona(ProtocolPersona):
                 self.rs.agreed = slot
             return []
         cal = self.view.calendar
-        it = cal[slot] if slot is not None and 0 <= slot < len(cal) else "?"
-        ok = (it != "?" and not self._held(slot) and slot not in self.rs.reserved
-              and (it is None or (isinstance(it, Errand) and not it.blocked)))
+        ok = slot is not None and 0 <= slot < len(cal) and not self._held(slot) and slot not in self.rs.reserved
+        if ok:
+            it = cal[slot]  # theirs would also bump a meeting with fewer participants: never on their tasks
+            ok = it is None or (isinstance(it, Errand) and not it.blocked)
         if ok:
             self.lingering.setdefault(mid, set()).add(slot)
         text = (f"Slot {slot} works for me for meeting M{mid} (PENDING)." if ok

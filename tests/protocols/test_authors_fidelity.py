@@ -159,3 +159,16 @@ def test_sdmap_paper_slots_on_b038_are_their_harness_slots(authors_tasks):
                              {"0": 3, "1": 3, "2": 4}, {"1": 2, "3": 5, "4": 3}]
     assert sum(1 for e in three["events"] if e["type"] == "dm_sent") == 47
     assert {e["data"]["model"] for e in two["events"] if e["type"] == "agent_registered"} == {"sdmap@paper"}
+
+
+# -- the side-by-side script -----------------------------------------------------------------------
+def test_the_agreement_script_says_in_one_line_when_the_harness_is_absent(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "authors_agreement.py"
+    run = subprocess.run([sys.executable, str(script), str(tmp_path / "nowhere")], capture_output=True, text=True)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip().splitlines() == [
+        f"authors_agreement: no authors' harness at {tmp_path / 'nowhere'} (expected games/calendar/calendar_game in it)"]
