@@ -12,6 +12,7 @@ authors wrote survives a load/save round trip.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -222,9 +223,103 @@ def _check_recorded(row: dict[str, Any]) -> None:
             raise TaskError(f"{key} is {v!r}; a recorded figure must be a finite number")
 
 
-def _balanced_speaker_order(participants: tuple[int, ...]) -> tuple[int, ...]:
-    # The authors' rows carry no speaker order; their harness speaks in participant order.
-    return tuple(sorted(participants))
+def _drawn_speaker_orders(row: dict[str, Any], num_agents: int) -> list[Any]:
+    """Per meeting of ``row``: its drawn speaking order (:func:`balanced_speaker_orders`,
+    seeded by the row's ``seed``, 0 without one) when some meeting of the row gives none
+    (an order a meeting does give is kept), else ``None`` for every meeting.  When some
+    meeting's participants are not distinct agents 0..num_agents-1, nothing is drawn: each
+    meeting gets its participants in seat order and the meeting's own checks say what is wrong."""
+    ms = row["meetings"]
+    if all(isinstance(m, dict) and m.get("speaker_order") for m in ms):
+        return [None] * len(ms)
+    lists = []
+    try:
+        for m in ms:
+            parts = tuple(whole(p, "participant", hi=num_agents - 1) for p in m["participants"])
+            if not parts or len(set(parts)) != len(parts):
+                raise TaskError("participants")
+            lists.append(parts)
+    except (TaskError, KeyError, TypeError):
+        return [sorted(m["participants"]) if isinstance(m, dict) and isinstance(m.get("participants"), list)
+                and all(isinstance(p, (int, float)) for p in m["participants"]) else () for m in ms]
+    seed = 0 if row.get("seed") is None else whole(row["seed"], "seed", lo=None, hi=_ID_MAX)
+    return balanced_speaker_orders(seed, lists, num_agents)
+
+
+#: How many steps the exact first-speaker search may take before the draw falls back to the
+#: greedy pass (the authors' harness searches without a bound; their rows need < 100 steps).
+SPEAKER_SEARCH_STEPS = 100_000
+
+
+def balanced_speaker_orders(seed: int, participants: list[tuple[int, ...]], num_agents: int
+                            ) -> list[tuple[int, ...]]:
+    """The speaking order of every meeting of a row that gives none, drawn as the authors'
+    harness draws it (docs/protocols.md, "Speaking order"): seeded by the row's seed,
+    balancing how often each agent speaks first, the others following in seat order.
+
+    One ``random.Random(seed)`` draws everything, in this sequence:
+
+    * **exact balance**, when the meetings divide evenly among the agents (``M = k·N``,
+      ``k ≥ 1``) and every agent attends at least ``k`` of them: each meeting's participants
+      are shuffled (one shuffle per meeting, in meeting order); then a depth-first search
+      gives each meeting, in order, a first speaker who has led fewer than ``k`` so far,
+      trying its participants by (times already first, a fresh random number drawn for each
+      in shuffled order), until every agent leads exactly ``k``;
+    * otherwise (or when no such assignment exists), meeting by meeting: the participants
+      are shuffled and the one who has led least so far speaks first, ties broken by a fresh
+      random number drawn for each in shuffled order.
+    """
+    rng = random.Random(seed)
+    lists = [sorted(set(p)) for p in participants]
+    firsts = [0] * num_agents
+    m = len(lists)
+    k = m // num_agents if num_agents else 0
+
+    def order(i: int, first: int) -> tuple[int, ...]:
+        return (first, *(a for a in lists[i] if a != first))
+
+    attends = [0] * num_agents
+    for p in lists:
+        for a in p:
+            attends[a] += 1
+    if k > 0 and m % num_agents == 0 and min(attends) >= k:
+        shuffled = [list(p) for p in lists]
+        for p in shuffled:
+            rng.shuffle(p)
+        chosen: list[int] = []
+        steps = 0
+
+        def search(i: int) -> bool:
+            nonlocal steps
+            if i == m:
+                return all(c == k for c in firsts)
+            steps += 1
+            if steps > SPEAKER_SEARCH_STEPS:
+                return False
+            keyed = [((firsts[a], rng.random()), a) for a in shuffled[i]]
+            for _key, a in sorted(keyed, key=lambda ka: ka[0]):
+                if firsts[a] >= k:
+                    continue
+                firsts[a] += 1
+                chosen.append(a)
+                if search(i + 1):
+                    return True
+                chosen.pop()
+                firsts[a] -= 1
+            return False
+
+        if search(0):
+            return [order(i, a) for i, a in enumerate(chosen)]
+        firsts = [0] * num_agents
+    out = []
+    for i, p in enumerate(lists):
+        shuffled_p = list(p)
+        rng.shuffle(shuffled_p)
+        keyed = [((firsts[a], rng.random()), a) for a in shuffled_p]
+        first = min(keyed, key=lambda ka: ka[0])[1]
+        firsts[first] += 1
+        out.append(order(i, first))
+    return out
 
 
 @dataclass(slots=True)
@@ -282,13 +377,14 @@ class Task:
         meetings = []
         if not isinstance(row["meetings"], list):
             raise TaskError("'meetings' must be a list")
+        drawn = _drawn_speaker_orders(row, num_agents)
         for k, m in enumerate(row["meetings"]):
             try:
                 if not isinstance(m["participants"], list):
                     raise TypeError("'participants' must be a list")
                 parts = tuple(whole(p, f"meeting {k}: a participant") for p in m["participants"])
                 order = tuple(whole(p, f"meeting {k}: speaker_order") for p in
-                              m.get("speaker_order") or _balanced_speaker_order(parts))
+                              m.get("speaker_order") or drawn[k])
                 meetings.append(Meeting(whole(m["id"], f"meeting {k}: id", hi=_ID_MAX), parts, order,
                                         check_cost(whole(m.get("cost", 1), f"meeting {k}: cost", lo=None),
                                                    f"meeting {k}"),

@@ -72,7 +72,7 @@ class RunSettings:
     personas: dict[int, Any] | None = None
     stream_events: bool | None = None  # None: stream to the store iff a seat is an LLM or a human
     judge: Any = None  # LLMSettings of the optional LLM judge (paper I.2; personas.llm.judge)
-    fidelity: str = "ours"  # "paper": the authors' DSM behaviour (personas.registry.FIDELITIES)
+    fidelity: str = "ours"  # "paper": the authors' DSM and SD-MAP behaviour (personas.registry.FIDELITIES)
 
     def game_config(self) -> GameConfig:
         return game_config(max_turns=self.max_turns, retries=self.retries, channels=self.channels,

@@ -73,10 +73,12 @@ def register(subparsers) -> None:
     g.add_argument("--deterministic", action="store_true",
                    help="logical clock and game ids derived from the inputs (byte-identical traces)")
     g.add_argument("--fidelity", choices=("ours", "paper"), default=None,
-                   help="how the DSM bots play: ours (default) or paper — as the authors' code does: "
-                        "DSM-Private announces a failed offer anyway and a seat that cannot take it books "
-                        "its first usable slot (a ghost meeting); DSM-Welfare makes one round of offers. "
-                        "A personas file may say fidelity = \"paper\" too. See docs/protocols-dsm.md")
+                   help="how the DSM and SD-MAP bots play: ours (default) or paper — as the authors' code "
+                        "does: DSM-Private announces a failed offer anyway and a seat that cannot take it books "
+                        "another slot (a ghost meeting); DSM-Welfare makes one round of offers; SD-MAP decides "
+                        "on what it read at its turns, so a short --max-turns leaves confirms unread. "
+                        "A personas file may say fidelity = \"paper\" too. See docs/protocols-dsm.md and "
+                        "docs/protocols.md")
 
     from .llm import add_llm_arguments
 
@@ -173,7 +175,8 @@ def _print_result(args, result) -> None:
     else:
         print_table(result.summary, result.games)
         if result.fidelity != "ours":
-            print(f"fidelity: {result.fidelity} — DSM seats play the authors' rules (docs/protocols-dsm.md)")
+            print(f"fidelity: {result.fidelity} — DSM and SD-MAP seats play the authors' rules "
+                  "(docs/protocols-dsm.md, docs/protocols.md)")
     if result.failed:
         print(f"calbench: {result.failed} game(s) failed; list them with 'calbench games --status failed --db "
               f"{result.db}' and read the error with 'calbench export GAME -o -'", file=sys.stderr)

@@ -120,8 +120,9 @@ PROTOCOL = register(Protocol(
         ANSWER_KIND: answer_kind(),  # to a peer outside the protocol (docs/protocols.md)
     },
     seats=(Seat(NAME, "personas.scripted.sdmap:SDMAPPersona", aliases=("sd-map", "sd_map", "sd"), short="sd",
+                fidelity=True,
                 words="proposes one slot at a time; the others answer \"works\" or \"impossible\"; it confirms"),),
     quick=_quick,
-    speaks=lambda m: m in (NAME, "sd-map", "sd_map"),
+    speaks=lambda m: m.split("@", 1)[0] in (NAME, "sd-map", "sd_map"),  # "sdmap@paper": --fidelity paper
     doc="docs/protocols.md",
 ))

@@ -145,7 +145,8 @@ class Condition(_Model):
                            "the participant, and the participant's quick actions, in a person's varied words; 'all' — "
                            "the LLM partners' too (what the reader can tell in them; the rest is withheld)")
     fidelity: Literal["ours", "paper"] = Field(
-        "ours", description="how DSM partners play: ours, or paper (the authors' code; docs/protocols-dsm.md)")
+        "ours", description="how DSM and SD-MAP partners play: ours, or paper (the authors' code; "
+                            "docs/protocols-dsm.md, docs/protocols.md)")
     renamed_from: list[str] = Field(
         [], description="earlier names of this condition: games recorded under them count as this condition")
 

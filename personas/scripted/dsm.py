@@ -62,7 +62,7 @@ from engine.protocol import D, TOP, band_cost, satisfaction, slot_words, slot_wo
 from engine.seats import Reply
 from personas.base import insertion_costs
 
-from .protocol import ProtocolPersona, Reading, as_int
+from .protocol import FIDELITIES, ProtocolPersona, Reading, as_int
 
 __all__ = [
     "PRESETS",
@@ -80,8 +80,7 @@ __all__ = [
 ]
 
 PROTOCOL = "dsm"
-#: ``ours`` (the default) and ``paper`` (the authors' client where it differs; docs/protocols-dsm.md)
-FIDELITIES = ("ours", "paper")
+# FIDELITIES: ``ours`` (the default) and ``paper`` (the authors' client where it differs), from .protocol
 # D, TOP, satisfaction and band_cost: the score scale of the payloads, owned by engine.protocol.
 
 
@@ -849,14 +848,17 @@ class DSMPersona(ProtocolPersona):
 
     def _paper_decide(self, obs: DecisionObservation) -> Reply:
         """Paper fidelity in DECISION (the authors' client): the agreed plan if this seat can
-        carry it out; one it cannot take gives way to its first *usable* slot in slot order
-        (free, or holding an errand or a meeting copy while some other slot is free), an
-        errand there moved to the lowest free slot; with no plan agreed, nothing.  Retry k
-        (after a rejected batch) takes usable slot k, agreed or not; a usable slot holding a
-        meeting copy gives an empty batch (theirs cannot move it without an agreed target),
-        which the engine rejects."""
+        carry it out.  One it cannot take: if the agreed slot is itself *usable* (free, or
+        holding an errand or a meeting copy while some other slot is free) theirs still aims
+        at it — a meeting copy there gives an empty batch (theirs cannot move it without an
+        agreed target), which the engine rejects; otherwise the first usable slot in slot
+        order, an errand there moved to the lowest free slot.  With no plan agreed, nothing.
+        Retry k (after a rejected batch) takes usable slot k, agreed or not, the same way —
+        so a seat whose agreed slot holds its copy of another meeting books usable slot 1
+        (or 2, ...) after one (or more) rejected empty batches, never usable slot 0."""
         st = self._r
         cal = obs.view.calendar
+        usable = first_usable_slots(cal)
         if obs.attempt == 0:
             if st.decided is None:  # nothing was agreed: theirs submits nothing
                 return Reply(text=f"No slot was agreed for meeting M{obs.meeting.id}; I abstain.")
@@ -865,10 +867,11 @@ class DSMPersona(ProtocolPersona):
             res = plan_batch(cal, plan, obs.meeting.id, host=True, must_move=mine)
             if res is not None:
                 return Reply(actions=tuple(res[1]))
-        usable = first_usable_slots(cal)
-        if obs.attempt >= len(usable):
+            slot = plan.slot if plan.slot in usable else (usable[0] if usable else None)
+        else:
+            slot = usable[obs.attempt] if obs.attempt < len(usable) else None
+        if slot is None:
             return Reply(text=f"I have no usable slot left for meeting M{obs.meeting.id}.")
-        slot = usable[obs.attempt]
         it = cal[slot]
         if it is None:
             return Reply(actions=(Schedule(obs.meeting.id, slot),))

@@ -55,6 +55,9 @@ MAX_TEXT_REPLIES = 2  # per peer per round: fallback answers never loop between 
 #: two bots never answer each other in a loop; a person who proposes again and again is
 #: answered each time, up to this many times a round (more than a round's turns leave room for).
 MAX_ANSWERS = 8
+#: How a scripted seat plays: ``ours`` (the default) or ``paper`` — the authors' public client
+#: where it differs from ours (DSM: docs/protocols-dsm.md; SD-MAP: docs/protocols.md).
+FIDELITIES = ("ours", "paper")
 
 
 # ---------------------------------------------------------------------------------------

@@ -54,16 +54,18 @@ its confirmed slot walks on.  None of this fires between SD-MAP seats (docs/prot
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from engine.actions import Message, Reschedule
+from engine.actions import Message, Reschedule, Schedule
 from engine.model import Errand, MeetingCopy
 from engine.observe import DecisionObservation, Delivered, SeatView, TurnObservation, VoluntaryObservation
 from engine.protocol import IMPOSSIBLE, PENDING
+from engine.seats import Reply
 
 from personas.base import lowest_free, slot_of_meeting
 
-from .protocol import ProtocolPersona, Reading, as_int
+from .protocol import FIDELITIES, ProtocolPersona, Reading, as_int
 
 # PENDING, IMPOSSIBLE: the reply statuses, from engine.protocol
 REPAIR_MODES = ("next_round", "same_round")
@@ -72,11 +74,20 @@ REPAIR_MODES = ("next_round", "same_round")
 class SDMAPPersona(ProtocolPersona):
     protocol = "sdmap"
 
-    def __init__(self, repair: str = "next_round", sd_model: dict[int, float] | None = None) -> None:
+    def __init__(self, repair: str = "next_round", sd_model: dict[int, float] | None = None, *,
+                 fidelity: str = "ours") -> None:
         super().__init__()
         if repair not in REPAIR_MODES:
             raise ValueError(f"repair must be one of {', '.join(REPAIR_MODES)}, not {repair!r}")
+        if fidelity not in FIDELITIES:
+            raise ValueError(f"unknown fidelity {fidelity!r}; choose one of {', '.join(FIDELITIES)}")
         self.repair = repair
+        #: "paper": the authors' client when the sweep budget binds (docs/protocols.md, "SD-MAP,
+        #: --fidelity paper"): DECISION acts on what was read at turns only; messages left unread
+        #: when talk ends are read at this seat's next turn, in a later round.
+        self.fidelity = fidelity
+        self.unread: list[Delivered] = []  # paper: delivered after my last turn of a round
+        self.lingering: dict[int, set[int]] = {}  # paper: meeting -> slots I still hold PENDING for it
         self.sd_model = dict(sd_model or {})  # agent -> difficulty σ (default 1.0)
         self.turn = 0
         self.known: dict[int, tuple[int, ...]] = {}  # meeting id -> participants
@@ -85,6 +96,18 @@ class SDMAPPersona(ProtocolPersona):
         self.moves: dict[int, int] = {}  # old id -> agreed repair slot for my copy
         self.max_turns = 0
         self._speaking = False  # inside speak(): a reply I send now reaches the initiator in time
+
+    @property
+    def model(self) -> str:
+        return self.protocol if self.fidelity == "ours" else f"{self.protocol}@{self.fidelity}"
+
+    @property
+    def paper(self) -> bool:
+        return self.fidelity == "paper"
+
+    async def register(self, briefing) -> str | None:
+        self.unread, self.lingering = [], {}
+        return await super().register(briefing)
 
     # -- difficulty rule --------------------------------------------------------------------
     def difficulty(self, participants) -> float:
@@ -126,6 +149,8 @@ class SDMAPPersona(ProtocolPersona):
         rs = self.rs
         if not 0 <= slot < len(cal) or slot in rs.reserved:
             return None
+        if self.paper and self._held(slot):
+            return None
         it = cal[slot]
         if it is None:
             return "ok"
@@ -144,6 +169,8 @@ class SDMAPPersona(ProtocolPersona):
         cur = self.meeting.id
         if mid == cur and (self.seat not in self.meeting.participants or msg.sender not in self.meeting.participants):
             return []  # e.g. an all-agent groupchat read by a non-participant
+        if self.paper and mid is not None and mid != cur and kind in ("propose", "confirm", "fail"):
+            return self._late(msg, kind, mid, p)
         if kind == "propose" and mid == cur:
             if st["state"] == "confirmed" and self.rs.agreed is not None and not self.is_initiator:
                 # a new proposal after a confirm (only a person or an LLM leading does that,
@@ -156,6 +183,8 @@ class SDMAPPersona(ProtocolPersona):
             st["pending_turn"] = self.turn if (ok and self._speaking) else None
             if ok:
                 self.rs.told_ok.setdefault(msg.sender, set()).add(slot)  # a yes to it is acknowledged
+            if ok and self.paper:
+                self.lingering.setdefault(cur, set()).add(slot)
             status = PENDING if ok else IMPOSSIBLE
             text = (f"Slot {slot} works for me for meeting M{cur} (PENDING)." if ok
                     else f"Slot {slot} is impossible for me for meeting M{cur}.")
@@ -171,9 +200,11 @@ class SDMAPPersona(ProtocolPersona):
                 self.rs.agreed = slot
                 self.rs.failed = False
                 st["state"] = "confirmed"
+                self.lingering.pop(cur, None)
                 return self._after_confirm(slot)
             return []
         if kind == "fail" and mid == cur and not self.is_initiator:
+            self.lingering.pop(cur, None)
             self.rs.failed = True
             st["state"] = "failed"
             return []
@@ -199,6 +230,84 @@ class SDMAPPersona(ProtocolPersona):
             self._release(mid)
             return []
         return []
+
+    # -- paper fidelity: PENDING slots that outlive a round, messages read late -------------------------
+    def _held(self, slot: int) -> bool:
+        """Paper: ``slot`` is PENDING for some meeting on my side — a reply or a proposal of mine
+        that no ``confirm`` or ``fail`` ever settled, in this round or an earlier one."""
+        return any(slot in slots for slots in self.lingering.values())
+
+    def _late(self, msg: Delivered, kind: str, mid: int, p: dict[str, Any]) -> list[Message]:
+        """Paper: a message about an earlier round's meeting, read at my first turn after it (it
+        reached me after my last turn of that round), handled as the authors' client does: a
+        ``propose`` is answered (and a slot I accept stays PENDING for that meeting); a
+        ``confirm`` settles that meeting *and* becomes the slot I schedule this round's meeting
+        at unless a confirm of this round's meeting replaces it; a ``fail`` settles that meeting."""
+        slot = as_int(p.get("slot"))
+        if kind == "fail":
+            self.lingering.pop(mid, None)
+            return []
+        if kind == "confirm":
+            self.lingering.pop(mid, None)
+            if slot is not None and 0 <= slot < self.num_slots:
+                self.rs.agreed = slot
+            return []
+        cal = self.view.calendar
+        ok = slot is not None and 0 <= slot < len(cal) and not self._held(slot) and slot not in self.rs.reserved
+        if ok:
+            it = cal[slot]  # theirs would also bump a meeting with fewer participants: never on their tasks
+            ok = it is None or (isinstance(it, Errand) and not it.blocked)
+        if ok:
+            self.lingering.setdefault(mid, set()).add(slot)
+        text = (f"Slot {slot} works for me for meeting M{mid} (PENDING)." if ok
+                else f"Slot {slot} is impossible for me for meeting M{mid}.")
+        return [self.msg(msg.sender, "reply", text, meeting_id=mid, slot=slot, status=PENDING if ok else IMPOSSIBLE)]
+
+    def _stash_unread(self, round_messages: tuple[Delivered, ...]) -> None:
+        """Paper: what reached me after my last turn stays unread until my next turn."""
+        rs = self.rs
+        self.unread.extend(round_messages[rs.seen:])
+        rs.seen = len(round_messages)
+
+    def _paper_batch(self, cal, meeting_id: int, slot: int, moves: list) -> list | None:
+        """The authors' batch for ``slot``: a free slot is taken; a movable errand there goes to
+        my lowest other free slot; a meeting copy there moves only by an agreed move."""
+        it = cal[slot]
+        if it is None:
+            return [Schedule(meeting_id, slot)]
+        if isinstance(it, Errand) and not it.blocked:
+            dest = next((s for s in range(len(cal)) if s != slot and cal[s] is None), None)
+            if dest is None:
+                return None
+            return [Reschedule(it.errand_id, slot, dest, f"make room at slot {slot}"), Schedule(meeting_id, slot)]
+        if isinstance(it, MeetingCopy):
+            move = next(((m, f, t) for m, f, t in moves if f == slot and m == it.meeting_id), None)
+            if move is not None and cal[move[2]] is None:
+                return [Reschedule(move[0], slot, move[2], "agreed move of a bumped meeting"),
+                        Schedule(meeting_id, slot)]
+        return None
+
+    def _paper_decide(self, obs: DecisionObservation) -> Reply:
+        """Paper, in DECISION: the slot confirmed to me at a turn; with none (or one I cannot
+        take) an empty batch, which the engine rejects; retry k then takes the k-th slot, in
+        slot order, that is free or holds a movable errand while another slot is free, and that
+        I do not hold PENDING for any meeting (never the 0th: theirs counts retries from 1)."""
+        cal = obs.view.calendar
+        mid = obs.meeting.id
+        if obs.attempt == 0:
+            slot = self.rs.agreed
+            if slot is None:
+                return Reply(text=f"No slot was confirmed to me for meeting M{mid}; I abstain.")
+            batch = self._paper_batch(cal, mid, slot, self._agreed_moves(cal, exclude_to={slot}))
+            if batch is None:
+                return Reply(text=f"I cannot take slot {slot} for meeting M{mid}.")
+            return Reply(actions=tuple(batch))
+        free = [s for s, it in enumerate(cal) if it is None]
+        usable = [s for s, it in enumerate(cal) if not self._held(s) and (
+            it is None or (isinstance(it, Errand) and not it.blocked and any(f != s for f in free)))]
+        if obs.attempt >= len(usable):
+            return Reply(text=f"I have no usable slot left for meeting M{mid}.")
+        return Reply(actions=tuple(self._paper_batch(cal, mid, usable[obs.attempt], [])))
 
     def alternatives(self, exclude: set[int]) -> list[int]:
         """Binary feasibility, in my local order (slot index), as I would propose them."""
@@ -290,9 +399,32 @@ class SDMAPPersona(ProtocolPersona):
         self.max_turns = obs.max_turns
         self._speaking = True
         try:
-            return await super().speak(obs)
+            late: list[Message] = []
+            if self.unread:  # paper: read first what reached me after my last turn of a past round
+                self._enter(obs.round, obs.meeting, obs.view)
+                unread, self.unread = self.unread, []
+                for msg in unread:
+                    late.extend(self._handle(msg))
+            reply = await super().speak(obs)
+            if late:
+                reply = replace(reply, actions=self._fit_channels(late, obs.view.channels) + reply.actions)
+            return reply
         finally:
             self._speaking = False
+
+    async def volunteer(self, obs: VoluntaryObservation) -> Reply:
+        if not self.paper:
+            return await super().volunteer(obs)
+        self._enter(obs.round, obs.meeting, obs.view)
+        self._stash_unread(obs.round_messages)
+        return Reply(actions=tuple(self.on_volunteer(obs)))
+
+    async def decide(self, obs: DecisionObservation) -> Reply:
+        if not self.paper:
+            return await super().decide(obs)
+        self._enter(obs.round, obs.meeting, obs.view)
+        self._stash_unread(obs.round_messages)
+        return self._paper_decide(obs)
 
     def on_turn(self, obs: TurnObservation) -> list[Message]:
         out: list[Message] = []
@@ -303,7 +435,9 @@ class SDMAPPersona(ProtocolPersona):
             if st["state"] == "idle":
                 out.extend(self._propose_next())
             elif st["state"] == "waiting" and obs.turn > st["propose_turn"]:
-                if all(st["replies"].get(r, PENDING) == PENDING for r in self.responders):
+                if self.paper and any(r not in st["replies"] for r in self.responders):
+                    pass  # theirs waits for every reply (a reply read late arrives at a later turn)
+                elif all(st["replies"].get(r, PENDING) == PENDING for r in self.responders):
                     out.extend(self._confirm())
                 else:
                     out.extend(self._propose_next())
@@ -315,6 +449,10 @@ class SDMAPPersona(ProtocolPersona):
         order = [s for s in st["priority"] if 0 <= s < self.num_slots] + list(range(self.num_slots))
         slot = next((s for s in order if s not in st["tried"] and self.local_status(s)), None)
         mid = self.meeting.id
+        if self.paper:  # a new proposal (or the fail) settles my PENDING slots for this meeting
+            self.lingering.pop(mid, None)
+            if slot is not None:
+                self.lingering[mid] = {slot}
         if slot is None:
             st["state"] = "failed"
             st["active"] = None
@@ -336,6 +474,7 @@ class SDMAPPersona(ProtocolPersona):
         slot = st["active"]
         st["state"] = "confirmed"
         self.rs.agreed = slot
+        self.lingering.pop(self.meeting.id, None)
         text = f"Confirmed: meeting M{self.meeting.id} at slot {slot}."
         out = [self.msg(to, "confirm", text, slot=slot) for to in self.responders]
         return out + self._after_confirm(slot)

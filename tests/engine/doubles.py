@@ -96,12 +96,14 @@ def E(i, c=1, b=False):
 
 
 def hand_task(calendars, meetings, task_id="hand"):
-    """A small hand-made task: calendars as row JSON, meetings as participant lists."""
+    """A small hand-made task: calendars as row JSON, meetings as participant lists, each
+    meeting's participants speaking in the order listed (a row without speaker orders would
+    get the authors' seeded draw, engine.model.balanced_speaker_orders)."""
     from engine.model import Task
 
     return Task.from_row({"task_id": task_id, "seed": 1, "calendars": calendars,
-                          "meetings": [{"id": i + 1, "participants": p, "cost": 1, "duration": 1}
-                                       for i, p in enumerate(meetings)]})
+                          "meetings": [{"id": i + 1, "participants": p, "speaker_order": list(p), "cost": 1,
+                                        "duration": 1} for i, p in enumerate(meetings)]})
 
 
 def one_error_line(err: str) -> str:

@@ -17,7 +17,8 @@ from doubles import PlanPersona, ScriptPersona, clear_and_schedule
 
 def row(calendars, meetings, **extra):
     return {"task_id": "t", "seed": 1, "calendars": calendars,
-            "meetings": [{"id": i + 1, "participants": p, "cost": 1, "duration": 1} for i, p in enumerate(meetings)],
+            "meetings": [{"id": i + 1, "participants": p, "speaker_order": list(p), "cost": 1, "duration": 1}
+                         for i, p in enumerate(meetings)],
             **extra}
 
 

@@ -131,4 +131,4 @@ def test_fidelity_is_checked_and_the_default_is_ours():
         make_personas("dsm-private", 5, fidelity="exact")
     seats = make_personas("imap,dsm-private,dsm-welfare,dsm-private-requeue,sdmap", 5, fidelity="paper")
     assert [s.model for s in seats] == ["imap", "dsm-private@paper", "dsm-welfare@paper",
-                                        "dsm-private-requeue", "sdmap"]
+                                        "dsm-private-requeue", "sdmap@paper"]  # SD-MAP: issue 35 item 9
