@@ -10,10 +10,23 @@ import pytest
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 # The oracle cache (lab/oracle_cache.py) of a test run lives in a temporary folder, never
 # in the user's cache directory.
+# The process that makes the folder removes it when the session ends (pytest_unconfigure);
+# pytest-xdist's workers inherit the variable, so they share it and leave it alone.
+_OWN_CACHE: tuple[int, str] | None = None
 if "CALBENCH_CACHE" not in os.environ:
     import tempfile
 
     os.environ["CALBENCH_CACHE"] = tempfile.mkdtemp(prefix="calbench-test-cache-")
+    _OWN_CACHE = (os.getpid(), os.environ["CALBENCH_CACHE"])
+
+
+def pytest_unconfigure(config):
+    """Remove the session's oracle cache folder (only in the process that made it: a forked
+    child that runs this hook, or a worker, never removes the folder of a running session)."""
+    if _OWN_CACHE is not None and _OWN_CACHE[0] == os.getpid():
+        import shutil
+
+        shutil.rmtree(_OWN_CACHE[1], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 COMPAT = REPO.parent / "shared" / "compat"

@@ -7,6 +7,8 @@ import ast
 import re
 from pathlib import Path
 
+from .astkit import source_tree
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 
@@ -23,7 +25,7 @@ def _rows() -> list[tuple[str, str, str]]:
 
 
 def _tests_in(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = source_tree(path)
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 

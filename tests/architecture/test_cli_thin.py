@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .astkit import house_counts
+from .astkit import house_counts, source_tree
 
 REPO = Path(__file__).resolve().parents[2]
 COMMANDS = REPO / "calbench_cli" / "commands"
@@ -29,7 +29,7 @@ LAB = ("lab/archive.py", "lab/report/saved.py", "lab/oracle_check.py", "lab/scen
 
 
 def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return source_tree(path)
 
 
 def test_each_handler_is_parse_call_print():

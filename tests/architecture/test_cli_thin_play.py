@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .astkit import house_counts
+from .astkit import house_counts, source_tree
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ FORBIDDEN_NAMES = {"load_resume", "resolve_tasks", "resolve_task", "RunSettings"
 
 def _tree(name: str) -> ast.Module:
     path = COMMANDS / f"{name}.py"
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return source_tree(path)
 
 
 def _handlers(tree: ast.Module):
@@ -78,7 +78,7 @@ def test_these_commands_leave_loops_tasks_store_and_tables_to_the_lab():
 
 def test_the_lab_calls_import_no_textual_and_no_command_line():
     for rel in ("lab/launch.py", "lab/runplan.py", "lab/serving.py", "lab/study/links.py", "lab/study/admit.py"):
-        tree = ast.parse((REPO / rel).read_text(encoding="utf-8"))
+        tree = source_tree(REPO / rel)
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
         bad = sorted(n for n in names if n.split(".")[0] in ("textual", "calbench_tui", "calbench_cli"))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .astkit import called_name
+from .astkit import called_name, repo_files, source_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ ENTRY_POINTS = {
 
 def _parse_sites() -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = set()
-    for path in ROOT.rglob("*.py"):
+    for path in repo_files():
         rel = path.relative_to(ROOT)
         if rel.parts[0] in ("tests", ".venv", "build") or "site-packages" in rel.parts:
             continue
@@ -49,7 +49,7 @@ def _parse_sites() -> set[tuple[str, str]]:
                     out.add((rel.as_posix(), fn))
                 walk(ch, name)
 
-        walk(ast.parse(path.read_text(encoding="utf-8")), "<module>")
+        walk(source_tree(path), "<module>")
     return out
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .astkit import source_tree
+
 REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("engine", "personas", "saves", "lab", "calbench_tui", "calbench_cli", "calbench_devtools")
 OWNER = Path("lab/csvfile.py")
@@ -15,7 +17,7 @@ OWNER = Path("lab/csvfile.py")
 def csv_writers(path: Path) -> list[int]:
     """Lines of ``path`` that make a CSV writer (``csv.writer(`` / ``csv.DictWriter(`` or the
     names imported from ``csv``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = source_tree(path)
     imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "csv"
                 for a in n.names if a.name in ("writer", "DictWriter")}
     out = []
@@ -48,6 +50,6 @@ def test_one_trace_checker():
     assert "from engine.tracecheck import" in checks and "raise StoreError" not in checks
     assert "check_trace(trace)" in (REPO / "lab" / "archive.py").read_text(encoding="utf-8")
     defs = {f"{path.relative_to(REPO)}" for pkg in PRODUCT for path in sorted((REPO / pkg).rglob("*.py"))
-            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            for n in ast.walk(source_tree(path))
             if isinstance(n, ast.FunctionDef) and n.name in ("_check_events", "_locate_bad_value", "_check_values")}
     assert defs == {"engine/tracecheck.py"}, defs

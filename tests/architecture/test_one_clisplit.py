@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .astkit import source_tree
+
 REPO = Path(__file__).resolve().parents[2]
 SAVES = REPO / "saves"
 
@@ -30,7 +32,7 @@ READERS = ("engine", "personas", "lab", "calbench_tui", "calbench_cli", "calbenc
 
 
 def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return source_tree(path)
 
 
 def _imports(path: Path) -> set[str]:

@@ -15,13 +15,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .astkit import source_tree
+
 ROOT = Path(__file__).resolve().parents[2]
 LLM = ROOT / "personas" / "llm"
 
 
 def _calls(path: Path) -> set[str]:
     out: set[str] = set()
-    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for n in ast.walk(source_tree(path)):
         if isinstance(n, ast.Call):
             f = n.func
             out.add(f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "")
@@ -38,7 +40,7 @@ def test_the_talk_facts_are_read_by_the_seat_model():
     assert "SeatModel" in _calls(LLM / "decide.py") and "talk_facts" in _calls(LLM / "decide.py")
     readers = {"read_text", "mentioned_slots", "is_proposal", "is_request_for_costs", "costs_in_payload", "stance_of"}
     for path in LLM.glob("*.py"):
-        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for n in ast.walk(source_tree(path)):
             if isinstance(n, ast.ImportFrom) and n.module in ("engine.protocol", "personas.seat_model"):
                 assert not {a.name for a in n.names} & readers, f"{path.name} reads talk itself"
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "protocol":

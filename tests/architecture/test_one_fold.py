@@ -27,13 +27,15 @@ from engine.model import calendar_to_json
 from engine.trace import fold_trace
 from personas.registry import make_personas
 
+from .astkit import source_tree
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("engine", "personas", "saves", "lab", "calbench_tui")
 
 
 @functools.lru_cache(maxsize=1)
 def _sources() -> dict[str, ast.Module]:
-    return {str(f.relative_to(REPO)): ast.parse(f.read_text(), filename=str(f))
+    return {str(f.relative_to(REPO)): source_tree(f)
             for pkg in PACKAGES for f in sorted((REPO / pkg).rglob("*.py"))}
 
 

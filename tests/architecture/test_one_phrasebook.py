@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .astkit import called_name
+from .astkit import called_name, source_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("engine", "personas", "lab", "saves", "calbench_tui", "calbench_cli", "calbench_devtools")
@@ -22,7 +22,7 @@ REWORDERS = {"personas/voice.py", "personas/seat_model.py"}
 def _sources():
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
-            yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+            yield path.relative_to(ROOT).as_posix(), source_tree(path)
 
 
 def test_only_the_voice_and_the_seat_model_give_a_message_new_words_and_they_ask_the_phrasebook():
@@ -39,7 +39,7 @@ def test_only_the_voice_and_the_seat_model_give_a_message_new_words_and_they_ask
 
 
 def test_the_chat_asks_the_phrasebook_for_a_persons_tag():
-    chat = ast.parse((ROOT / "calbench_tui" / "widgets" / "chat.py").read_text(encoding="utf-8"))
+    chat = source_tree(ROOT / "calbench_tui" / "widgets" / "chat.py")
     calls = {called_name(n) for n in ast.walk(chat) if isinstance(n, ast.Call)}
     assert "person_tag" in calls
     imported = {a.name for n in ast.walk(chat) if isinstance(n, ast.ImportFrom) and n.module == "engine.phrasebook"

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .astkit import source_tree
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("engine", "lab", "personas", "saves", "calbench_tui")
 PRIVACY = REPO / "engine" / "privacy.py"
@@ -25,7 +27,7 @@ SCORER_NAMES = {"outcome", "vps", "leaks", "reflection", "judge"}
 def _modules():
     for pkg in PACKAGES:
         for path in sorted((REPO / pkg).rglob("*.py")):
-            yield path, ast.parse(path.read_text(), filename=str(path))
+            yield path, source_tree(path)
 
 
 def _is_prior(node: ast.AST) -> bool:
@@ -62,7 +64,7 @@ def test_the_consumers_call_the_one_reduction():
     uses = {"lab/report/stats.py": "vps_sums", "calbench_tui/screens/replay.py": "tally",
             "calbench_tui/widgets/metrics.py": "tally", "lab/study/export.py": "tally"}
     for rel, name in uses.items():
-        tree = ast.parse((REPO / rel).read_text())
+        tree = source_tree(REPO / rel)
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "engine.privacy"
                     for a in n.names}
         assert name in imported, f"{rel} should reduce belief updates with engine.privacy.{name}"
@@ -96,7 +98,7 @@ def _reaches_scoring(node: ast.AST) -> list[str]:
 
 
 def test_the_game_loop_does_not_score():
-    tree = ast.parse((REPO / "engine" / "game.py").read_text())
+    tree = source_tree(REPO / "engine" / "game.py")
     top = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for name in ("play_game", "end_game", "_Game"):
         assert name in top, name
@@ -110,7 +112,7 @@ def test_the_game_loop_does_not_score():
 
 
 def test_the_session_runs_scoring_after_the_game():
-    tree = ast.parse((REPO / "lab" / "session.py").read_text())
+    tree = source_tree(REPO / "lab" / "session.py")
     calls = sorted((n.lineno, n.col_offset, n.func.id) for n in ast.walk(tree)
                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
     assert "run_game" not in [c for _, _, c in calls]
@@ -119,7 +121,7 @@ def test_the_session_runs_scoring_after_the_game():
 
 
 def test_verify_rescores_through_the_stage():
-    tree = ast.parse((REPO / "engine" / "verify.py").read_text())
+    tree = source_tree(REPO / "engine" / "verify.py")
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert "score" in names and "game_metrics" not in names
     assert "game_metrics" not in (REPO / "engine" / "metrics.py").read_text()

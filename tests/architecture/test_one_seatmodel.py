@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .astkit import source_tree
+
 ROOT = Path(__file__).resolve().parents[2]
 SCREENS = ROOT / "calbench_tui" / "screens"
 APPS = [ROOT / "calbench_tui" / "app.py", ROOT / "calbench_tui" / "study_app.py"]
@@ -37,7 +39,7 @@ SCREEN_ENTRY_POINTS = {
 
 
 def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return source_tree(path)
 
 
 def _class(tree: ast.Module, name: str) -> ast.ClassDef:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from .astkit import called_name
+from .astkit import called_name, source_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("engine", "lab", "personas", "saves", "calbench_tui")
@@ -32,7 +32,7 @@ PACKAGES = ("engine", "lab", "personas", "saves", "calbench_tui")
 
 @functools.cache
 def _modules() -> tuple[tuple[str, ast.AST], ...]:
-    return tuple((path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
+    return tuple((path.relative_to(ROOT).as_posix(), source_tree(path))
                  for pkg in PACKAGES for path in sorted((ROOT / pkg).rglob("*.py")))
 
 

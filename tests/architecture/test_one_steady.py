@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .astkit import called_name, house_counts
+from .astkit import called_name, house_counts, repo_files, source_tree
 
 REPO = Path(__file__).resolve().parents[2]
 CLOCKS = {"perf_counter", "monotonic", "time", "perf_counter_ns", "monotonic_ns"}
@@ -39,7 +39,7 @@ def _elapsed(node: ast.AST, names: set[str]) -> bool:
 
 
 def wall_clock_thresholds(path: Path) -> list[int]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = source_tree(path)
     names = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _elapsed(node.value, set())
              for t in node.targets if isinstance(t, ast.Name)}
     found = []
@@ -78,7 +78,7 @@ def test_the_threshold_check_catches_the_shapes_we_removed(tmp_path):
 def test_one_paint_wait_helper():
     defs = []
     for path in sorted((REPO / "tests").rglob("*.py")):
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = source_tree(path)
         defs += [f"{path.relative_to(REPO)}" for node in ast.walk(tree)
                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "wait_painted"]
     assert defs == ["tests/tui/helpers.py"]
@@ -89,10 +89,10 @@ def test_the_dead_code_stays_out():
     gone = {"lab/runner.py": "prepare_resume", "lab/study/model.py": "study_id_of", "personas/base.py": "meeting_at",
             "calbench_tui/settings.py": "channel_label", "calbench_tui/widgets/batch.py": "set_destination"}
     for rel, name in gone.items():
-        tree = ast.parse((REPO / rel).read_text())
+        tree = source_tree(REPO / rel)
         assert not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                     and n.name == name], f"{rel}: {name} is back"
-    for path in sorted(REPO.rglob("*.py")):
+    for path in repo_files():
         if ".venv" in path.parts or path == Path(__file__).resolve():
             continue
         text = path.read_text(errors="replace")
@@ -145,7 +145,7 @@ PRODUCT = ("engine", "personas", "lab", "saves", "calbench_tui", "calbench_cli",
 
 
 def wait_for_calls(path: Path) -> list[int]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = source_tree(path)
     return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and called_name(node) == "wait_for"
             and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
             and node.func.value.id == "asyncio"]

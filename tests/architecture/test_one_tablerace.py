@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .astkit import called_name
+from .astkit import called_name, source_tree
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "calbench_tui"
@@ -25,7 +25,7 @@ LAYOUT_CALLS = {"add_column", "add_columns", "add_row", "add_rows", "update_cell
 def _modules_with_a_datatable() -> list[Path]:
     out = []
     for path in sorted(APP.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = source_tree(path)
         if any(isinstance(n, ast.ImportFrom) and (n.module or "").startswith("textual")
                and any(a.name == "DataTable" for a in n.names) for n in ast.walk(tree)):
             out.append(path)
@@ -49,14 +49,14 @@ def test_the_app_lays_out_a_datatable_in_one_function():
     modules = _modules_with_a_datatable()
     assert [p.relative_to(REPO).as_posix() for p in modules] == [FILLER[0]], \
         "a new DataTable screen lays its table out with fill_table (explicit widths, one step)"
-    calls = _layout_calls(ast.parse((REPO / FILLER[0]).read_text(encoding="utf-8")))
+    calls = _layout_calls(source_tree(REPO / FILLER[0]))
     assert calls, "fill_table adds the columns and rows"
     outside = [f"{m} at line {c.lineno} in {owner}" for m, c, owner in calls if owner != FILLER[1]]
     assert outside == [], "the table's columns and rows are added by fill_table only: " + ", ".join(outside)
 
 
 def test_every_column_has_an_explicit_width():
-    calls = _layout_calls(ast.parse((REPO / FILLER[0]).read_text(encoding="utf-8")))
+    calls = _layout_calls(source_tree(REPO / FILLER[0]))
     methods = {m for m, _, _ in calls}
     assert methods <= {"add_column", "add_row"}, methods  # add_columns cannot give widths; update_cell resizes later
     for method, call, _ in calls:

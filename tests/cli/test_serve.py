@@ -149,12 +149,17 @@ def test_a_participant_plays_from_a_real_browser(tmp_path):
                 await page.mouse.click(600, 400)  # focus the terminal, as a person would
                 await page.keyboard.press("q")  # close the instructions, which open first for everyone (escape + e would read as alt+e)
                 t0 = time.monotonic()
-                while not any(f["type"] == "event" and f["event"]["type"] == "turn_end"
-                              and f["event"].get("agent_id") == 2 for f in bot.frames):
+                def ended() -> bool:
+                    return any(f["type"] == "event" and f["event"]["type"] == "turn_end"
+                               and f["event"].get("agent_id") == 2 for f in bot.frames)
+
+                while not ended():
                     # a person presses again when nothing seems to happen (a loaded machine is slow to draw)
                     assert time.monotonic() - t0 < 40, "the key pressed in the browser never reached the game"
                     await page.keyboard.press("e")
-                    await asyncio.sleep(2)
+                    pressed = time.monotonic()
+                    while not ended() and time.monotonic() - pressed < 2:
+                        await asyncio.sleep(0.1)
                 await browser.close()
             bot_task.cancel()
 

@@ -81,9 +81,9 @@ async def test_a_failing_endpoint_is_rested_logged_and_used_again(caplog):
 async def test_retry_after_sets_the_rest_and_all_resting_means_waiting_not_failing():
     eps = EndpointSet(["only"], limit=1, rest_base=100)
     e = await eps.acquire()
-    await eps.release(e, "rate_limit", "429", retry_after=0.05)
     loop = asyncio.get_running_loop()
-    t0 = loop.time()
+    t0 = loop.time()  # before the rest starts: a slow machine between release and acquire cannot end it unseen
+    await eps.release(e, "rate_limit", "429", retry_after=0.05)
     e = await eps.acquire()  # waits for the rest to end, then gets it
     assert loop.time() - t0 >= 0.04
     await eps.release(e)

@@ -220,18 +220,33 @@ async def test_keys_with_nothing_to_act_on_say_why():
 
 
 # -- 80×24 -----------------------------------------------------------------------------------------
-async def test_end_screen_headers_and_legend_at_80x24():
-    from .helpers import play_to_end
+async def _end_screen_of_a_played_game(pilot, app):
+    """The real app (opened on its setup screen, so no game of its own starts) shows the end
+    screen of a game played headless by scripted seats, seat 2 as "you": a whole game by keys
+    only to reach the end screen is test_play.py's first test."""
+    from calbench_tui.screens.end import EndScreen
+    from engine.game import GameConfig, run_game
+    from engine.generate import generate_scenario
+    from personas.registry import make_personas
 
-    app = make_app(settings=_settings())
+    task = generate_scenario(7)
+    result = await run_game(task, make_personas("imap", task.num_agents), GameConfig(deterministic=True))
+    await wait_for(pilot, lambda: type(app.screen).__name__ == "SetupScreen", what="the setup screen")
+    app.push_screen(EndScreen(result.trace, seat=2, game_id=result.game_id))
+    await wait_for(pilot, lambda: isinstance(app.screen, EndScreen), what="the end screen")
+    return result
+
+
+async def test_end_screen_headers_and_legend_at_80x24():
+    app = make_app(settings=_settings(setup=True))
     async with app.run_test(size=SMALL) as pilot:
-        await play_to_end(pilot, app)
+        result = await _end_screen_of_a_played_game(pilot, app)
         text = await wait_painted(pilot, " who ")
         header = next(line for line in text.splitlines() if " who " in line)
         for col in ("meetings", "paid", "best", "extra", "±", "fair", "VPS (typed+text)", "leaks"):
             assert col in header, (col, header)
         assert "…" not in header
-        m = app.result.trace["metrics"]
+        m = result.trace["metrics"]
         assert f"Excess {m['excess']:.2f} per seat" in text
         assert "Legend" in text.splitlines()[-1] and "Saved games" in text.splitlines()[-1]
         await pilot.press("l")
@@ -249,8 +264,7 @@ async def test_end_screen_headers_and_legend_at_80x24():
         assert "The game's number: the mean of the seats' extras, in cost levels" in legend
         assert "saved-games list and calbench report show this same number" in legend
         await pilot.press("escape")
-        # The saved-games list shows the very same excess number.
-        await pilot.press("g")
+        # (the saved-games list shows the very same excess number: the next test)
 
 
 async def test_saved_games_list_shows_the_end_screens_excess(tmp_path):

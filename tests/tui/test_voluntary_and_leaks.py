@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
-from textual import events
+from textual.app import App
 
 from calbench_tui.app import make_app, screen_text
 from calbench_tui.screens.decision import DecisionScreen
 from calbench_tui.screens.end import EndScreen
 from calbench_tui.settings import Settings
 from engine.actions import Message
+from engine.game import GameConfig, run_game
 from engine.generate import generate_scenario
 from engine.model import Errand
 from engine.seats import Reply
@@ -74,23 +75,51 @@ async def test_a_contacted_non_participant_may_move_its_own_items():
     assert len(vol) == 1 and vol[0]["data"]["agent_id"] == 2 and vol[0]["data"]["actions"][0]["from_slot"] == src
 
 
+class TellsItsLabel(IMAPPersona):
+    """IMAP, plus ``text`` by DM to the other participants of its first meeting, on its first
+    turn: what the person at seat 2 typed into the composer in this test's end-to-end form."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.said = False
+
+    async def speak(self, obs):
+        reply = await super().speak(obs)
+        if self.said or not obs.is_participant:
+            return reply
+        self.said = True
+        told = tuple(Message("dm", self.text, p) for p in obs.meeting.participants if p != obs.view.seat)
+        return Reply(actions=told + tuple(reply.actions))
+
+
+class EndHost(App):
+    def __init__(self, trace: dict) -> None:
+        super().__init__()
+        self.trace = trace
+
+    def on_mount(self) -> None:
+        self.push_screen(EndScreen(self.trace, seat=2))
+
+
 async def test_a_sensitive_label_leak_is_flagged_on_the_end_screen():
+    """Seat 2 names its sensitive errand in a DM; the game's leak metric counts it and the end
+    screen flags it.  (The game is played by scripted seats, seat 2 saying what the person typed
+    in this test's earlier form: typing into the composer is tested in test_play.py, and a
+    whole game by keys only to reach the end screen is in test_play.py's first test.)"""
     task = generate_scenario(7)
     sensitive = [(e, lab.text) for (a, e), lab in task.labels.errands.items() if a == 2 and lab.tier == "sensitive"]
     assert sensitive
     _, label = sensitive[0]
-    app = make_app(settings=Settings(seat=2, deterministic=True, max_turns_per_round=3), task=task)
+    seats = [TellsItsLabel(f"Sorry, slot 7 is my {label.lower()}.") if i == 2 else IMAPPersona()
+             for i in range(task.num_agents)]
+    result = await run_game(task, seats, GameConfig(deterministic=True, max_turns_per_round=3))
+    told = [e for e in result.trace["events"] if e["type"] == "dm_sent" and e["data"]["from_agent"] == 2
+            and label.lower() in e["data"]["content"]]
+    assert told and told[0]["data"]["round"] == 0
+    leaks = result.metrics["semantic_leaks"]
+    assert leaks["by_tier"]["sensitive"] >= 1
+    app = EndHost(result.trace)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.game_screen is not None and app.game_screen.pending is not None,
-                       what="the first turn")
-        await pilot.press("i")
-        app.screen.query_one("#composer").post_message(events.Paste(f"Sorry, slot 7 is my {label.lower()}."))
-        await pilot.pause()
-        await pilot.press("enter", "escape")
-        await play_to_end(pilot, app)
-        assert isinstance(app.screen, EndScreen)
-        leaks = app.result.metrics["semantic_leaks"]
-        assert leaks["by_tier"]["sensitive"] >= 1
-        text = screen_text(app)
-        assert "!! Agent 2 →" in text and "sensitive" in text
+        text = await wait_painted(pilot, "!! Agent 2 →", "sensitive")
         assert re.search(r"0/0/[1-9]\d*!", text)  # agent 2's sensitive leak count is flagged
