@@ -214,20 +214,27 @@ class _Thread:
                 out.append(m["content"])
         return out
 
-    def round_own_actions(self, round_no: int) -> list[dict[str, Any]]:
-        """Actions this seat already sent in ``round_no`` (from the assistant turns)."""
-        out: list[dict[str, Any]] = []
+    def round_replies(self, round_no: int) -> list[str]:
+        """This seat's assistant turns in ``round_no``, as written."""
+        out: list[str] = []
         in_round = False
         for m in self.messages:
             if m.get("role") == "user":
                 h = HEADER_RE.search(m.get("content") or "")
                 in_round = bool(h and int(h.group("round")) == round_no)
             elif m.get("role") == "assistant" and in_round:
-                try:
-                    env = parse_envelope(m.get("content") or "")
-                except EnvelopeError:
-                    continue
-                out.extend(a.to_json() for a in env.actions)
+                out.append(m.get("content") or "")
+        return out
+
+    def round_own_actions(self, round_no: int) -> list[dict[str, Any]]:
+        """Actions this seat already sent in ``round_no`` (from the assistant turns)."""
+        out: list[dict[str, Any]] = []
+        for text in self.round_replies(round_no):
+            try:
+                env = parse_envelope(text)
+            except EnvelopeError:
+                continue
+            out.extend(a.to_json() for a in env.actions)
         return out
 
     def calendar(self):
@@ -1261,17 +1268,12 @@ def _own_short_actions(th: _Thread, round_no: int) -> list[dict[str, Any]]:
     """The short talk actions (``costs``, ``ask_costs``, ``propose``, ``agree``) the seat wrote
     in ``round_no``, in order, as written (its assistant turns)."""
     out: list[dict[str, Any]] = []
-    in_round = False
-    for m in th.messages:
-        if m.get("role") == "user":
-            h = HEADER_RE.search(m.get("content") or "")
-            in_round = bool(h and int(h.group("round")) == round_no)
-        elif m.get("role") == "assistant" and in_round:
-            try:
-                acts = json.loads(m.get("content") or "").get("actions") or []
-            except (ValueError, AttributeError):
-                continue
-            out.extend(a for a in acts if isinstance(a, dict) and a.get("type") in _SHORT_KINDS)
+    for text in th.round_replies(round_no):
+        try:
+            acts = json.loads(text).get("actions") or []
+        except (ValueError, AttributeError):
+            continue
+        out.extend(a for a in acts if isinstance(a, dict) and a.get("type") in _SHORT_KINDS)
     return out
 
 

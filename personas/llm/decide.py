@@ -148,8 +148,9 @@ def decision_example_slot(facts: TalkFacts, calendar: Sequence[Any]) -> int | No
 
 def reach_words(calendar: Sequence[Any]) -> str:
     """The slots the seat can take, in words (the DECISION and retry messages): "Slots you can
-    take: 2–4, 7 (free); 0, 5, 6 (your errand there is moved). Not slots 1, 13 (blocked or
-    holding a meeting)." — facts of the seat's own calendar, which it may still ignore."""
+    take: 2–4, 7 (free); 0, 5, 6 (your errand there is moved for you). Not slots 1, 13
+    (blocked, or holding a meeting)." — facts of the seat's own calendar, which it may still
+    ignore (the schema does not narrow the slot to these: docs/llm.md, "Decide by slot")."""
     from engine.protocol import fmt_slots
 
     free, movable, refused = reachable_slots(calendar)
