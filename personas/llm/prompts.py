@@ -243,12 +243,24 @@ class PromptBook:
         if not obs.is_participant or not can:
             return self._frag("why_wait"), self._frag("short_pass")
         mine = facts.agreed
+        named = facts.proposed[-1] if facts.proposed else mine  # the slot I put forward last
+        opener = bool(others) and self.seat == min(m.participants)
+        if (opener and named is not None and facts.proposal is not None and facts.proposal[0] != self.seat
+                and named not in facts.proposal[1]):
+            # the opener named a slot a partner cannot take (it offered others): ask everyone's
+            # costs, then propose the cheapest for all — IMAP's order, which its partners follow
+            best = facts.cheapest(obs.view.calendar, others)
+            if not facts.asked:
+                return (self._frag("why_reopen", frm=facts.proposal[0], slot=named, others=_and(others)),
+                        self._frag("short_ask"))
+            if best is not None and best[1] != named:
+                return self._frag("why_propose", slot=best[1]), self._frag("short_propose", slot=best[1])
         if facts.proposal is not None and facts.proposal[0] != self.seat:
             frm, slots = facts.proposal
             ok = [s for s in slots if 0 <= s < len(costs) and costs[s] is not None]
             if ok:
                 slot = min(ok, key=lambda s: (costs[s], s))
-                if mine != slot:
+                if mine != slot and named not in ok:
                     return self._frag("why_agree", frm=frm, slot=slot), self._frag("short_agree", slot=slot)
             elif mine is None and not facts.proposed:
                 slot = min(can, key=lambda s: (costs[s], s))

@@ -13,7 +13,7 @@ import json
 import re
 
 from engine.game import GameConfig, run_game
-from engine.observe import SeatBriefing, TurnObservation, meeting_view, seat_view
+from engine.observe import Delivered, SeatBriefing, TurnObservation, meeting_view, seat_view
 from engine.taskref import hydrate_labels, resolve_tasks
 from calbench_devtools.mock_endpoint import MockLLMServer
 from personas.base import cheapest_common_slot, insertion_costs
@@ -320,3 +320,33 @@ async def test_a_small_model_is_not_offered_a_short_action_that_repeats_itself(m
         await one_llm(task, make_settings(mock))
     assert all({"ask_costs", "costs"} <= offered(s) for seat, r, ph, s in mock.schemas
                if seat == SEAT and ph == "CHEAP_TALK" and SEAT in task.meetings[r].participants)
+
+
+def test_an_opener_whose_slot_a_partner_cannot_take_asks_costs_then_proposes_the_cheapest():
+    """SmolLM2-135M opened Meeting M4 of canonical:0 by agreeing to slot 9 ("Let's meet at slot
+    9"); Agent 4 wrote back in words it could not do 9 but could do 1, 2 or 3, and the
+    per-turn example said "pass" until talk ended — M4 was lost.  A counter-offer in free text
+    is read as a proposal (``counter_offer``, the engine's reader), and the opener's example
+    becomes: ask everyone's costs, then propose the slot of least total, then no second slot."""
+    task = canonical(0)
+    r = next(i for i, m in enumerate(task.meetings) if min(m.participants) == SEAT)
+    m = task.meetings[r]
+    others = [p for p in m.participants if p != SEAT]
+    view = seat_view(SEAT, task.calendars, task.labels, task.meetings, r, task.cost_values, ("dm",))
+    book = PromptBook(SeatBriefing(view, 15, len(task.meetings), len(task.meetings)), short_thinking=True)
+    said = (Delivered(others[1], "dm", m.id, "I can't do slot 9, but I could do slot 1, 2 or 3.", r, 1, None, SEAT),
+            Delivered(others[0], "dm", m.id, "Slot 9 works for me.", r, 1, None, SEAT))
+    obs = TurnObservation(view, r, 1, 15, meeting_view(m, SEAT, task.labels), True, said)
+    facts = TalkFacts(r, agreed=9)
+    facts.read(said, view.num_slots)
+    assert facts.proposal == (others[1], [1, 2, 3])
+    assert example_action(book.next_step(obs, facts)) == {"type": "ask_costs"}
+    facts.asked = True
+    costs = {others[0]: {s: (0 if s in (3, 8) else 1) for s in range(16)},
+             others[1]: {s: (0 if s in (2, 3) else None) for s in range(16)}}
+    facts.reported = costs
+    mine = dict(enumerate(insertion_costs(list(view.calendar))))
+    best = cheapest_common_slot(mine, others, lambda a, s: costs[a].get(s))[1]
+    assert example_action(book.next_step(obs, facts)) == {"type": "propose", "slot": best}
+    facts.proposed = [best]
+    assert example_action(book.next_step(obs, facts)) == {"type": "pass"}
