@@ -134,16 +134,18 @@ def reachable_slots(calendar: Sequence[Any]) -> tuple[list[int], list[int], list
     return free, movable, refused
 
 
-def decision_example_slot(facts: TalkFacts, calendar: Sequence[Any]) -> int | None:
-    """The slot of the DECISION message's example reply: the one slot every participant
-    accepted, else the slot the talk settled on (the human's preselection), when the seat can
-    reach it; else None (the example keeps ``<slot>``: nothing to copy)."""
+def decision_example_slot(facts: TalkFacts, calendar: Sequence[Any]) -> tuple[int, str] | None:
+    """The slot of the DECISION message's example reply and where it comes from: the one slot
+    every participant accepted, else the slot the talk settled on (the human's preselection)
+    — ``"settled"`` —, else the first slot the talk was last about ("Talked about") —
+    ``"talked"`` —, each only when the seat can take it; else None (no example slot)."""
     free, movable, _ = reachable_slots(calendar)
     reach = set(free) | set(movable)
     for slot in ([facts.accepted[0]] if len(facts.accepted) == 1 else []) + [facts.settled]:
         if slot is not None and slot in reach:
-            return slot
-    return None
+            return slot, "settled"
+    talked = [s for s in facts.talk if s in reach]
+    return (talked[0], "talked") if talked else None
 
 
 def reach_words(calendar: Sequence[Any]) -> str:

@@ -329,16 +329,17 @@ class PromptBook:
 
     def _decision_example(self, obs: DecisionObservation, facts: Any) -> str:
         """The example reply of a DECISION message by slot, built from this round's talk: the
-        slot every participant accepted or the talk settled on, when the seat can take it
-        (:func:`personas.llm.decide.decision_example_slot`); else no example slot at all."""
+        slot every participant accepted or the talk settled on, else one the talk was about, when
+        the seat can take it (:func:`personas.llm.decide.decision_example_slot`); else none."""
         from .decide import decision_example_slot
 
-        slot = decision_example_slot(facts, obs.view.calendar)
-        if slot is None:
+        found = decision_example_slot(facts, obs.view.calendar)
+        if found is None:
             return ""
+        slot, why = found
         thinking = "" if self.short_thinking else self._frag("thinking_example")
         action = json.dumps({"type": "schedule", "meeting_id": obs.meeting.id, "slot": slot})
-        return "\n" + self._frag("decide_example", slot=slot, thinking=thinking, action=action)
+        return "\n" + self._frag(f"decide_example_{why}", slot=slot, thinking=thinking, action=action)
 
     def decision_message(self, obs: DecisionObservation, *, seen: int = 0, notice: str = "",
                          own: Sequence[tuple[int, Any]] = ()) -> str:

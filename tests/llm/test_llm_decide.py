@@ -337,3 +337,37 @@ async def test_the_llm_and_the_human_screen_read_the_same_talk(make_settings):
                 if ev is not None:
                     model.apply(ev)
             assert checked >= 2
+
+
+def test_with_no_settled_slot_the_example_is_a_talked_about_slot_the_seat_can_take():
+    """SmolLM2-135M, after "I can't do slot 9, but I could do slot 1, 2 or 3." in talk, named
+    slot 1 — a blocked errand of its own, the first slot of "Talked about" — in its DECISION
+    and on all three retries.  With no settled slot the example names the first talked-about
+    slot the seat can take; the retry, after the rule's words, lists the slots it can take and
+    carries the same example (one sentence, no doubled full stop)."""
+    from engine.observe import SeatBriefing
+    from personas.llm.prompts import PromptBook
+
+    task = canonical(0)
+    seat = 1
+    r = next(i for i, m in enumerate(task.meetings) if min(m.participants) == seat)
+    m = task.meetings[r]
+    view = seat_view(seat, task.calendars, task.labels, task.meetings, r, task.cost_values, ("dm",))
+    assert view.calendar[1] is not None and view.calendar[1].blocked  # slot 1 is blocked for this seat
+    got = (Delivered(4, "dm", m.id, "I can't do slot 9, but I could do slot 1, 2 or 3.", r, 1, None, seat),
+           Delivered(4, "dm", m.id, "Could we do slot 1, 2 or 3 instead?", r, 2, None, seat))
+    mine: list = []
+    obs = DecisionObservation(view, r, meeting_view(m, seat, task.labels), got, 0, 3, None)
+    book = PromptBook(SeatBriefing(view, 15, len(task.meetings), len(task.meetings)), short_thinking=True)
+    text = book.decision_message(obs, own=mine)
+    assert "- Talked about: slot 1, slot 2, slot 3." in text and "settled on: slot" not in text
+    first = next(s for s in (1, 2, 3) if view.calendar[s] is None or not view.calendar[s].blocked)
+    assert first != 1
+    example = (f'To schedule it at slot {first}, the first slot the talk was last about that you can take, '
+               f'reply: {{"thinking": "", "actions": [{{"type": "schedule", "meeting_id": {m.id}, "slot": {first}}}]}}')
+    assert example in text
+    retry = DecisionObservation(view, r, meeting_view(m, seat, task.labels), got, 1, 3,
+                                "Rule 7 (schedule slot not free): slot 1 still holds Blocked Errand #14")
+    again = book.decision_message(retry, own=mine)
+    assert "Rule 7 (schedule slot not free): slot 1 still holds Blocked Errand #14" in again
+    assert "Not slots 1, 13 (blocked" in again and example in again and ").." not in again
