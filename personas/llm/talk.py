@@ -36,9 +36,9 @@ from engine.actions import Message
 from engine.observe import Delivered, TurnObservation
 from personas import quick
 from personas.base import cheapest_common_slot, insertion_costs
-from personas.seat_model import read_message
+from personas.seat_model import counter_offer, read_message
 
-__all__ = ["TalkFacts", "counter_offer", "expand_short", "short_record"]
+__all__ = ["TalkFacts", "expand_short", "short_record"]
 
 
 @dataclass
@@ -82,21 +82,6 @@ class TalkFacts:
             return None
         mine = dict(enumerate(insertion_costs(calendar)))
         return cheapest_common_slot(mine, others, lambda p, s: self.reported[p].get(s))
-
-
-def counter_offer(text: str, num_slots: int) -> list[int]:
-    """The slots a free-text message offers instead of another (the engine's reader,
-    :func:`engine.protocol.read_text`): "Could we do slot 1, 2 or 3 instead?" (proposed) or
-    "I can't do slot 9, but I could do slot 1, 2 or 3." (can do some, cannot do others);
-    [] for anything else ("Slot 9 works for me." offers nothing new)."""
-    from engine.protocol import read_text
-
-    r = read_text(text or "", num_slots)
-    if r.proposed:
-        return list(dict.fromkeys(r.proposed))
-    if r.works and r.fails:
-        return sorted(r.works)
-    return []
 
 
 def _others(obs: TurnObservation, seat: int) -> list[int]:
