@@ -83,7 +83,10 @@ random sloppiness: ``runaway`` — a string that never closes (``thinking``, or 
 string a ``maxLength``; ``copycat`` — every CHEAP_TALK reply also sends the latest example
 direct message of the prompt, recipient and text as written (or the per-turn example's short
 action); ``parrot`` — every CHEAP_TALK reply also sends the latest message the seat received
-back to its sender, word for word (a model that never stops talking).  ``refuse_keywords``: JSON
+back to its sender, word for word (a model that never stops talking); ``echo`` — every CHEAP_TALK
+reply repeats the seat's own latest short action of the round when the request's schema admits
+its type, else copies the per-turn example's short action (SmolLM2-135M wrote ``ask_costs`` on
+four turns in a row while its prompt said "propose slot 3").  ``refuse_keywords``: JSON
 schema keywords the server answers with a 400 naming the keyword (as servers whose grammar
 lacks one do), to test that ``structured=auto`` drops them.
 
@@ -137,7 +140,7 @@ __all__ = ["MockLLMServer", "MockOptionError", "POLICIES", "FAULTS", "RequestRec
 
 POLICIES = ("cooperative", "silent", "chaos", "sloppy", "judge", "listener", "literal")
 #: Modes of the ``sloppy`` policy that copy a small model's habits (``MockLLMServer(sloppy_mode=...)``).
-SLOPPY_MODES = ("runaway", "copycat", "parrot")
+SLOPPY_MODES = ("runaway", "copycat", "parrot", "echo")
 #: The ``response_format`` forms the mock accepts by default (see ``MockLLMServer(formats=...)``).
 FORMATS = ("json_schema", "json_object")
 _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · Sender Agent (\d+) · (\d+) slots ===$",
@@ -211,20 +214,27 @@ class _Thread:
                 out.append(m["content"])
         return out
 
-    def round_own_actions(self, round_no: int) -> list[dict[str, Any]]:
-        """Actions this seat already sent in ``round_no`` (from the assistant turns)."""
-        out: list[dict[str, Any]] = []
+    def round_replies(self, round_no: int) -> list[str]:
+        """This seat's assistant turns in ``round_no``, as written."""
+        out: list[str] = []
         in_round = False
         for m in self.messages:
             if m.get("role") == "user":
                 h = HEADER_RE.search(m.get("content") or "")
                 in_round = bool(h and int(h.group("round")) == round_no)
             elif m.get("role") == "assistant" and in_round:
-                try:
-                    env = parse_envelope(m.get("content") or "")
-                except EnvelopeError:
-                    continue
-                out.extend(a.to_json() for a in env.actions)
+                out.append(m.get("content") or "")
+        return out
+
+    def round_own_actions(self, round_no: int) -> list[dict[str, Any]]:
+        """Actions this seat already sent in ``round_no`` (from the assistant turns)."""
+        out: list[dict[str, Any]] = []
+        for text in self.round_replies(round_no):
+            try:
+                env = parse_envelope(text)
+            except EnvelopeError:
+                continue
+            out.extend(a.to_json() for a in env.actions)
         return out
 
     def calendar(self):
@@ -1251,6 +1261,22 @@ _HEARD_RE = re.compile(r"^\[\d+\] From Agent (\d+) \([^)]*\): (.*)$", re.M)
 _EXAMPLE_SHORT_RE = re.compile(r'for example: \{"thinking": "[^"]*", "actions": \[(\{"type": "[a-z_]+"(?:, "slot": \d+)?\})\]\}')
 
 
+_SHORT_KINDS = ("costs", "ask_costs", "propose", "agree")
+
+
+def _own_short_actions(th: _Thread, round_no: int) -> list[dict[str, Any]]:
+    """The short talk actions (``costs``, ``ask_costs``, ``propose``, ``agree``) the seat wrote
+    in ``round_no``, in order, as written (its assistant turns)."""
+    out: list[dict[str, Any]] = []
+    for text in th.round_replies(round_no):
+        try:
+            acts = json.loads(text).get("actions") or []
+        except (ValueError, AttributeError):
+            continue
+        out.extend(a for a in acts if isinstance(a, dict) and a.get("type") in _SHORT_KINDS)
+    return out
+
+
 def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: dict[str, Any] | None,
                       req: dict[str, Any]) -> tuple[str, str]:
     """``(content, finish_reason)`` of a small model's habit, applied to the cooperative answer.
@@ -1274,6 +1300,23 @@ def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: 
             if heard is not None:
                 back = {"type": "dm", "to": int(heard.group(1)), "content": heard.group(2)}
                 out["actions"] = [back] + list(envelope.get("actions") or [])
+        return json.dumps(out), "stop"
+    if mode == "echo":
+        out = dict(envelope)
+        if (th.header or {}).get("phase") == "CHEAP_TALK":
+            allowed = _allowed_types(schema) if schema else None
+            again = None
+            for prev in _own_short_actions(th, int(th.header["round"])):
+                again = prev
+            example = None
+            for m in th.messages:
+                if m.get("role") == "user":
+                    for ex in _EXAMPLE_SHORT_RE.finditer(m.get("content") or ""):
+                        example = json.loads(ex.group(1))
+            for pick in (again, example):
+                if pick is not None and (allowed is None or pick["type"] in allowed):
+                    out["actions"] = [pick]
+                    break
         return json.dumps(out), "stop"
     if mode == "copycat":
         out = dict(envelope)

@@ -36,7 +36,8 @@ from engine.seats import Reply
 from . import quick
 from .base import cheapest_common_slot, insertion_costs
 
-__all__ = ["SeatModel", "Hint", "QuickResult", "thread_of", "CHANNEL_THREAD", "stance_of", "TalkFacts"]
+__all__ = ["SeatModel", "Hint", "QuickResult", "thread_of", "CHANNEL_THREAD", "stance_of", "TalkFacts",
+           "counter_offer"]
 
 #: Thread keys of the groupchats (a DM thread is ``dm:<peer>``; everything else is the feed).
 CHANNEL_THREAD = {c: CHANNEL_SHORT[c] for c in ("participant_groupchat", "all_groupchat")}  # engine.channels
@@ -147,6 +148,21 @@ def read_message(ev: dict[str, Any], num_slots: int) -> MessageReading:
     slots = protocol.mentioned_slots(ev, num_slots)
     return MessageReading(slots, protocol.is_request_for_costs(ev), bool(slots) and protocol.is_proposal(ev),
                           protocol.costs_in_payload(ev.get("payload")))
+
+
+def counter_offer(text: str, num_slots: int) -> list[int]:
+    """The slots a free-text message offers instead of another, read by the engine's reader
+    (:func:`engine.protocol.read_text`) for the LLM seat's per-turn example
+    (``personas/llm/talk.py``): "Could we do slot 1, 2 or 3 instead?" (proposed) or "I can't
+    do slot 9, but I could do slot 1, 2 or 3." (can do some, cannot do others); [] for
+    anything else ("Slot 9 works for me." offers nothing new)."""
+    r = protocol.read_text(text or "", num_slots)
+    if r.proposed:
+        return list(dict.fromkeys(r.proposed))
+    if r.works and r.fails:
+        return sorted(r.works)
+    return []
+
 
 @dataclass(frozen=True)
 class TalkFacts:

@@ -33,10 +33,11 @@ def register(subparsers) -> None:
                         "cooperative, and answers --judge questions from what each message says; listener: "
                         "decides the slot the DECISION message says the talk produced; literal: always schedules "
                         "the slot in its own words, even where an errand sits (both name the slot alone)")
-    p.add_argument("--sloppy-mode", choices=("runaway", "copycat", "parrot"), default=None,  # mock_endpoint.SLOPPY_MODES
+    p.add_argument("--sloppy-mode", choices=("runaway", "copycat", "parrot", "echo"), default=None,  # mock_endpoint.SLOPPY_MODES
                    help="with --policy sloppy, one small-model habit instead of random sloppiness: runaway (strings "
                         "that never close unless the schema sets maxLength), copycat (sends the prompt's example "
-                        "message as written), parrot (sends the latest message it received back to its sender)")
+                        "message as written), parrot (sends the latest message it received back to its sender), echo (repeats its own "
+                        "latest short talk action of the round while the schema admits it, else copies the example)")
     p.add_argument("--context-limit", type=int, default=None, metavar="TOKENS",
                    help="answer requests longer than this (estimated tokens + max_tokens) with HTTP 400, as a "
                         "real server does (default: no limit)")

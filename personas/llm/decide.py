@@ -37,7 +37,8 @@ from ..base import clear_and_schedule
 from ..seat_model import SeatModel, TalkFacts
 from .schema import THINKING_MAX, _enum, _kind, _move, _obj, _one_of, _possible_slots, _string
 
-__all__ = ["DECISION_MODES", "DecisionBuild", "build_decision", "decision_slot_schema", "talk_facts", "talk_lines"]
+__all__ = ["DECISION_MODES", "DecisionBuild", "build_decision", "decision_slot_schema", "reachable_slots",
+           "decision_example_slot", "reach_words", "talk_facts", "talk_lines"]
 
 #: ``LLMSettings.decision``: the model names the slot (the seat moves what must move), or writes the batch.
 DECISION_MODES = ("slot", "batch")
@@ -95,25 +96,75 @@ def build_decision(calendar: Sequence[Any], meeting_id: int, said: Sequence[Any]
 
 
 @lru_cache(maxsize=512)
-def _slot_schema(meeting_id: int, num_slots: int, calendar: tuple) -> dict[str, Any]:
+def _slot_schema(meeting_id: int, num_slots: int, calendar: tuple, moves: bool = True) -> dict[str, Any]:
     free, movable, _possible = _possible_slots(calendar, num_slots)
 
     def sched() -> dict[str, Any]:  # every slot: a slot the rules refuse is refused in their words, never moved
         return _obj(type=_kind("schedule"), meeting_id=_enum([meeting_id]), slot=_enum(range(num_slots)))
 
     alts = [{"type": "array", "prefixItems": [sched()], "minItems": 1, "maxItems": 1}]
-    for slot, item in movable:  # optional: the model moves an item itself first
+    for slot, item in movable if moves else ():  # optional: the model moves an item itself first
         alts.append({"type": "array", "prefixItems": [_move(slot, item, free), sched()],
                      "minItems": 2, "maxItems": 2})
     return _obj(thinking={**_string(THINKING_MAX), "description": "your private reasoning, brief"},
                 actions=_one_of(alts))
 
 
-def decision_slot_schema(obs) -> dict[str, Any]:
+def decision_slot_schema(obs, *, moves: bool = True) -> dict[str, Any]:
     """The DECISION envelope schema for ``decision = "slot"``: one ``schedule`` of this
-    meeting into any slot, alone or after one reschedule of a movable item."""
+    meeting into any slot, alone or (``moves``) after one reschedule of a movable item.
+
+    ``moves=False`` (a small model, ``LLMPersona.short_thinking``): the ``schedule`` alone.
+    SmolLM2-135M, offered the optional move first, wrote "reschedule item 13 from slot 0 to 3"
+    and then named slot 13 — its item's number, a blocked errand — in every DECISION of a game
+    (12 rejected batches); the seat moves the errand in the named slot anyway."""
     v = obs.view
-    return _slot_schema(int(obs.meeting.id), v.num_slots, tuple(v.calendar))
+    return _slot_schema(int(obs.meeting.id), v.num_slots, tuple(v.calendar), moves)
+
+
+def reachable_slots(calendar: Sequence[Any]) -> tuple[list[int], list[int], list[int]]:
+    """``(free, movable, refused)``: the slots the seat can schedule a meeting in by itself —
+    free, or holding an errand it may move (not blocked, with a free slot elsewhere), which
+    :func:`build_decision` moves — and the others (a blocked errand, a meeting copy: moving
+    that breaks its meeting, so the seat never does it for the model)."""
+    free = [s for s, it in enumerate(calendar) if it is None]
+    movable = [s for s, it in enumerate(calendar)
+               if isinstance(it, Errand) and not it.blocked and any(f != s for f in free)]
+    refused = [s for s in range(len(calendar)) if s not in free and s not in movable]
+    return free, movable, refused
+
+
+def decision_example_slot(facts: TalkFacts, calendar: Sequence[Any]) -> tuple[int, str] | None:
+    """The slot of the DECISION message's example reply and where it comes from: the one slot
+    every participant accepted, else the slot the talk settled on (the human's preselection)
+    — ``"settled"`` —, else the first slot the talk was last about ("Talked about") —
+    ``"talked"`` —, each only when the seat can take it; else None (no example slot)."""
+    free, movable, _ = reachable_slots(calendar)
+    reach = set(free) | set(movable)
+    for slot in ([facts.accepted[0]] if len(facts.accepted) == 1 else []) + [facts.settled]:
+        if slot is not None and slot in reach:
+            return slot, "settled"
+    talked = [s for s in facts.talk if s in reach]
+    return (talked[0], "talked") if talked else None
+
+
+def reach_words(calendar: Sequence[Any]) -> str:
+    """The slots the seat can take, in words (the DECISION and retry messages): "Slots you can
+    take: 2–4, 7 (free); 0, 5, 6 (your errand there is moved for you). Not slots 1, 13
+    (blocked, or holding a meeting)." — facts of the seat's own calendar, which it may still
+    ignore (the schema does not narrow the slot to these: docs/llm.md, "Decide by slot")."""
+    from engine.protocol import fmt_slots
+
+    free, movable, refused = reachable_slots(calendar)
+    parts = []
+    if free:
+        parts.append(f"{fmt_slots(free)} (free)")
+    if movable:
+        parts.append(f"{fmt_slots(movable)} (your errand there is moved for you)")
+    out = "Slots you can take: " + "; ".join(parts) + "." if parts else "No slot can take it."
+    if refused:
+        out += f" Not slot{'s' if len(refused) > 1 else ''} {fmt_slots(refused)} (blocked, or holding a meeting)."
+    return out
 
 
 # -- what the talk produced ---------------------------------------------------------------

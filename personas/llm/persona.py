@@ -65,7 +65,7 @@ from .talk import TalkFacts, expand_short, short_record
 SMALL_WINDOW = 8192
 SMALL_MODEL_CALLS = 4
 from .schema import (THINKING_MAX, THINKING_SHORT, drop_keywords, envelope_schema, reflection_schema, refused_keywords,
-                     response_format, with_one_action, with_thinking_limit)
+                     response_format, with_one_action, with_thinking_limit, without_kinds)
 from .decide import build_decision, decision_slot_schema
 from .settings import LLMConfigError, LLMSettings
 
@@ -727,7 +727,7 @@ class LLMPersona:
         if self.short_thinking:
             schema = with_thinking_limit(schema, THINKING_SHORT)
             if isinstance(obs, TurnObservation):
-                schema = with_one_action(schema)
+                schema = without_kinds(with_one_action(schema), self._repeats(obs))
         res, info, form = await self._send(client, [], schema)
         if res is None or res.failure == "context_length":
             return self._overflow(text, info, res)
@@ -790,10 +790,23 @@ class LLMPersona:
                      text=raw_text, usage=res.usage, latency_ms=res.latency_ms, raw=raw, prompt=text, extra=extra)
 
     def _schema(self, obs) -> dict[str, Any]:
-        """The reply's JSON schema: DECISION by slot (``decision = "slot"``) or the envelope's."""
+        """The reply's JSON schema: DECISION by slot (``decision = "slot"``; for a small model
+        the ``schedule`` alone, :func:`~personas.llm.decide.decision_slot_schema`) or the envelope's."""
         if isinstance(obs, DecisionObservation) and self.settings.decision == "slot":
-            return decision_slot_schema(obs)
+            return decision_slot_schema(obs, moves=not self.short_thinking)
         return envelope_schema(obs)
+
+    def _repeats(self, obs: TurnObservation) -> set[str]:
+        """The short talk actions that would only repeat themselves this turn (not offered to a
+        small model, :func:`~personas.llm.schema.without_kinds`): ``ask_costs`` once the seat
+        asked this round, ``costs`` when no cost request to it is left unanswered."""
+        facts = self._round_facts(obs.round)
+        out = set()
+        if facts.asked:
+            out.add("ask_costs")
+        if facts.open_request() is None:
+            out.add("costs")
+        return out
 
     def _unreadable(self, text: str, raw_text: str, raw: Any, res: CallResult, info: dict[str, Any] | None,
                     form: str, detail: str) -> Reply:

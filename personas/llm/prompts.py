@@ -243,12 +243,24 @@ class PromptBook:
         if not obs.is_participant or not can:
             return self._frag("why_wait"), self._frag("short_pass")
         mine = facts.agreed
+        named = facts.proposed[-1] if facts.proposed else mine  # the slot I put forward last
+        opener = bool(others) and self.seat == min(m.participants)
+        if (opener and named is not None and facts.proposal is not None and facts.proposal[0] != self.seat
+                and named not in facts.proposal[1]):
+            # the opener named a slot a partner cannot take (it offered others): ask everyone's
+            # costs, then propose the cheapest for all — IMAP's order, which its partners follow
+            best = facts.cheapest(obs.view.calendar, others)
+            if not facts.asked:
+                return (self._frag("why_reopen", frm=facts.proposal[0], slot=named, others=_and(others)),
+                        self._frag("short_ask"))
+            if best is not None and best[1] != named:
+                return self._frag("why_propose", slot=best[1]), self._frag("short_propose", slot=best[1])
         if facts.proposal is not None and facts.proposal[0] != self.seat:
             frm, slots = facts.proposal
             ok = [s for s in slots if 0 <= s < len(costs) and costs[s] is not None]
             if ok:
                 slot = min(ok, key=lambda s: (costs[s], s))
-                if mine != slot:
+                if mine != slot and named not in ok:
                     return self._frag("why_agree", frm=frm, slot=slot), self._frag("short_agree", slot=slot)
             elif mine is None and not facts.proposed:
                 slot = min(can, key=lambda s: (costs[s], s))
@@ -283,24 +295,27 @@ class PromptBook:
         return self._fill("turn", header=header, budget_line=self._budget(obs), inbox=inbox, last_turn=last,
                           done_line=done, next_step=self.next_step(obs, facts, done_slot))
 
-    def _retry(self, obs, phase: str, what: str) -> str:
+    def _retry(self, obs, phase: str, what: str, more: str = "") -> str:
         return self._fill("retry", header=self.header(obs.round, phase, obs.meeting.id), attempt=obs.attempt,
-                     max_attempts=obs.max_attempts, conflict=obs.rejection or "(no detail)", what=what)
+                          max_attempts=obs.max_attempts, conflict=obs.rejection or "(no detail)", what=what,
+                          more=more)
 
     #: ``LLMSettings.decision``: ``slot`` (name the slot; the seat moves what must move) or
     #: ``batch`` (the model writes its own moves).  The persona sets its seat's setting.
     decision_mode = "slot"
 
     def _decision(self, obs: DecisionObservation, *, seen: int, own: Sequence[tuple[int, Any]] = ()) -> str:
-        from .decide import talk_facts, talk_lines
+        from .decide import reach_words, talk_facts, talk_lines
 
         m = obs.meeting
+        facts = talk_facts(obs, own)
         if obs.attempt > 0:
-            what = (self._fill("what_slot", meeting_id=m.id) if self.decision_mode == "slot"
-                    else self._frag("what_decision", meeting_id=m.id))
-            return self._retry(obs, "DECISION", what)
+            if self.decision_mode == "slot":  # the rule's words, then the slots the seat can take
+                return self._retry(obs, "DECISION", self._fill("what_slot", meeting_id=m.id),
+                                   more=reach_words(obs.view.calendar) + self._decision_example(obs, facts) + "\n")
+            return self._retry(obs, "DECISION", self._frag("what_decision", meeting_id=m.id))
         unread = self.messages_block(obs.round_messages[seen:], "unread_header", None)
-        lines = talk_lines(talk_facts(obs, own), self.seat, m.id)
+        lines = talk_lines(facts, self.seat, m.id)
         if lines:
             talk = self._fill("talk", meeting_id=m.id, lines="\n".join(f"- {x}" for x in lines)) + "\n"
         else:
@@ -308,7 +323,23 @@ class PromptBook:
         return self._fill("decision", header=self.header(obs.round, "DECISION", m.id), meeting_id=m.id,
                           participants=_plist(m.participants), label_line=self._label_line(m.label),
                           unread=unread, talk=talk, calendar=obs.view.render(),
-                          instruction=self._fill(f"decide_{self.decision_mode}", meeting_id=m.id))
+                          instruction=self._fill(f"decide_{self.decision_mode}", meeting_id=m.id,
+                                                 reach=reach_words(obs.view.calendar),
+                                                 example=self._decision_example(obs, facts)))
+
+    def _decision_example(self, obs: DecisionObservation, facts: Any) -> str:
+        """The example reply of a DECISION message by slot, built from this round's talk: the
+        slot every participant accepted or the talk settled on, else one the talk was about, when
+        the seat can take it (:func:`personas.llm.decide.decision_example_slot`); else none."""
+        from .decide import decision_example_slot
+
+        found = decision_example_slot(facts, obs.view.calendar)
+        if found is None:
+            return ""
+        slot, why = found
+        thinking = "" if self.short_thinking else self._frag("thinking_example")
+        action = json.dumps({"type": "schedule", "meeting_id": obs.meeting.id, "slot": slot})
+        return "\n" + self._frag(f"decide_example_{why}", slot=slot, thinking=thinking, action=action)
 
     def decision_message(self, obs: DecisionObservation, *, seen: int = 0, notice: str = "",
                          own: Sequence[tuple[int, Any]] = ()) -> str:

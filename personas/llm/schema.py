@@ -44,7 +44,7 @@ from typing import Any
 
 __all__ = ["FORMS", "envelope_schema", "reflection_schema", "response_format", "judge_schema", "drop_keywords",
            "refused_keywords", "DROPPABLE", "THINKING_MAX", "THINKING_SHORT", "CONTENT_MAX", "MAX_MOVES",
-           "with_thinking_limit", "with_one_action"]
+           "with_thinking_limit", "with_one_action", "without_kinds"]
 
 #: The request forms ``auto`` tries, in order, before giving up on a constraint.
 FORMS = ("json_schema", "json_object")
@@ -177,6 +177,26 @@ def with_one_action(schema: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(acts, dict) or acts.get("type") != "array":
         return schema
     props["actions"] = {**acts, "maxItems": 1}
+    return {**schema, "properties": props}
+
+
+def without_kinds(schema: dict[str, Any], kinds: set[str] | frozenset[str]) -> dict[str, Any]:
+    """``schema`` whose ``actions`` items no longer offer the action types in ``kinds`` (a
+    copy; at least one kind is always left).  For a small model in CHEAP_TALK
+    (``LLMPersona.short_thinking``): a short action that would only repeat itself this turn —
+    ``ask_costs`` once the seat has asked, ``costs`` with no cost request to answer — is not
+    offered (SmolLM2-135M, shown "propose slot 3" after both partners sent their costs, wrote
+    ``ask_costs`` again on every turn of the round)."""
+    props = dict(schema.get("properties") or {})
+    acts = props.get("actions")
+    items = acts.get("items") if isinstance(acts, dict) else None
+    if not kinds or not isinstance(items, dict) or "anyOf" not in items:
+        return schema
+    keep = [alt for alt in items["anyOf"]
+            if ((alt.get("properties") or {}).get("type") or {}).get("enum", [None])[0] not in kinds]
+    if not keep or len(keep) == len(items["anyOf"]):
+        return schema
+    props["actions"] = {**acts, "items": _one_of(keep)}
     return {**schema, "properties": props}
 
 

@@ -36,7 +36,7 @@ from engine.actions import Message
 from engine.observe import Delivered, TurnObservation
 from personas import quick
 from personas.base import cheapest_common_slot, insertion_costs
-from personas.seat_model import read_message
+from personas.seat_model import counter_offer, read_message
 
 __all__ = ["TalkFacts", "expand_short", "short_record"]
 
@@ -63,6 +63,10 @@ class TalkFacts:
                 self.answered.discard(m.sender)
             elif said.proposes:
                 self.proposal = (m.sender, said.slots)
+            elif m.payload is None and said.slots:  # free text: "could we do 1, 2 or 3 instead?"
+                offer = counter_offer(m.content, num_slots)
+                if offer:
+                    self.proposal = (m.sender, offer)
             if said.costs is not None:
                 self.reported[m.sender] = said.costs
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from calbench_devtools.mock_endpoint import MockLLMServer
 from engine.generate import generate_scenario
 
 _DOUBLES = Path(__file__).resolve().parents[1] / "engine" / "doubles.py"
@@ -89,3 +90,19 @@ def decisions_as_named(trace) -> list[dict]:
             row["scheduled"] = sent[0] if sent else None
         rows.append(row)
     return rows
+
+
+class RecordingRounds(MockLLMServer):
+    """The mock, also keeping (seat, round, phase, schema) of every chat request it answered."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.schemas: list[tuple[int, int, str, dict]] = []
+
+    def _answer(self, req, th, fault, prompt_chars, reused):
+        rf = req.get("response_format") or {}
+        schema = (rf.get("json_schema") or {}).get("schema") or rf.get("schema")
+        h = th.header or {}
+        if schema and h:
+            self.schemas.append((th.seat, int(h["round"]) - 1, h.get("phase"), schema))  # "Round 1" is round 0
+        return super()._answer(req, th, fault, prompt_chars, reused)

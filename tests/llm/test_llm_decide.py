@@ -10,10 +10,13 @@ message says the talk produced.
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from llmkit import decisions_as_named, small_task
+from llmkit import RecordingRounds, decisions_as_named, small_task
 
 from engine.actions import Message, Reschedule, Schedule, parse_envelope
+from engine.protocol import fmt_slots
 from engine.game import GameConfig, run_game
 from engine.model import Errand, MeetingCopy
 from engine.observe import DecisionObservation, Delivered, meeting_view, seat_view
@@ -100,6 +103,60 @@ async def test_the_full_batch_setting_keeps_the_old_behaviour(make_settings):
                           if "was rejected" not in s)
     assert not any("decision" in (e["data"].get("extra") or {}) for e in events(res, "decide_end"))
     assert seats[1].describe()["decision"] == "batch"  # recorded with the seat's settings (config.llm)
+
+
+def reach_from_render(render: str) -> tuple[list[int], list[int], list[int]]:
+    """(free, movable, refused) slots read off a frozen calendar's render, independently of the seat."""
+    free, movable, refused = [], [], []
+    for line in render.splitlines():
+        m = re.match(r"Slot\s+(\d+): (.*)", line)
+        if not m:
+            continue
+        slot, what = int(m.group(1)), m.group(2)
+        (free if "[FREE]" in what else movable if what.startswith("Errand") else refused).append(slot)
+    return free, movable, refused
+
+
+async def test_a_small_model_names_the_slot_alone_and_is_told_the_slots_it_can_take(make_settings):
+    """Behind an 8k window the DECISION reply is the ``schedule`` alone (SmolLM2-135M, offered
+    an optional move first, moved "item 13" and then named slot 13 — a blocked errand — in all
+    twelve DECISION replies of a game); its slot may still be any slot (no schema moves it).
+    The message lists the slots the seat can take from its frozen calendar and ends with an
+    example built from the talk: the slot it settled on.  A rejected batch is asked again with
+    the rule's words and the same list.  A 32k window keeps the optional move."""
+    task = canonical(0)
+    async with RecordingRounds(policy="listener", context_limit=8192, advertise_context=True) as server:
+        server.inject("invalid_batch", count=1, seat=1, phase="DECISION")
+        res, _ = await play(server, make_settings, task)
+    rows = decisions_as_named(res.trace)
+    assert [r["outcome"] for r in rows].count("rejected") == 1
+    schemas = [sch for seat, r, ph, sch in server.schemas if seat == 1 and ph == "DECISION"]
+    assert len(schemas) == len(rows)
+    for sch in schemas:
+        acts = sch["properties"]["actions"]
+        assert "anyOf" not in acts and len(acts["prefixItems"]) == 1 and acts["maxItems"] == 1
+        assert acts["prefixItems"][0]["properties"]["slot"]["enum"] == list(range(task.num_slots))
+    starts = [e["data"] for e in events(res, "decide_start") if e["data"]["agent_id"] == 1]
+    examples = 0
+    for d in starts:
+        free, movable, refused = reach_from_render(d["calendar_snapshot_render"])
+        text = d["prompt_sent"]
+        assert f"Slots you can take: {fmt_slots(free)} (free); {fmt_slots(movable)} (your errand there" in text
+        assert f"Not slots {fmt_slots(refused)} (blocked" in text
+        mid = int(re.search(r"Meeting M(\d+)", text).group(1))
+        settled = re.findall(r"- The slot the talk settled on: slot (\d+)\.", text)
+        if "was rejected" in text:  # the retry: the rule's words (decisions_as_named) and the same list
+            continue
+        if settled and int(settled[0]) in free + movable:
+            n = int(settled[0])
+            examples += 1
+            assert (f'To schedule it at slot {n}, the slot the talk settled on, reply: {{"thinking": "", '
+                    f'"actions": [{{"type": "schedule", "meeting_id": {mid}, "slot": {n}}}]}}') in text
+    assert examples >= 2
+    async with RecordingRounds(policy="listener", context_limit=32768, advertise_context=True) as server:
+        await play(server, make_settings, task)
+    assert all("anyOf" in sch["properties"]["actions"] for seat, r, ph, sch in server.schemas
+               if seat == 1 and ph == "DECISION")
 
 
 # -- the builder ------------------------------------------------------------------------
@@ -280,3 +337,37 @@ async def test_the_llm_and_the_human_screen_read_the_same_talk(make_settings):
                 if ev is not None:
                     model.apply(ev)
             assert checked >= 2
+
+
+def test_with_no_settled_slot_the_example_is_a_talked_about_slot_the_seat_can_take():
+    """SmolLM2-135M, after "I can't do slot 9, but I could do slot 1, 2 or 3." in talk, named
+    slot 1 — a blocked errand of its own, the first slot of "Talked about" — in its DECISION
+    and on all three retries.  With no settled slot the example names the first talked-about
+    slot the seat can take; the retry, after the rule's words, lists the slots it can take and
+    carries the same example (one sentence, no doubled full stop)."""
+    from engine.observe import SeatBriefing
+    from personas.llm.prompts import PromptBook
+
+    task = canonical(0)
+    seat = 1
+    r = next(i for i, m in enumerate(task.meetings) if min(m.participants) == seat)
+    m = task.meetings[r]
+    view = seat_view(seat, task.calendars, task.labels, task.meetings, r, task.cost_values, ("dm",))
+    assert view.calendar[1] is not None and view.calendar[1].blocked  # slot 1 is blocked for this seat
+    got = (Delivered(4, "dm", m.id, "I can't do slot 9, but I could do slot 1, 2 or 3.", r, 1, None, seat),
+           Delivered(4, "dm", m.id, "Could we do slot 1, 2 or 3 instead?", r, 2, None, seat))
+    mine: list = []
+    obs = DecisionObservation(view, r, meeting_view(m, seat, task.labels), got, 0, 3, None)
+    book = PromptBook(SeatBriefing(view, 15, len(task.meetings), len(task.meetings)), short_thinking=True)
+    text = book.decision_message(obs, own=mine)
+    assert "- Talked about: slot 1, slot 2, slot 3." in text and "settled on: slot" not in text
+    first = next(s for s in (1, 2, 3) if view.calendar[s] is None or not view.calendar[s].blocked)
+    assert first != 1
+    example = (f'To schedule it at slot {first}, the first slot the talk was last about that you can take, '
+               f'reply: {{"thinking": "", "actions": [{{"type": "schedule", "meeting_id": {m.id}, "slot": {first}}}]}}')
+    assert example in text
+    retry = DecisionObservation(view, r, meeting_view(m, seat, task.labels), got, 1, 3,
+                                "Rule 7 (schedule slot not free): slot 1 still holds Blocked Errand #14")
+    again = book.decision_message(retry, own=mine)
+    assert "Rule 7 (schedule slot not free): slot 1 still holds Blocked Errand #14" in again
+    assert "Not slots 1, 13 (blocked" in again and example in again and ").." not in again

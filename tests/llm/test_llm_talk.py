@@ -13,7 +13,7 @@ import json
 import re
 
 from engine.game import GameConfig, run_game
-from engine.observe import SeatBriefing, TurnObservation, meeting_view, seat_view
+from engine.observe import Delivered, SeatBriefing, TurnObservation, meeting_view, seat_view
 from engine.taskref import hydrate_labels, resolve_tasks
 from calbench_devtools.mock_endpoint import MockLLMServer
 from personas.base import cheapest_common_slot, insertion_costs
@@ -22,6 +22,7 @@ from personas.llm.prompts import PromptBook
 from personas.llm.schema import THINKING_MAX, THINKING_SHORT
 from personas.llm.talk import TalkFacts, expand_short
 from personas.registry import make_personas
+from llmkit import RecordingRounds
 
 SEAT = 1
 
@@ -280,3 +281,72 @@ async def test_the_openers_agree_is_imaps_decision_for_an_imap_seat(make_setting
     assert by_to[3].payload == {"protocol": "imap", "kind": "decision", "meeting_id": 4, "slot": slot}
     (rec,) = reply.extra["short_actions"]
     assert rec["action"] == {"type": "agree", "slot": slot} and len(rec["expanded"]) == 2
+
+
+# -- a small model is not offered a short action that would only repeat itself ----------------
+def offered(schema: dict) -> set[str]:
+    items = schema["properties"]["actions"]["items"]
+    return {alt["properties"]["type"]["enum"][0] for alt in items.get("anyOf", [items])}
+
+
+async def test_a_small_model_is_not_offered_a_short_action_that_repeats_itself(make_settings):
+    """SmolLM2-135M, opening Meeting M4 of canonical:0, wrote ``ask_costs`` on all four of its
+    turns although both partners had answered and its prompt said "propose slot 3", so the
+    IMAP seats waiting for the opener's decision never got one.  The mock's ``echo`` model
+    repeats its own latest short action while the schema admits it: behind an 8k window the
+    schema offers ``ask_costs`` only until the seat asked, and ``costs`` only while a cost
+    request to it is unanswered, so the opener asks once, then copies the example and proposes
+    the cheapest slot — and M4 is scheduled.  A 32k window keeps every action."""
+    task = canonical(0)
+    m4 = next(r for r, m in enumerate(task.meetings) if min(m.participants) == SEAT)
+    async with RecordingRounds(policy="sloppy", sloppy_mode="echo", context_limit=8192,
+                               advertise_context=True) as mock:
+        res, p = await one_llm(task, make_settings(mock))
+    shorts = [(e["round"], s["action"]) for e in events(res, "turn_end") if e["agent_id"] == SEAT
+              for s in (e.get("extra") or {}).get("short_actions") or []]
+    assert [a["type"] for r, a in shorts if r == m4 and a["type"] == "ask_costs"] == ["ask_costs"]
+    proposed = [a["slot"] for r, a in shorts if r == m4 and a["type"] == "propose"]
+    assert proposed, shorts
+    assert task.meetings[m4].id in res.metrics["scheduled_meeting_ids"]
+    # the schemas: ask_costs gone from the seat's talk once it asked; costs only with a request
+    talk = [(r, s) for seat, r, ph, s in mock.schemas if seat == SEAT and ph == "CHEAP_TALK"]
+    first_m4 = [s for r, s in talk if r == m4]
+    assert "ask_costs" in offered(first_m4[0]) and all("ask_costs" not in offered(s) for s in first_m4[1:])
+    assert "costs" not in offered(first_m4[0])  # nobody had asked the opener for costs
+    asked_me = [r for r, s in talk if "costs" in offered(s)]
+    assert asked_me and all(r != m4 for r in asked_me)  # offered only in rounds where an IMAP seat asked
+    async with RecordingRounds(policy="sloppy", sloppy_mode="echo", context_limit=32768,
+                               advertise_context=True) as mock:
+        await one_llm(task, make_settings(mock))
+    assert all({"ask_costs", "costs"} <= offered(s) for seat, r, ph, s in mock.schemas
+               if seat == SEAT and ph == "CHEAP_TALK" and SEAT in task.meetings[r].participants)
+
+
+def test_an_opener_whose_slot_a_partner_cannot_take_asks_costs_then_proposes_the_cheapest():
+    """SmolLM2-135M opened Meeting M4 of canonical:0 by agreeing to slot 9 ("Let's meet at slot
+    9"); Agent 4 wrote back in words it could not do 9 but could do 1, 2 or 3, and the
+    per-turn example said "pass" until talk ended — M4 was lost.  A counter-offer in free text
+    is read as a proposal (``counter_offer``, the engine's reader), and the opener's example
+    becomes: ask everyone's costs, then propose the slot of least total, then no second slot."""
+    task = canonical(0)
+    r = next(i for i, m in enumerate(task.meetings) if min(m.participants) == SEAT)
+    m = task.meetings[r]
+    others = [p for p in m.participants if p != SEAT]
+    view = seat_view(SEAT, task.calendars, task.labels, task.meetings, r, task.cost_values, ("dm",))
+    book = PromptBook(SeatBriefing(view, 15, len(task.meetings), len(task.meetings)), short_thinking=True)
+    said = (Delivered(others[1], "dm", m.id, "I can't do slot 9, but I could do slot 1, 2 or 3.", r, 1, None, SEAT),
+            Delivered(others[0], "dm", m.id, "Slot 9 works for me.", r, 1, None, SEAT))
+    obs = TurnObservation(view, r, 1, 15, meeting_view(m, SEAT, task.labels), True, said)
+    facts = TalkFacts(r, agreed=9)
+    facts.read(said, view.num_slots)
+    assert facts.proposal == (others[1], [1, 2, 3])
+    assert example_action(book.next_step(obs, facts)) == {"type": "ask_costs"}
+    facts.asked = True
+    costs = {others[0]: {s: (0 if s in (3, 8) else 1) for s in range(16)},
+             others[1]: {s: (0 if s in (2, 3) else None) for s in range(16)}}
+    facts.reported = costs
+    mine = dict(enumerate(insertion_costs(list(view.calendar))))
+    best = cheapest_common_slot(mine, others, lambda a, s: costs[a].get(s))[1]
+    assert example_action(book.next_step(obs, facts)) == {"type": "propose", "slot": best}
+    facts.proposed = [best]
+    assert example_action(book.next_step(obs, facts)) == {"type": "pass"}
