@@ -69,9 +69,12 @@ def _evil_study(cli, tmp_path: Path) -> Path:
     return study
 
 
-def test_study_status_prints_no_escape_sequence_from_the_database(cli, tmp_path):
+def test_study_status_prints_no_escape_sequence_from_the_database(cli, tmp_path, monkeypatch):
     """Before: a participant id with an escape sequence (a study whose pattern allows it, or a
     database edited by hand) retitled the terminal of whoever ran 'study status'."""
+    # wide enough that the id column is never cut with "…" (status fits the terminal's width,
+    # which another test in the same worker may have narrowed)
+    monkeypatch.setenv("COLUMNS", "200")
     from saves.store import Store
     from saves.study import StudyStore
 
