@@ -19,6 +19,13 @@ from .helpers import run_async
 
 REPO = Path(__file__).resolve().parents[2]
 EVIL = "\x1b]0;pwned\x07\x1b[31m[/]x"
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch):
+    """The commands fit their tables to the terminal's width and cut long cells with "…": these
+    tests read whole (escaped) ids and labels, so they run at 200 columns, whatever the worker's."""
+    monkeypatch.setenv("COLUMNS", "200")
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 
@@ -69,12 +76,9 @@ def _evil_study(cli, tmp_path: Path) -> Path:
     return study
 
 
-def test_study_status_prints_no_escape_sequence_from_the_database(cli, tmp_path, monkeypatch):
+def test_study_status_prints_no_escape_sequence_from_the_database(cli, tmp_path):
     """Before: a participant id with an escape sequence (a study whose pattern allows it, or a
     database edited by hand) retitled the terminal of whoever ran 'study status'."""
-    # wide enough that the id column is never cut with "…" (status fits the terminal's width,
-    # which another test in the same worker may have narrowed)
-    monkeypatch.setenv("COLUMNS", "200")
     from saves.store import Store
     from saves.study import StudyStore
 
