@@ -19,6 +19,13 @@ from .helpers import run_async
 
 REPO = Path(__file__).resolve().parents[2]
 EVIL = "\x1b]0;pwned\x07\x1b[31m[/]x"
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch):
+    """The commands fit their tables to the terminal's width and cut long cells with "…": these
+    tests read whole (escaped) ids and labels, so they run at 200 columns, whatever the worker's."""
+    monkeypatch.setenv("COLUMNS", "200")
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 
