@@ -55,13 +55,13 @@ class ServeLimits:
     linger: float = 300.0
 
 
-def check_address(host: str, port: int, max_sessions_per_address: int, public_url: str | None) -> str | None:
+def check_address(host: str, port: int, max_sessions_per_address: int | None, public_url: str | None) -> str | None:
     """The address options checked; the public URL normalised (ending in ``/``), or None."""
     if not host.strip():  # aiohttp would listen on every interface
         raise SetupError("--host needs an address: 127.0.0.1 (this machine, the default) or 0.0.0.0 (the network)")
     if not 0 <= port <= 65535:
         raise SetupError(f"--port must be 0..65535, not {port}")
-    if not 1 <= max_sessions_per_address <= 10000:
+    if max_sessions_per_address is not None and not 1 <= max_sessions_per_address <= 10000:
         raise SetupError(f"--max-sessions-per-address must be 1..10000, not {max_sessions_per_address}")
     if public_url is None:
         return None
