@@ -17,9 +17,14 @@ from typing import Any
 
 import aiohttp
 
-__all__ = ["PageClient"]
+__all__ = ["PageClient", "screen_text"]
 
 _ESC = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+
+
+def screen_text(data: bytes) -> str:
+    """Terminal output as plain text (escape sequences taken out)."""
+    return _ESC.sub(b"", data).decode("utf-8", "replace")
 
 
 class PageClient:
@@ -52,7 +57,13 @@ class PageClient:
     async def _read(self) -> None:
         ws = self._ws
         try:
-            async for msg in ws:
+            while True:
+                msg = await ws.receive()
+                if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED,
+                                aiohttp.WSMsgType.ERROR):
+                    if msg.type == aiohttp.WSMsgType.CLOSE:
+                        self.close_reason = str(msg.extra or "")
+                    break
                 if msg.type == aiohttp.WSMsgType.BINARY:
                     now = time.perf_counter()
                     if self.first_frame_at is None:
@@ -61,7 +72,7 @@ class PageClient:
                         self.echoes.append(now - self._key_sent)
                         self._key_sent = None
                     self.frames += 1
-                    self.text += _ESC.sub(b"", msg.data).decode("utf-8", "replace")
+                    self.text += screen_text(msg.data)
                     if len(self.text) > 400_000:
                         self.text = self.text[-200_000:]
                     self._changed.set()
@@ -69,7 +80,6 @@ class PageClient:
             pass
         finally:
             self.close_code = ws.close_code
-            self.close_reason = str(getattr(ws, "_close_message", "") or "")
             self._changed.set()
 
     @property

@@ -336,6 +336,8 @@ class WebFront(Server):
             await app.stop_bounded(5)
 
         if live:
+            self._say(f"stopping: {len(live)} open page(s) told the server is restarting "
+                      "(they reconnect when it is back)")
             await asyncio.gather(*(close(ws, app) for ws, app, _ in live))
         if self._zygote_task is not None:
             self._zygote_task.cancel()

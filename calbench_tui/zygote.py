@@ -48,9 +48,12 @@ from typing import Any, Sequence
 __all__ = ["Zygote", "ZygoteProcess", "PRELOAD"]
 
 #: What the zygote imports before its first fork: everything a participant's app needs.
-PRELOAD = ("textual.app", "textual.drivers.web_driver", "textual.widgets", "calbench_tui.study_app",
-           "calbench_tui.app", "lab.study.runner", "lab.lease", "saves.store", "calbench_cli.cli",
-           "calbench_cli.commands.study", "calbench_cli.commands.play")
+PRELOAD = ("textual.app", "textual.drivers.web_driver", "textual.widgets", "textual.layouts.factory",
+           "textual.layouts.horizontal", "textual.layouts.stream", "concurrent.futures.thread",
+           "calbench_tui.study_app", "calbench_tui.app", "calbench_tui.remote", "lab.study.runner", "lab.study.model",
+           "lab.lease", "saves.store", "saves.study", "engine.generate", "engine.labelbank", "engine.labels",
+           "engine.oracle", "engine.taskref", "calbench_cli.cli", "calbench_cli.commands.study",
+           "calbench_cli.commands.play")
 _MAX_MSG = 1 << 20
 
 

@@ -59,6 +59,11 @@ def register(subparsers) -> None:
                    help="a participant's terminal or browser that does not take a frame within this long (it "
                         "stopped reading) is dropped: its seat is held (--hold), then the timeout rule applies; "
                         "the table never waits for it (default 15)")
+    p.add_argument("--turn-seconds", type=float, default=0.0, metavar="SECONDS",
+                   help="a human seat's time for one talk turn or decision, connected or not; then its timeout "
+                        "rule applies (the turn ends with nothing said, a decision is no move; recorded as "
+                        "seat_timeout), as a study's timing does. A participant who never answers cannot stall "
+                        "the table (default 0: no limit)")
     p.add_argument("--lobby-wait", type=float, default=600.0, metavar="SECONDS",
                    help="how long to wait for every human seat to be taken (default 600)")
     fill = protocols.default_seat()
@@ -94,7 +99,8 @@ def _limits(args: argparse.Namespace):
     return ServeLimits(host=args.host, port=args.port, public_url=args.public_url,
                        max_sessions_per_address=8 if args.max_sessions_per_address is None
                        else args.max_sessions_per_address, send_timeout=args.send_timeout,
-                       hold=args.hold, lobby_wait=args.lobby_wait, linger=args.linger)
+                       hold=args.hold, lobby_wait=args.lobby_wait, linger=args.linger,
+                       turn_seconds=args.turn_seconds)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -118,7 +124,7 @@ def handle(args: argparse.Namespace) -> int:
         result = serve_table(plan, db=db, limits=limits, llm=llm, per_seat=per_seat,
                              make_web=None if args.no_web else _web_front(limits, _proxies(args)),
                              on_ready=lambda server, table: _announce(args, limits, server, table),
-                             on_takeover=_takeover, on_end=_ended)
+                             on_takeover=_takeover, on_end=_ended, on_event=_console)
     except SetupError as exc:
         raise UserError(str(exc)) from None
     _stopped(result)
