@@ -164,6 +164,7 @@ class WebFront(Server):
         self.zygote: Zygote | None = None
         self._zygote_task: asyncio.Task | None = None
         self.events: Callable[[str], None] | None = None  # the host console: one line per join / departure
+        self._static: dict[str, tuple[bytes, bytes, str]] = {}  # path -> (bytes, gzipped, content type)
         self.pool_param = pool_param  # the link's query parameter carrying a pool's id (study mode)
         self.live: dict[str, tuple[web.WebSocketResponse, _App, str]] = {}  # code -> (socket, app, client)
         self.started = 0  # app processes started (the tests count them)
@@ -212,10 +213,34 @@ class WebFront(Server):
             web.get("/", self.handle_index, name="index"),
             web.get("/ws/{code}", self.handle_websocket, name="websocket_code"),
             web.get("/ws/{code}/pool/{pool}", self.handle_websocket, name="websocket_pool"),
-            web.static("/static", self.statics_path, show_index=False, name="static"),
+            web.get("/static/{path:.+}", self.handle_static, name="static"),
         ])
         app.on_startup.append(self.on_startup)
         app.on_shutdown.append(self.on_shutdown)
+
+    async def handle_static(self, request: web.Request) -> web.StreamResponse:
+        """The page's script, styles and fonts, gzip-compressed once in memory when the browser
+        takes gzip (textual.js: 514 KB → about 124 KB), cached by the browser for a day."""
+        rel = request.match_info["path"]
+        root = Path(self.statics_path).resolve()
+        path = (root / rel).resolve()
+        if root not in path.parents or not path.is_file():
+            raise web.HTTPNotFound()
+        key = str(path)
+        if key not in self._static:
+            import gzip
+            import mimetypes
+
+            raw = path.read_bytes()
+            kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+            packed = await asyncio.to_thread(lambda: gzip.compress(raw, 9, mtime=0))  # (0.5 MB: not on the loop)
+            self._static[key] = (raw, packed, kind)
+        raw, packed, kind = self._static[key]
+        gz = "gzip" in request.headers.get("Accept-Encoding", "") and len(packed) < len(raw)
+        headers = {"Content-Type": kind, "Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
+        if gz:
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=packed if gz else raw, headers=headers)
 
     def _page_template(self) -> str:
         """textual-serve's page with our head (local font, focus, reconnect banner) and no

@@ -340,7 +340,7 @@ def test_one_app_per_code_a_cap_per_address_and_no_code_in_the_process_list(tmp_
                 refused = await http.ws_connect(f"{wsbase}/ws/{codes[1]}")
                 msg = await refused.receive(timeout=30)
                 assert msg.type == aiohttp.WSMsgType.CLOSE and refused.close_code == 4002 and "limit" in msg.extra
-                assert _children(proc.pid) == apps
+                assert set(_children(proc.pid)) <= set(apps)  # nothing was started for it
 
                 # the same code again: the first page's app is replaced, and that page is told
                 async def read_to_close(ws, timeout=30):  # as a browser does, all along

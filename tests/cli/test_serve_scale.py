@@ -172,7 +172,7 @@ def test_concurrent_starts_wait_for_a_busy_database_instead_of_ending_sessions(t
     study = _study(tmp_path)
     db = tmp_path / "study.db"
     ids = ",".join(f"P{i:02d}" for i in range(1, 11))
-    proc, links, err = _serve_study(tmp_path, study, db, ids)
+    proc, links, err = _serve_study(tmp_path, study, db, ids, "--max-sessions-per-address", "100")
     holder = None
     try:
         async def main() -> None:
@@ -331,3 +331,31 @@ def test_ctrl_c_on_the_host_tells_pages_to_reconnect_not_that_the_session_ended(
         _stop(proc)
     log = err.read_text()
     assert "participant P01 connected" in log and "1 open page(s) told the server is restarting" in log
+
+
+def test_the_page_s_files_come_compressed_and_nothing_outside_them_is_served(tmp_path):
+    """Item 6: the page's script (514 KB) and fonts come gzip-compressed to a browser that
+    takes gzip — the script in under 200 KB, so the first frame needs well under half of
+    the 0.9 MB it needed — and a path out of the static folder is not served."""
+    proc, info, _ = _serve_table(tmp_path)
+    web = info["web"].rstrip("/")
+    try:
+        async def main() -> None:
+            async with aiohttp.ClientSession(auto_decompress=False) as http:
+                total = 0
+                for path in ("js/textual.js", "css/xterm.css", "fonts/RobotoMono-VariableFont_wght.ttf"):
+                    async with http.get(f"{web}/static/{path}", headers={"Accept-Encoding": "gzip"}) as r:
+                        body = await r.read()
+                        assert r.status == 200 and r.headers.get("Content-Encoding") == "gzip", (path, r.headers)
+                        total += len(body)
+                        if path.endswith(".js"):
+                            assert len(body) < 200_000
+                assert total < 450_000
+                async with http.get(f"{web}/static/js/textual.js", headers={"Accept-Encoding": "identity"}) as r:
+                    assert "Content-Encoding" not in r.headers and len(await r.read()) > 400_000
+                async with http.get(f"{web}/static/%2e%2e/server.py") as r:
+                    assert r.status == 404
+
+        asyncio.run(main())
+    finally:
+        _stop(proc)
