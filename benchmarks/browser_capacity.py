@@ -42,39 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    kids = [int(x) for x in fh.read().split()]
-                out += kids
-                todo += kids
-        except OSError:
-            continue
-    return out
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            rest = fh.read().rsplit(")", 1)[1].split()
-        return (int(rest[11]) + int(rest[12])) / TICK
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
+from calbench_devtools.page_client import descendants, process_cpu as cpu_seconds, process_parent as parent  # noqa: E402
 
 
 def cmdline(pid: int) -> str:

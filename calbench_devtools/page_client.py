@@ -11,15 +11,54 @@ screen update.  Used by ``benchmarks/browser_capacity.py`` and the serving tests
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from typing import Any
 
 import aiohttp
 
-__all__ = ["PageClient", "screen_text"]
+__all__ = ["PageClient", "screen_text", "descendants", "process_stat", "process_cpu", "process_parent"]
 
 _ESC = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (Linux ``/proc``; [] elsewhere): the server's app processes."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    kids = [int(x) for x in fh.read().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            continue
+    return out
+
+
+def process_stat(pid: int) -> list[str]:
+    """``/proc/PID/stat`` after the command name (index 0: the state, 1: the parent, 11/12: CPU ticks)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()
+
+
+def process_cpu(pid: int) -> float:
+    """CPU-seconds (user + system) ``pid`` has used; 0.0 when it is gone."""
+    try:
+        rest = process_stat(pid)
+        return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def process_parent(pid: int) -> int:
+    try:
+        return int(process_stat(pid)[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def screen_text(data: bytes) -> str:

@@ -423,8 +423,6 @@ class CalBenchApp(ReadableKeys, App):
 
     def remote_lobby(self, frame: dict[str, Any]) -> None:
         lobby = self.lobby_screen
-        if frame.get("status") == "playing":
-            self._remote_presence(frame)
         if lobby is None:
             return
         if frame.get("status") != "lobby":
@@ -434,26 +432,6 @@ class CalBenchApp(ReadableKeys, App):
             # (under the instructions it is popped when they close: _after_remote_intro)
         else:
             lobby.show(frame)
-
-    def _remote_presence(self, frame: dict[str, Any]) -> None:
-        """In play, the table says who is connected: a human seat whose participant left shows
-        "left" in the seats bar (not "waiting" for ever), and its usual state once back."""
-        from .widgets.seats import SeatsBar
-
-        gs = self.game_screen
-        if gs is None:
-            return
-        try:
-            bar = gs.query_one(SeatsBar)
-        except Exception:
-            return
-        mine = self.seat_model.seat if self.seat_model is not None else None
-        for seat in frame.get("waiting") or []:
-            if isinstance(seat, int) and 0 <= seat < len(bar.states) and seat != mine:
-                bar.set_state(seat, "left")
-        for seat in frame.get("present") or []:
-            if isinstance(seat, int) and 0 <= seat < len(bar.states) and bar.states[seat] == "left":
-                bar.set_state(seat, "waiting")
 
     def remote_unreachable(self, message: str) -> None:
         """The first connection to the table failed: exit with the one-line reason (exit status 2)."""
@@ -633,9 +611,10 @@ class CalBenchApp(ReadableKeys, App):
             # (under another screen, e.g. help, it stays; once answered its keys do nothing)
 
     def on_decision_screen_answered(self, message: DecisionScreen.Answered) -> None:
-        """The batch went to the engine: the builder goes (the game screen's keys follow the
-        model, whose request is now answered)."""
+        """The person's batch: the app answers the engine's request with it, and the builder
+        goes (the game screen's keys follow the model, whose request is now answered)."""
         screen = message.screen
+        message.request.answer(message.reply)
         if self.screen is screen:
             self.pop_screen()
         if self.decision_screen is screen:

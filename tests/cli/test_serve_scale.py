@@ -21,7 +21,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from calbench_devtools.page_client import PageClient
+from calbench_devtools.page_client import PageClient, descendants as _descendants, process_cpu as _cpu, process_stat as _stat
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "import sys; from calbench_cli.cli import main; sys.exit(main())"]
@@ -66,37 +66,11 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    kids = [int(x) for x in fh.read().split()]
-                out += kids
-                todo += kids
-        except OSError:
-            continue
-    return out
-
-
 def _running(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        return process_stat(pid)[0] not in ("Z", "X")
     except OSError:
         return False
-
-
-def _stat(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().rsplit(")", 1)[1].split()
-
-
-def _cpu(pid: int) -> float:
-    rest = _stat(pid)
-    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _at_consent(urls: list[str]) -> list[PageClient]:

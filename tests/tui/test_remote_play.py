@@ -112,30 +112,3 @@ async def test_the_host_stopping_the_table_is_said_on_screen_and_kept_for_the_co
         await server.stop()
         await store.close()
     assert table.status == "cancelled"
-
-
-async def test_the_seats_bar_shows_a_participant_who_left_and_came_back(tmp_path):
-    """Issue 34, item 4: in play, a human seat whose participant left showed "waiting" in the
-    other players' seats bar for ever; now it shows "left", and its usual state once back."""
-    from calbench_tui.widgets.seats import SeatsBar
-
-    task, store, table, server = await _table(tmp_path, hold_seconds=600)
-    codes = {c["seat"]: c["code"] for c in table.codes()}
-    app = make_app(settings=Settings(join=server.url, code=codes[0]))
-    game = asyncio.ensure_future(table.run())
-    bot = asyncio.ensure_future(RemoteBot(server.url, codes[2]).run())
-    try:
-        async with app.run_test(size=(100, 30)) as pilot:
-            await wait_for(pilot, lambda: app.screen is app.game_screen and table.status == "playing"
-                           and len(app.game_screen.query(SeatsBar)) == 1 and "2:human" in screen_text(app),
-                           what="the game in play")
-            bar = app.game_screen.query_one(SeatsBar)
-            bot.cancel()  # seat 2's participant closes their laptop
-            await wait_for(pilot, lambda: bar.states[2] == "left", what="seat 2 shown as left")
-            again = asyncio.ensure_future(RemoteBot(server.url, codes[2]).run())
-            await wait_for(pilot, lambda: bar.states[2] != "left", what="seat 2 back")
-            again.cancel()
-    finally:
-        game.cancel()
-        await server.stop()
-        await store.close()
