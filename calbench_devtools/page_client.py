@@ -138,8 +138,9 @@ class PageClient:
                 return False
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), max(0.01, end - loop.time()))
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(max(0.01, end - loop.time())):
+                    await self._changed.wait()
+            except TimeoutError:
                 pass
 
     async def wait_closed(self, timeout: float = 60.0) -> int | None:
@@ -156,8 +157,9 @@ class PageClient:
     async def close(self) -> None:
         try:
             if self._ws is not None and not self._ws.closed:
-                await asyncio.wait_for(self._ws.close(), 5)
-        except (asyncio.TimeoutError, aiohttp.ClientError, ConnectionError):
+                async with asyncio.timeout(5):
+                    await self._ws.close()
+        except (TimeoutError, aiohttp.ClientError, ConnectionError):
             pass
         if self._reader is not None:
             self._reader.cancel()

@@ -151,6 +151,10 @@ def test_concurrent_starts_wait_for_a_busy_database_instead_of_ending_sessions(t
     try:
         async def main() -> None:
             nonlocal holder
+            from saves.store import Store
+
+            store = await Store.open(db)  # the study's database, as its first participant leaves it (WAL)
+            await store.close()
             holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITE, str(db), "14"], stdout=subprocess.PIPE,
                                       text=True)
             assert (await asyncio.to_thread(holder.stdout.readline)).strip() == "holding"
