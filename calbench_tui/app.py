@@ -611,10 +611,9 @@ class CalBenchApp(ReadableKeys, App):
             # (under another screen, e.g. help, it stays; once answered its keys do nothing)
 
     def on_decision_screen_answered(self, message: DecisionScreen.Answered) -> None:
-        """The person's batch: the app answers the engine's request with it, and the builder
-        goes (the game screen's keys follow the model, whose request is now answered)."""
+        """The batch went to the engine: the builder goes (the game screen's keys follow the
+        model, whose request is now answered)."""
         screen = message.screen
-        message.request.answer(message.reply)
         if self.screen is screen:
             self.pop_screen()
         if self.decision_screen is screen:
