@@ -68,7 +68,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _running(pid: int) -> bool:
     try:
-        return process_stat(pid)[0] not in ("Z", "X")
+        return _stat(pid)[0] not in ("Z", "X")
     except OSError:
         return False
 
