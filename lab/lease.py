@@ -46,12 +46,13 @@ CHUNK = 8
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(parent_pid: int, *, interval: float = 0.2) -> bool:
+def die_with_parent(parent_pid: int, *, interval: float = 0.2, watch: bool = True) -> bool:
     """Make this (forked) process die when ``parent_pid`` does.  True when prctl took.
 
     Linux: ``PR_SET_PDEATHSIG`` = SIGKILL, then a check that the parent did not die before
-    the call (it would not fire then).  Everywhere: a daemon thread that polls
-    ``os.getppid()`` and ends the process with ``os._exit`` once it changes.
+    the call (it would not fire then).  Everywhere (unless ``watch`` is false: a process
+    that forks and so wants no thread, and watches ``os.getppid()`` itself): a daemon
+    thread that polls ``os.getppid()`` and ends the process with ``os._exit`` once it changes.
     """
     armed = False
     if sys.platform.startswith("linux"):
@@ -62,14 +63,16 @@ def die_with_parent(parent_pid: int, *, interval: float = 0.2) -> bool:
             armed = False
     if os.getppid() != parent_pid:  # the parent is gone already
         os._exit(1)
+    if not watch:
+        return armed
 
-    def watch() -> None:
+    def watcher() -> None:
         while True:
             time.sleep(interval)
             if os.getppid() != parent_pid:
                 os._exit(1)
 
-    threading.Thread(target=watch, name="calbench-parent-watchdog", daemon=True).start()
+    threading.Thread(target=watcher, name="calbench-parent-watchdog", daemon=True).start()
     return armed
 
 

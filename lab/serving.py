@@ -53,15 +53,16 @@ class ServeLimits:
     hold: float = 120.0
     lobby_wait: float = 600.0
     linger: float = 300.0
+    turn_seconds: float = 0.0  # a human seat's time for one request (0: no limit)
 
 
-def check_address(host: str, port: int, max_sessions_per_address: int, public_url: str | None) -> str | None:
+def check_address(host: str, port: int, max_sessions_per_address: int | None, public_url: str | None) -> str | None:
     """The address options checked; the public URL normalised (ending in ``/``), or None."""
     if not host.strip():  # aiohttp would listen on every interface
         raise SetupError("--host needs an address: 127.0.0.1 (this machine, the default) or 0.0.0.0 (the network)")
     if not 0 <= port <= 65535:
         raise SetupError(f"--port must be 0..65535, not {port}")
-    if not 1 <= max_sessions_per_address <= 10000:
+    if max_sessions_per_address is not None and not 1 <= max_sessions_per_address <= 10000:
         raise SetupError(f"--max-sessions-per-address must be 1..10000, not {max_sessions_per_address}")
     if public_url is None:
         return None
@@ -76,7 +77,7 @@ def check_limits(limits: ServeLimits) -> ServeLimits:
     public = check_address(limits.host, limits.port, limits.max_sessions_per_address, limits.public_url)
     if not 0.1 <= limits.send_timeout <= 3600:
         raise SetupError(f"--send-timeout must be 0.1..3600 seconds, not {limits.send_timeout:g}")
-    for name in ("hold", "lobby_wait", "linger"):
+    for name in ("hold", "lobby_wait", "linger", "turn_seconds"):
         v = getattr(limits, name)
         if not 0 <= v <= 86400:
             raise SetupError(f"--{name.replace('_', '-')} must be 0..86400 seconds, not {v:g}")
@@ -214,21 +215,24 @@ def serve_table(plan: TablePlan, *, db: str, limits: ServeLimits, llm: Any = Non
                 per_seat: Mapping[int, Any] | None = None, make_web: Callable[[Any], Any] | None = None,
                 on_ready: Callable[[Any, Any], None] | None = None,
                 on_takeover: Callable[[int, str], None] | None = None,
-                on_end: Callable[[ServeResult], None] | None = None) -> ServeResult:
+                on_end: Callable[[ServeResult], None] | None = None,
+                on_event: Callable[[str], None] | None = None) -> ServeResult:
     """Serve one table until its game ends (then linger) or a signal stops it.
 
     ``llm`` / ``per_seat``: the LLM settings of the table's LLM seats (a resumed table's
     seats get the settings they were saved with); their pools are closed at the end.
     ``make_web(table)``: the browser front (with ``add_routes``, ``sessions``, ``table_url``),
     or None for terminals only; ``on_ready(server, table)`` once it listens (the join
-    information); ``on_end(result)`` when the game ended, before the lingering."""
+    information); ``on_end(result)`` when the game ended, before the lingering;
+    ``on_event(line)`` for the host's console (seats joining and leaving, the game's start,
+    turns that ran out)."""
     seats = {**(per_seat or {}), **plan.saved_llm}
     return asyncio.run(_serve_table(plan, db=db, limits=limits, llm=llm, per_seat=seats, make_web=make_web,
-                                    on_ready=on_ready, on_takeover=on_takeover, on_end=on_end))
+                                    on_ready=on_ready, on_takeover=on_takeover, on_end=on_end, on_event=on_event))
 
 
 async def _serve_table(plan: TablePlan, *, db, limits: ServeLimits, llm, per_seat, make_web, on_ready, on_takeover,
-                       on_end) -> ServeResult:
+                       on_end, on_event=None) -> ServeResult:
     from engine.gameid import game_id
     from personas.registry import make_personas
     from saves.store import Store, StoreError
@@ -252,7 +256,8 @@ async def _serve_table(plan: TablePlan, *, db, limits: ServeLimits, llm, per_sea
         table = Table(plan.task, plan.names, plan.config, game_id=gid, store=store, resume_upto=plan.resume_upto,
                       hold_seconds=limits.hold, lobby_wait=limits.lobby_wait, lobby_fill=plan.fill,
                       extra_config={"app": "calbench-serve"}, make_persona=make_persona, on_takeover=on_takeover,
-                      send_timeout=limits.send_timeout)
+                      send_timeout=limits.send_timeout, turn_seconds=limits.turn_seconds or None,
+                      on_event=on_event)
         web = make_web(table) if make_web is not None else None
         server = TableServer([table], host=limits.host, port=limits.port,
                              limits=ServerLimits(send_timeout=limits.send_timeout),

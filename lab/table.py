@@ -174,6 +174,7 @@ class RemoteSeat:
     request_id: int = 0
     timed_out: bool = False
     hold_task: asyncio.Task | None = None
+    turn_task: asyncio.Task | None = None  # the per-turn deadline of the pending request (turn_seconds)
     filled_by: str | None = None  # the persona that took the seat when the lobby gave up
     briefing: HumanRequest | None = None  # the registration, re-sent on every join
     outbox: _Outbox | None = None  # the frames waiting for ``conn``
@@ -206,7 +207,8 @@ class Table:
                  settings_key: str | None = None, make_persona=None, hold_seconds: float = 120.0,
                  lobby_wait: float = 600.0, lobby_fill: str | None = protocols.default_seat(),
                  extra_config: dict[str, Any] | None = None, send_queue: int = SEND_QUEUE,
-                 send_timeout: float = SEND_TIMEOUT, on_takeover=None, resume_upto: int | None = None) -> None:
+                 send_timeout: float = SEND_TIMEOUT, on_takeover=None, resume_upto: int | None = None,
+                 turn_seconds: float | None = None, on_event=None) -> None:
         if len(agents) != task.num_agents:
             raise TableError(f"the table names {len(agents)} seats but the task has {task.num_agents}")
         self.task = task
@@ -226,6 +228,10 @@ class Table:
         self.send_queue, self.send_timeout = send_queue, send_timeout
         self.resume_upto = resume_upto  # continue a stopped served game from this seq (serve --resume)
         self.on_takeover = on_takeover  # called with (seat, message) when a seat is opened elsewhere
+        # a human seat's time for one request (a talk turn, a decision), connected or not;
+        # then the seat's timeout rule applies, as a study's talk / decision limits do
+        self.turn_seconds = turn_seconds if turn_seconds and turn_seconds > 0 else None
+        self.on_event = on_event  # called with one line for the host's console (joins, departures, the start)
         self.dropped: list[dict[str, Any]] = []  # connections dropped for not reading (seat, reason)
         self._make_persona = make_persona
         self.remote: dict[int, RemoteSeat] = {}
@@ -272,6 +278,8 @@ class Table:
         if rs.hold_task is not None:
             rs.hold_task.cancel()
             rs.hold_task = None
+        if not took_over:
+            self._say(f"seat {rs.seat} joined" + ("" if self.status == "lobby" else " again"))
         welcome = self._welcome(rs)
         if took_over:
             welcome["took_over"] = True
@@ -307,8 +315,15 @@ class Table:
             box.task.cancel()
         if self.status == "playing" and rs.hold_task is None:
             rs.hold_task = asyncio.ensure_future(self._hold(rs))
+        if self.status in ("lobby", "playing"):
+            self._say(f"seat {rs.seat} left" + (f"; its seat is held {self.hold_seconds:g} s"
+                                                 if self.status == "playing" else ""))
         asyncio.ensure_future(self._broadcast_lobby())
         return True
+
+    def _say(self, line: str) -> None:
+        if self.on_event is not None:
+            self.on_event(line)
 
     async def flush(self, timeout: float) -> None:
         """Wait (at most ``timeout`` s) until every connection's waiting frames are written."""
@@ -434,6 +449,8 @@ class Table:
             self.lobby_record["filled_with"] = self.lobby_fill
         seats = self._seats()
         self.status = "playing"
+        self._say(f"game {self.game_id[:8]} started" + (f"; seats {self.lobby_record['missing']} went to "
+                                                         f"{self.lobby_fill}" if self.lobby_record else ""))
         await self._broadcast_lobby()
         try:
             self.outcome = await self.spec().play(seats, store=self.store, stream=True, listeners=[_Projector(self)],
@@ -441,8 +458,9 @@ class Table:
                                                   more={"lobby": self.lobby_record} if self.lobby_record else None)
         finally:
             for rs in self.remote.values():
-                if rs.hold_task is not None:
-                    rs.hold_task.cancel()
+                for task in (rs.hold_task, rs.turn_task):
+                    if task is not None:
+                        task.cancel()
         self.status = "over"
         for rs in self.remote.values():
             await self._send(rs, self._game_over())
@@ -496,15 +514,33 @@ class Table:
             else:
                 rs.pending = req
                 rs.request_id += 1
+                if rs.turn_task is not None:
+                    rs.turn_task.cancel()
+                    rs.turn_task = None
                 if rs.timed_out:
                     self._apply_timeout(rs)
                     return
+                if self.turn_seconds is not None:
+                    rs.turn_task = asyncio.ensure_future(self._turn_deadline(rs, req))
             asyncio.ensure_future(self._send_request(rs, req))
         return notify
 
+    async def _turn_deadline(self, rs: RemoteSeat, req: HumanRequest) -> None:
+        """``turn_seconds`` after a request was made, an unanswered one gets the seat's timeout
+        rule (a talk turn ends with nothing said, a decision is no move), recorded as a
+        ``seat_timeout`` with the reason, as a study's time limits are."""
+        await asyncio.sleep(self.turn_seconds)
+        if rs.pending is req and not req.done:
+            req.answer(Reply(error="seat_timeout", error_detail=f"no answer within the table's turn limit of "
+                             f"{self.turn_seconds:g} s", extra=self._notes(rs)))
+            self._say(f"seat {rs.seat}: no answer within {self.turn_seconds:g} s; its {req.kind} timed out")
+
     async def _send_request(self, rs: RemoteSeat, req: HumanRequest) -> None:
-        await self._send(rs, {"type": "request", "id": rs.request_id if req.kind != "register" else 0,
-                              "kind": req.kind, "obs": observation_to_wire(req.obs)})
+        frame = {"type": "request", "id": rs.request_id if req.kind != "register" else 0,
+                 "kind": req.kind, "obs": observation_to_wire(req.obs)}
+        if self.turn_seconds is not None and req.kind != "register":
+            frame["deadline_s"] = self.turn_seconds  # from when the request was made
+        await self._send(rs, frame)
 
     async def _broadcast_lobby(self) -> None:
         present = sorted(rs.seat for rs in self.remote.values() if rs.present)

@@ -46,6 +46,9 @@ from .writes import GameWrites
 
 T = TypeVar("T")
 
+#: SQLite's busy timeout (ms) on every connection: see ``Store.open``.
+BUSY_TIMEOUT_MS = 120_000
+
 __all__ = ["Store", "StoreError", "GameNotFound", "on_store"]
 
 
@@ -83,7 +86,11 @@ class Store(Sinks, GameWrites, Claims, Queries):
             raise StoreError(f"cannot open the save database {path}: {exc}") from None
         store = cls(db, path)
         try:
-            await db.execute("PRAGMA busy_timeout = 10000")
+            # How long a write waits for another process's: long enough that a lab's many
+            # participants starting at once on a loaded host queue up rather than fail
+            # ("database is locked" ended sessions at 10 s, issue 34); a crashed writer's lock
+            # is released by the system at once, so only a live writer makes anyone wait.
+            await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             # Two processes creating one database at once can be told "database is locked"
             # at once, without the busy timeout (switching to WAL, or SQLite refusing a lock
             # upgrade that could deadlock): the set-up is idempotent, so try it again.

@@ -61,6 +61,11 @@ def register(subparsers) -> None:
                    help="a participant's terminal or browser that does not take a frame within this long (it "
                         "stopped reading) is dropped: its seat is held (--hold), then the timeout rule applies; "
                         "the table never waits for it (default 15)")
+    p.add_argument("--turn-seconds", type=float, default=0.0, metavar="SECONDS",
+                   help="a human seat's time for one talk turn or decision, connected or not; then its timeout "
+                        "rule applies (the turn ends with nothing said, a decision is no move; recorded as "
+                        "seat_timeout), as a study's timing does. A participant who never answers cannot stall "
+                        "the table (default 0: no limit)")
     p.add_argument("--lobby-wait", type=float, default=600.0, metavar="SECONDS",
                    help="how long to wait for every human seat to be taken (default 600)")
     fill = protocols.default_seat()
@@ -74,9 +79,14 @@ def register(subparsers) -> None:
                    help="the address participants' browsers use when a reverse proxy is in front, e.g. "
                         "https://lab.example.org/ (links, the page's script and its wss:// websocket follow "
                         "it; without it the proxy's X-Forwarded-Proto / X-Forwarded-Host headers are used)")
-    p.add_argument("--max-sessions-per-address", type=int, default=8, metavar="N",
+    p.add_argument("--max-sessions-per-address", type=int, default=None, metavar="N",
                    help="browser sessions (each runs an app process) one client address may have open at "
-                        "once (default 8)")
+                        "once (default 8 for a table; a study has no such cap: each participant link opens one "
+                        "session, whatever the address — a lab behind one NAT address works)")
+    p.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDR[,ADDR]",
+                   help="a reverse proxy's address or network (e.g. 127.0.0.1): only requests from it have "
+                        "their X-Forwarded-For / -Proto / -Host headers believed (default: none — nobody can "
+                        "forge an address to get round the per-address cap)")
     p.add_argument("--json", action="store_true", help="print the join information as one JSON line first")
     add_db_option(p)
     from .llm import add_llm_arguments
@@ -89,8 +99,10 @@ def _limits(args: argparse.Namespace):
     from lab.serving import ServeLimits
 
     return ServeLimits(host=args.host, port=args.port, public_url=args.public_url,
-                       max_sessions_per_address=args.max_sessions_per_address, send_timeout=args.send_timeout,
-                       hold=args.hold, lobby_wait=args.lobby_wait, linger=args.linger)
+                       max_sessions_per_address=8 if args.max_sessions_per_address is None
+                       else args.max_sessions_per_address, send_timeout=args.send_timeout,
+                       hold=args.hold, lobby_wait=args.lobby_wait, linger=args.linger,
+                       turn_seconds=args.turn_seconds)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -112,16 +124,16 @@ def handle(args: argparse.Namespace) -> int:
                           max_turns=args.max_turns)
         llm, per_seat = build_llm_settings(args, AgentsSpec.of_names(plan.names))  # (None, None) without llm seats
         result = serve_table(plan, db=db, limits=limits, llm=llm, per_seat=per_seat,
-                             make_web=None if args.no_web else _web_front(limits),
+                             make_web=None if args.no_web else _web_front(limits, _proxies(args)),
                              on_ready=lambda server, table: _announce(args, limits, server, table),
-                             on_takeover=_takeover, on_end=_ended)
+                             on_takeover=_takeover, on_end=_ended, on_event=_console)
     except SetupError as exc:
         raise UserError(str(exc)) from None
     _stopped(result)
     return result.exit_code
 
 
-def _web_front(limits):
+def _web_front(limits, proxies):
     """The browser page's maker (``calbench_tui.web.WebFront``) for a table's join codes."""
     try:
         from calbench_tui.web import WebFront
@@ -129,10 +141,28 @@ def _web_front(limits):
         raise UserError("the browser page needs textual-serve (pip install textual-serve), or use --no-web") from None
 
     def make(table):
-        return WebFront(host=limits.host, port=limits.port, codes={c["code"] for c in table.codes()},
-                        public_url=limits.public_url, max_per_client=limits.max_sessions_per_address)
+        web = WebFront(host=limits.host, port=limits.port, codes={c["code"] for c in table.codes()},
+                       public_url=limits.public_url, max_per_client=limits.max_sessions_per_address,
+                       trusted_proxies=proxies)
+        web.events = _console
+        return web
 
     return make
+
+
+def _proxies(args: argparse.Namespace) -> list:
+    """``--trusted-proxy`` checked (one line for a bad address)."""
+    from calbench_tui.web import parse_proxies
+
+    try:
+        return parse_proxies(args.trusted_proxy)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _console(line: str) -> None:
+    """One line on the host's console: who joined, left, took a seat over; when a game started."""
+    print(plain(line), file=sys.stderr, flush=True)
 
 
 def _takeover(seat: int, words: str) -> None:
@@ -177,6 +207,7 @@ def _handle_study(args: argparse.Namespace) -> int:
                         "(or run 'calbench study run' at each terminal)")
     try:
         public_url = check_address(args.host, args.port, args.max_sessions_per_address, args.public_url)
+        proxies = _proxies(args)
         study = load_study(args.study)
         study_path, db = str(Path(args.study).resolve()), str(Path(db_path(args.db)).resolve())
         links, door = served_links(study, args.participants, db)
@@ -188,8 +219,10 @@ def _handle_study(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("serving a study needs textual-serve (pip install textual-serve)") from None
     web = WebFront(host=args.host, port=args.port, study=(study_path, db), participants=links, public_url=public_url,
-                   max_per_client=args.max_sessions_per_address, pool_param=study.pool.id_param)
+                   max_per_client=args.max_sessions_per_address, pool_param=study.pool.id_param,
+                   trusted_proxies=proxies)
     web.pool_door = door  # the public link, if the study has one
+    web.events = _console
     server = TableServer([], host=args.host, port=args.port, extra_routes=web.add_routes)
     try:
         code = serve_until_stopped(server, host=args.host, port=args.port,

@@ -244,8 +244,8 @@ def test_join_codes_never_start_with_a_dash_and_code_equals_is_accepted(tmp_path
 
 
 def _children(pid: int, depth: int = 99) -> list[int]:
-    """The descendant processes of ``pid``, ``depth`` generations down (Linux /proc).  Each
-    app is two: the shell textual-serve starts and the Python it runs."""
+    """The app processes under ``pid``, ``depth`` generations down (Linux /proc): the zygote
+    that forks them (a direct child of the server, started with it) is not one."""
     out, todo = [], [(pid, 0)]
     while todo:
         p, d = todo.pop()
@@ -259,7 +259,15 @@ def _children(pid: int, depth: int = 99) -> list[int]:
                 todo += [(k, d + 1) for k in kids]
         except OSError:
             continue
-    return out
+    return [p for p in out if not (_parent(p) == pid and "calbench_tui.zygote" in _cmdline(p))]
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _cmdline(pid: int) -> str:
@@ -305,8 +313,8 @@ def test_the_web_port_starts_no_app_process_without_a_valid_code(tmp_path):
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 def test_one_app_per_code_a_cap_per_address_and_no_code_in_the_process_list(tmp_path):
     """Items 20 and 24: one app per code (a second page replaces the first, which is told with
-    close code 4001); a cap per client address; the code reaches the app in its environment,
-    never on a command line."""
+    close code 4001); a cap per client address (issue 34: refused in words, close code 4002);
+    the code reaches the app, never on a command line."""
     proc, info, db = _serve(tmp_path, "--max-sessions-per-address", "1")
     web = info["web"].rstrip("/")
     wsbase = web.replace("http://", "ws://")
@@ -316,18 +324,23 @@ def test_one_app_per_code_a_cap_per_address_and_no_code_in_the_process_list(tmp_
             async with aiohttp.ClientSession() as http:
                 first = await http.ws_connect(f"{wsbase}/ws/{codes[0]}?width=80&height=24")
                 t0 = time.monotonic()
-                while not [p for p in _children(proc.pid) if "play_main" in _cmdline(p)]:
+                while not _children(proc.pid):
                     assert time.monotonic() - t0 < 30, "no app process started for a valid code"
                     await asyncio.sleep(0.2)
-                apps = [p for p in _children(proc.pid) if "play_main" in _cmdline(p)]
-                for p in _children(proc.pid):
+                apps = _children(proc.pid)
+                for p in _children(proc.pid, depth=1) + apps:
                     assert codes[0] not in _cmdline(p) and codes[1] not in _cmdline(p)
-                assert any(f"CALBENCH_JOIN_CODE={codes[0]}" in _environ(p) for p in apps)
+                    assert codes[0] not in _environ(p)  # (the zygote's child gets it through a pipe)
+                t0 = time.monotonic()  # the app joined the seat with the code it was given (the host says so)
+                while "seat 0 joined" not in (tmp_path / "serve.err").read_text():
+                    assert time.monotonic() - t0 < 90, (tmp_path / "serve.err").read_text()
+                    await asyncio.sleep(0.2)
 
-                # the cap per address: a second code from this address is refused before any process
-                with pytest.raises(aiohttp.WSServerHandshakeError) as err:
-                    await http.ws_connect(f"{wsbase}/ws/{codes[1]}")
-                assert err.value.status == 429
+                # the cap per address: a second code from this address is refused, in words, before any process
+                refused = await http.ws_connect(f"{wsbase}/ws/{codes[1]}")
+                msg = await refused.receive(timeout=30)
+                assert msg.type == aiohttp.WSMsgType.CLOSE and refused.close_code == 4002 and "limit" in msg.extra
+                assert set(_children(proc.pid)) <= set(apps)  # nothing was started for it
 
                 # the same code again: the first page's app is replaced, and that page is told
                 async def read_to_close(ws, timeout=30):  # as a browser does, all along
@@ -341,7 +354,7 @@ def test_one_app_per_code_a_cap_per_address_and_no_code_in_the_process_list(tmp_
                 await asyncio.wait_for(reader, 30)
                 assert first.close_code == 4001
                 t0 = time.monotonic()
-                while len(_children(proc.pid, depth=1)) != 1 or set(apps) & set(_children(proc.pid)):
+                while len(_children(proc.pid)) != 1 or set(apps) & set(_children(proc.pid)):
                     assert time.monotonic() - t0 < 90, ("the replaced app process did not end",
                                                      [(p, _cmdline(p)[:80]) for p in _children(proc.pid)], apps)
                     await asyncio.sleep(0.2)
