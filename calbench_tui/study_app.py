@@ -197,6 +197,7 @@ class StudyApp(CalBenchApp):
         self._draft_ids: list[int] = []
         self._draft_copy: tuple[str, list[dict[str, Any]]] | None = None
         self._draft_lock = asyncio.Lock()
+        self._signals: list[int] = []  # the signals this app turned into ExitApp (given back at the exit)
 
     async def on_mount(self, event) -> None:
         event.prevent_default()  # not the play app's mount (setup screen, a game of its own)
@@ -212,7 +213,8 @@ class StudyApp(CalBenchApp):
         for sig in (signal.SIGHUP, signal.SIGTERM):
             try:
                 loop.add_signal_handler(sig, lambda: self.post_message(textual_messages.ExitApp()))
-            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread (run_test), no signals
+                self._signals.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, no signals here
                 pass
         self.set_interval(DRAFT_SAVE_EVERY, self.save_drafts, name="drafts")
         self.run_study()
@@ -331,6 +333,10 @@ class StudyApp(CalBenchApp):
         """Every way the app ends passes here before the screens close (ctrl+q, a closed browser
         tab or a stopped host — textual-serve's "quit" —, SIGTERM, SIGHUP): the last copy."""
         await self.save_drafts()
+        loop = asyncio.get_running_loop()
+        for sig in self._signals:
+            loop.remove_signal_handler(sig)
+        self._signals = []
 
     async def action_quit_game(self) -> None:
         """ctrl+q: at consent it is a decline (recorded, final, as ``n``); in a game what the

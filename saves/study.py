@@ -264,29 +264,15 @@ class StudyStore:
                              (self.study_id, participant, game_id, round_, turn, phase, round(seconds, 3),
                               int(timed_out), _now(), int(partial)))
 
-    def _draft_rows(self, participant: str, game_id: str, drafts: list[dict[str, Any]]) -> list[tuple]:
-        return [(self.study_id, participant, game_id, d.get("round"), d["kind"], d.get("channel"),
-                 "|".join(str(r) for r in d.get("recipients") or ()) or None, redact(str(d["text"])), _now())
-                for d in drafts if str(d.get("text") or "").strip()]
-
-    _DRAFT_INSERT = ("INSERT INTO study_drafts (study_id, participant, game_id, round, kind, channel, "
-                     "recipients, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-
-    async def add_drafts(self, participant: str, game_id: str, drafts: list[dict[str, Any]]) -> None:
-        """What the participant wrote but had not sent when they quit: ``{"round", "kind" (queued |
-        composer), "channel", "recipients", "text"}`` each."""
-        rows = self._draft_rows(participant, game_id, drafts)
-        if not rows:
-            return
-        async with self.store._tx() as db:
-            await db.executemany(self._DRAFT_INSERT, rows)
-
     async def replace_drafts(self, participant: str, game_id: str, drafts: list[dict[str, Any]],
                              replacing: Iterable[int] = ()) -> list[int]:
-        """The live copy of what is unsent right now: the rows ``replacing`` (this sitting's last
-        copy, by rowid) are swapped for ``drafts`` in one transaction.  Returns the new rows' ids
+        """The live copy of what the participant wrote but has not sent (``{"round", "kind" (queued |
+        composer), "channel", "recipients", "text"}`` each): the rows ``replacing`` (this sitting's
+        last copy, by rowid) are swapped for ``drafts`` in one transaction.  Returns the new rows' ids
         (to pass as ``replacing`` next time; an empty list when nothing is unsent)."""
-        rows = self._draft_rows(participant, game_id, drafts)
+        rows = [(self.study_id, participant, game_id, d.get("round"), d["kind"], d.get("channel"),
+                 "|".join(str(r) for r in d.get("recipients") or ()) or None, redact(str(d["text"])), _now())
+                for d in drafts if str(d.get("text") or "").strip()]
         ids: list[int] = []
         async with self.store._tx() as db:
             gone = [(int(r), self.study_id, participant) for r in replacing]
@@ -294,7 +280,9 @@ class StudyStore:
                 await db.executemany("DELETE FROM study_drafts WHERE rowid = ? AND study_id = ? AND participant = ?",
                                      gone)
             for row in rows:
-                cur = await db.execute(self._DRAFT_INSERT, row)
+                cur = await db.execute("INSERT INTO study_drafts (study_id, participant, game_id, round, kind, "
+                                       "channel, recipients, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                       row)
                 ids.append(int(cur.lastrowid))
         return ids
 
