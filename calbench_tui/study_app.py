@@ -192,7 +192,7 @@ class StudyApp(CalBenchApp):
         self.return_link: str | None = None
         self.blind_partners = True  # partners are "Agent N" (the help says nothing of their protocol)
         self.participant_words = True  # the engine's rejections said in the participant's words
-        # the live copy of what is written and not sent (docs/study-guide.md, "Drafts"): the rows of
+        # the live copy of what is written and not sent (docs/study-guide.md, "a live copy"): the rows of
         # this sitting in study_drafts, and what they hold (rewritten only when it changes)
         self._draft_ids: list[int] = []
         self._draft_copy: tuple[str, list[dict[str, Any]]] | None = None

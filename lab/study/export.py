@@ -157,7 +157,8 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("channel", "dm, participant_groupchat or all_groupchat (a queued message)"),
         ("recipients", "receiving seats, separated by '|' (a queued message)"),
         ("text", "the words as written"),
-        ("recorded_at", "UTC ISO time of the quit"),
+        ("recorded_at", "UTC ISO time this draft was saved as it stands (the copy is rewritten whenever what is "
+                        "unsent changes, so: its last change)"),
     ]),
     "assignment.csv": ("The randomisation record: one row per game of each participant's plan, as stored when they "
                        "arrived (never recomputed).", [

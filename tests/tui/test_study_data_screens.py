@@ -148,11 +148,15 @@ async def _queue_and_type(pilot, app):
     return gs.round, app.game_id
 
 
-async def test_a_closed_browser_tab_keeps_the_queued_and_typed_words(tmp_path):
+async def test_a_closed_browser_tab_keeps_the_queued_and_typed_words(tmp_path, monkeypatch):
     """A closed tab (or a stopped host) ends the served app by textual-serve's "quit", which the
-    web driver turns into ExitApp (SIGTERM too) — not ctrl+q: the drafts are kept all the same."""
+    web driver turns into ExitApp (SIGTERM too) — not ctrl+q: the drafts are kept all the same,
+    by the exit alone (the live copy's timer is set out of reach here)."""
     from textual.messages import ExitApp
 
+    import calbench_tui.study_app as study_app
+
+    monkeypatch.setattr(study_app, "DRAFT_SAVE_EVERY", 3600.0)
     study = small_study(tmp_path)
     async with await Store.open(tmp_path / "s.db") as store:
         app = make_study_app(study, participant="P004", store=store, base=tmp_path)
