@@ -16,11 +16,14 @@ same command again resumes there.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import messages as textual_messages
+from textual import on, work
 
 from engine.phrasebook import Phrasebook
 from lab.study.model import Study
@@ -37,6 +40,8 @@ from .settings import Settings
 from .widgets.study_countdown import Countdown
 
 __all__ = ["StudyApp", "make_study_app"]
+
+DRAFT_SAVE_EVERY = 0.5  # seconds between two looks at what is written and not sent (saved when it changed)
 
 
 class TerminalDriver:
@@ -110,6 +115,7 @@ class TerminalDriver:
 
     async def game_over(self, ctx, outcome) -> None:
         app = self.app
+        await app.settle_drafts(completed=outcome.status == "completed")
         app._close_batch_builder()
         app.status = outcome.status
         app.countdown_seat = None
@@ -186,6 +192,12 @@ class StudyApp(CalBenchApp):
         self.return_link: str | None = None
         self.blind_partners = True  # partners are "Agent N" (the help says nothing of their protocol)
         self.participant_words = True  # the engine's rejections said in the participant's words
+        # the live copy of what is written and not sent (docs/study-guide.md, "a live copy"): the rows of
+        # this sitting in study_drafts, and what they hold (rewritten only when it changes)
+        self._draft_ids: list[int] = []
+        self._draft_copy: tuple[str, list[dict[str, Any]]] | None = None
+        self._draft_lock = asyncio.Lock()
+        self._signals: list[int] = []  # the signals this app turned into ExitApp (given back at the exit)
 
     async def on_mount(self, event) -> None:
         event.prevent_default()  # not the play app's mount (setup screen, a game of its own)
@@ -195,6 +207,16 @@ class StudyApp(CalBenchApp):
             self.store = await Store.open(self.store_path)
             self._own_store = True
         self.title = self.study.study.title or self.study.name
+        # a closed terminal (SIGHUP) or a stop (SIGTERM) ends the app as a closed browser tab
+        # does: through ExitApp, so the last drafts are saved and the turn in progress timed
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, lambda: self.post_message(textual_messages.ExitApp()))
+                self._signals.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, no signals here
+                pass
+        self.set_interval(DRAFT_SAVE_EVERY, self.save_drafts, name="drafts")
         self.run_study()
 
     @work(exclusive=True, group="game", exit_on_error=False)
@@ -276,6 +298,46 @@ class StudyApp(CalBenchApp):
             out.append({"round": rnd, "kind": "composer", "channel": None, "text": typed, "recipients": []})
         return out
 
+    async def save_drafts(self) -> None:
+        """Bring the live copy of the unsent messages up to date (called every DRAFT_SAVE_EVERY
+        seconds, and when the app ends, by any way).  Only while a game runs: a stopped game keeps
+        the copy made before it stopped."""
+        if self.runner is None or not self.game_id or self.status != "running":
+            return
+        async with self._draft_lock:
+            if self.status != "running":
+                return
+            copy = (self.game_id, self.unsent())
+            if copy == self._draft_copy:
+                return
+            try:
+                self._draft_ids = await self.runner.db.replace_drafts(self.participant, copy[0], copy[1],
+                                                                      self._draft_ids)
+                self._draft_copy = copy
+            except Exception:  # a store that cannot take it must not stop the game; tried again next time
+                pass
+
+    async def settle_drafts(self, *, completed: bool) -> None:
+        """A game ended: completed, everything written was sent or belongs to a finished game (the
+        live copy is dropped); otherwise (a stop, an error) the copy stays as the game left it."""
+        async with self._draft_lock:
+            if completed and self._draft_ids and self.runner is not None and self._draft_copy is not None:
+                try:
+                    await self.runner.db.replace_drafts(self.participant, self._draft_copy[0], [], self._draft_ids)
+                except Exception:
+                    pass
+            self._draft_ids, self._draft_copy = [], None
+
+    @on(textual_messages.ExitApp)
+    async def _save_drafts_at_exit(self) -> None:
+        """Every way the app ends passes here before the screens close (ctrl+q, a closed browser
+        tab or a stopped host — textual-serve's "quit" —, SIGTERM, SIGHUP): the last copy."""
+        await self.save_drafts()
+        loop = asyncio.get_running_loop()
+        for sig in self._signals:
+            loop.remove_signal_handler(sig)
+        self._signals = []
+
     async def action_quit_game(self) -> None:
         """ctrl+q: at consent it is a decline (recorded, final, as ``n``); in a game what the
         participant wrote but had not sent is stored first (drafts.csv), then the game stops as
@@ -285,12 +347,7 @@ class StudyApp(CalBenchApp):
             self.leaving = True  # no goodbye screen (they asked to leave), unless it has the pool's code
             s.action_decline()
             return  # the runner records the decline and the app exits like after ``n``
-        drafts = self.unsent()
-        if drafts and self.runner is not None and self.game_id:
-            try:
-                await self.runner.db.add_drafts(self.participant, self.game_id, drafts)
-            except Exception:  # a store that cannot take it must not keep the participant in
-                pass
+        await self.save_drafts()  # before the game stops (then nothing is "running" to copy)
         await super().action_quit_game()
 
     def open_batch_builder(self, request) -> None:

@@ -264,17 +264,27 @@ class StudyStore:
                              (self.study_id, participant, game_id, round_, turn, phase, round(seconds, 3),
                               int(timed_out), _now(), int(partial)))
 
-    async def add_drafts(self, participant: str, game_id: str, drafts: list[dict[str, Any]]) -> None:
-        """What the participant wrote but had not sent when they quit: ``{"round", "kind" (queued |
-        composer), "channel", "recipients", "text"}`` each."""
+    async def replace_drafts(self, participant: str, game_id: str, drafts: list[dict[str, Any]],
+                             replacing: Iterable[int] = ()) -> list[int]:
+        """The live copy of what the participant wrote but has not sent (``{"round", "kind" (queued |
+        composer), "channel", "recipients", "text"}`` each): the rows ``replacing`` (this sitting's
+        last copy, by rowid) are swapped for ``drafts`` in one transaction.  Returns the new rows' ids
+        (to pass as ``replacing`` next time; an empty list when nothing is unsent)."""
         rows = [(self.study_id, participant, game_id, d.get("round"), d["kind"], d.get("channel"),
                  "|".join(str(r) for r in d.get("recipients") or ()) or None, redact(str(d["text"])), _now())
                 for d in drafts if str(d.get("text") or "").strip()]
-        if not rows:
-            return
+        ids: list[int] = []
         async with self.store._tx() as db:
-            await db.executemany("INSERT INTO study_drafts (study_id, participant, game_id, round, kind, channel, "
-                                 "recipients, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            gone = [(int(r), self.study_id, participant) for r in replacing]
+            if gone:
+                await db.executemany("DELETE FROM study_drafts WHERE rowid = ? AND study_id = ? AND participant = ?",
+                                     gone)
+            for row in rows:
+                cur = await db.execute("INSERT INTO study_drafts (study_id, participant, game_id, round, kind, "
+                                       "channel, recipients, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                       row)
+                ids.append(int(cur.lastrowid))
+        return ids
 
     async def withdraw(self, participant: str) -> dict[str, int]:
         """Delete every row of ``participant``, their games (events, seat results) included.

@@ -84,7 +84,7 @@ def register(sub) -> None:
                       description="Write participants.csv, steps.csv, games.csv, messages.csv, beliefs.csv, "
                                   "questionnaires.csv, timings.csv, assignment.csv (the randomisation record), "
                                   "payments.csv (rows with [payment]), message_audit.csv, drafts.csv (what a "
-                                  "participant wrote but had not sent when they quit) and codebook.md to DIR. "
+                                  "participant wrote but had not sent when the session ended) and codebook.md to DIR. "
                                   "Every file has a simulated column; rows of simulated participants (a dry run "
                                   "into this database) are left out unless --include-simulated.")
     q.add_argument("path", metavar="PATH")

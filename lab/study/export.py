@@ -146,7 +146,8 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("partial", "1 = the call in progress when the participant quit (ctrl+q, a crash): seconds is the time "
                     "until the quit, no answer was given; 0 otherwise"),
     ]),
-    "drafts.csv": ("One row per message the participant wrote but had not sent when they quit (ctrl+q): queued "
+    "drafts.csv": ("One row per message the participant wrote but had not sent when their session ended (ctrl+q, a "
+                   "closed browser tab, a stopped server, a closed terminal; kept as it is typed): queued "
                    "to be sent at the end of their turn, or still in the composer.  Never delivered to anyone.", [
         ("participant", "participant id"),
         ("simulated", "1 = a row of a simulated participant (`study check --dry-run`), 0 = a person; left out of the export unless --include-simulated"),
@@ -156,7 +157,8 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("channel", "dm, participant_groupchat or all_groupchat (a queued message)"),
         ("recipients", "receiving seats, separated by '|' (a queued message)"),
         ("text", "the words as written"),
-        ("recorded_at", "UTC ISO time of the quit"),
+        ("recorded_at", "UTC ISO time this draft was saved as it stands (the copy is rewritten whenever what is "
+                        "unsent changes, so: its last change)"),
     ]),
     "assignment.csv": ("The randomisation record: one row per game of each participant's plan, as stored when they "
                        "arrived (never recomputed).", [

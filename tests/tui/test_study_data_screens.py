@@ -139,6 +139,69 @@ async def test_queued_and_typed_words_survive_ctrl_q_and_the_turn_cut_short_is_t
     assert len(cut) == 1 and cut[0]["round"] == str(rnd + 1)
 
 
+async def _queue_and_type(pilot, app):
+    await to_my_turn(pilot, app)
+    gs = app.screen
+    await pilot.press("i", *QUEUED, "enter")
+    await wait_for(pilot, lambda: gs.model.outbox, timeout=PATIENCE, what="the message queued")
+    await pilot.press(*TYPED)
+    return gs.round, app.game_id
+
+
+async def test_a_closed_browser_tab_keeps_the_queued_and_typed_words(tmp_path, monkeypatch):
+    """A closed tab (or a stopped host) ends the served app by textual-serve's "quit", which the
+    web driver turns into ExitApp (SIGTERM too) — not ctrl+q: the drafts are kept all the same,
+    by the exit alone (the live copy's timer is set out of reach here)."""
+    from textual.messages import ExitApp
+
+    import calbench_tui.study_app as study_app
+
+    monkeypatch.setattr(study_app, "DRAFT_SAVE_EVERY", 3600.0)
+    study = small_study(tmp_path)
+    async with await Store.open(tmp_path / "s.db") as store:
+        app = make_study_app(study, participant="P004", store=store, base=tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            rnd, gid = await _queue_and_type(pilot, app)
+            app.post_message(ExitApp())  # what the web driver does when the page's socket closes
+            await wait_for(pilot, lambda: not app.is_running, timeout=PATIENCE, what="the app to end")
+        drafts = [(d["game_id"], d["round"], d["kind"], d["text"]) for d in await app.runner.db.drafts("P004")]
+        assert drafts == [(gid, rnd, "queued", QUEUED), (gid, rnd, "composer", TYPED)]
+
+
+async def test_drafts_are_saved_while_typed_and_a_sent_message_leaves_the_copy(tmp_path):
+    """The copy is live: in the database while the participant is still at the game (a killed
+    process loses nothing older than DRAFT_SAVE_EVERY), rewritten, never duplicated, and a
+    message sent is no draft any more."""
+    study = small_study(tmp_path)
+    async with await Store.open(tmp_path / "s.db") as store:
+        app = make_study_app(study, participant="P005", store=store, base=tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            rnd, gid = await _queue_and_type(pilot, app)
+            db = app.runner.db
+            want = [(rnd, "queued", QUEUED), (rnd, "composer", TYPED)]
+            got: list = []
+
+            async def saved():
+                got[:] = [(d["round"], d["kind"], d["text"]) for d in await db.drafts("P005")]
+                return got == want
+
+            for _ in range(int(PATIENCE * 10)):
+                if await saved():
+                    break
+                await pilot.pause(0.1)
+            assert got == want, got  # saved with the app still running
+            gs = app.screen
+            await pilot.press(*["backspace"] * len(TYPED), "escape", "e")  # the queued message is sent
+            await wait_for(pilot, lambda: not gs.model.outbox, timeout=PATIENCE, what="the message sent")
+            for _ in range(int(PATIENCE * 10)):
+                if not await db.drafts("P005"):
+                    break
+                await pilot.pause(0.1)
+            assert await db.drafts("P005") == []
+            await pilot.press("ctrl+q")
+        assert await db.drafts("P005") == []
+
+
 class _View:
     def __init__(self, cal):
         self.calendar = cal
