@@ -224,9 +224,11 @@ class LLMPersona:
         for a DECISION of a small model (:attr:`short_thinking`: a window of
         :data:`SMALL_WINDOW` tokens or less) ``temperature`` :data:`SMALL_DECISION_TEMPERATURE`
         when the settings leave it unset — a temperature the user set is always sent as set.
-        CHEAP_TALK, VOLUNTARY and reflection requests carry the settings' fields only."""
+        A retry after a rejected batch (``obs.rejection``), CHEAP_TALK, VOLUNTARY and reflection
+        requests carry the settings' fields only: greedy, SmolLM2-135M wrote the refused reply
+        again on every retry (12 of 12)."""
         out = self.settings.sampling()
-        if (isinstance(obs, DecisionObservation) and self.short_thinking
+        if (isinstance(obs, DecisionObservation) and obs.rejection is None and self.short_thinking
                 and self.settings.temperature is None):
             out["temperature"] = SMALL_DECISION_TEMPERATURE
         return out
