@@ -138,7 +138,8 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--personas", default=None, metavar="FILE.toml",
                    help="TOML file giving seats their own model, endpoint and settings ([defaults], [seats.N]: "
                         "model, base_url, variant, ...); a bare 'llm' seat takes its model from here")
-    g.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the endpoint's)")
+    g.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the "
+                   "endpoint's; a DECISION of a model with an 8k window or less: 0)")
     g.add_argument("--top-p", type=float, default=None, metavar="P", help="nucleus sampling, 0 < P <= 1 "
                    "(default: the endpoint's)")
     g.add_argument("--frequency-penalty", type=float, default=None, metavar="X",

@@ -223,19 +223,21 @@ _DEFAULT = object()
 async def complete(client: Any, messages: list[dict[str, Any]], settings: LLMSettings, *, model: str,
                    pool: RunPool | None = None, rng: random.Random | None = None,
                    sleep: Sleep = asyncio.sleep, response_format: Any = _DEFAULT,
-                   max_tokens: int | None = None) -> CallResult:
+                   max_tokens: int | None = None, sampling: dict[str, Any] | None = None) -> CallResult:
     """One chat completion for ``messages`` with the retry and timeout policy above.
 
     ``response_format``: the body's ``response_format`` (``None``: none); by default the
     settings' (``{"type": "json_object"}`` when ``structured`` is json_object, else none).
     ``max_tokens``: a smaller reply budget for this request (the context budget's), else the settings'.
+    ``sampling``: the sampling fields of this request (the seat's, see ``LLMPersona.sampling``),
+    else the settings' (:meth:`LLMSettings.sampling`).
     """
     pool = pool or settings.pool
     rng = rng or random.Random(0)
     params: dict[str, Any] = {"model": model, "messages": messages}
     if settings.extra_body:  # first, so nothing CalBench sets can be replaced (reserved keys are refused too)
         params.update(settings.extra_body)
-    params.update(settings.sampling())
+    params.update(settings.sampling() if sampling is None else sampling)
     budget = max_tokens if max_tokens is not None else settings.max_tokens
     if response_format is _DEFAULT:
         response_format = {"type": "json_object"} if settings.structured_mode() == "json_object" else None

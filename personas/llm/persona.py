@@ -64,6 +64,10 @@ from .talk import TalkFacts, expand_short, short_record
 # says otherwise it gets SMALL_MODEL_CALLS CHEAP_TALK calls per round (issue 22).
 SMALL_WINDOW = 8192
 SMALL_MODEL_CALLS = 4
+# ... and its DECISION requests sample greedily unless the settings name a temperature: at
+# the server's default (llama.cpp: 0.8) SmolLM2-135M wrote another slot than the one the talk
+# settled on and its DECISION message's example named (docs/llm.md, "Small local models").
+SMALL_DECISION_TEMPERATURE = 0.0
 from .schema import (THINKING_MAX, THINKING_SHORT, drop_keywords, envelope_schema, reflection_schema, refused_keywords,
                      response_format, with_one_action, with_thinking_limit, without_kinds)
 from .decide import build_decision, decision_slot_schema
@@ -214,6 +218,20 @@ class LLMPersona:
         which ``thinking`` was most of each call's generated tokens): ``thinking`` is optional
         and at most :data:`~personas.llm.schema.THINKING_SHORT` characters."""
         return self._window is not None and self._window <= SMALL_WINDOW
+
+    def sampling(self, obs) -> dict[str, Any]:
+        """The sampling fields of the request for ``obs``: the settings' (only those set), and
+        for a DECISION of a small model (:attr:`short_thinking`: a window of
+        :data:`SMALL_WINDOW` tokens or less) ``temperature`` :data:`SMALL_DECISION_TEMPERATURE`
+        when the settings leave it unset — a temperature the user set is always sent as set.
+        A retry after a rejected batch (``obs.rejection``), CHEAP_TALK, VOLUNTARY and reflection
+        requests carry the settings' fields only: greedy, SmolLM2-135M wrote the refused reply
+        again on every retry (12 of 12)."""
+        out = self.settings.sampling()
+        if (isinstance(obs, DecisionObservation) and obs.rejection is None and self.short_thinking
+                and self.settings.temperature is None):
+            out["temperature"] = SMALL_DECISION_TEMPERATURE
+        return out
 
     def prompt(self, obs) -> str | None:
         """The user message that :meth:`speak` / :meth:`volunteer` / :meth:`decide` will send."""
@@ -648,9 +666,10 @@ class LLMPersona:
                      else res.latency_ms, extra=self._extra(res, "context_overflow", context=info))
 
     async def _send(self, client: Any, extra_msgs: list[dict[str, str]], schema: dict[str, Any], *,
-                    commit: bool = True, name: str = "calbench_envelope"
+                    commit: bool = True, name: str = "calbench_envelope", sampling: dict[str, Any] | None = None
                     ) -> tuple[CallResult | None, dict[str, Any], str]:
-        """One call with the context budget and the structured-output fallback.
+        """One call with the context budget and the structured-output fallback (``sampling``:
+        the request's sampling fields, else the settings').
 
         Returns ``(result or None when nothing could be sent, context info, form used)``.
         """
@@ -669,7 +688,7 @@ class LLMPersona:
             form = self._forms[min(i, len(self._forms) - 1)]
             res = await complete(client, req, self.settings, model=self.model_name, rng=self._rng,
                                  response_format=response_format(form, drop_keywords(schema, self._dropped), name),
-                                 max_tokens=info.get("reply_tokens") if info else None)
+                                 max_tokens=info.get("reply_tokens") if info else None, sampling=sampling)
             self._count(res)
             refused = (refused_keywords(res.failure_detail) if res.failure == "http_error"
                        and res.status in (400, 415, 422) and form not in ("off", "json_object_plain") else [])
@@ -728,7 +747,8 @@ class LLMPersona:
             schema = with_thinking_limit(schema, THINKING_SHORT)
             if isinstance(obs, TurnObservation):
                 schema = without_kinds(with_one_action(schema), self._repeats(obs))
-        res, info, form = await self._send(client, [], schema)
+        sampling = self.sampling(obs)
+        res, info, form = await self._send(client, [], schema, sampling=sampling)
         if res is None or res.failure == "context_length":
             return self._overflow(text, info, res)
         if not res.ok:
@@ -770,6 +790,8 @@ class LLMPersona:
         if notes:
             self._notice = "\n".join(filter(None, [self._notice, fragment("short_notice", detail="; ".join(notes))]))
         extra = self._extra(res, context=info, structured=form)
+        if sampling != self.settings.sampling():  # the seat's own choice (a small model's DECISION)
+            extra["sampling"] = sampling
         if env.repaired:
             extra["truncated_repaired"] = True
         if shorts:  # each short action as written and the messages the seat sent for it

@@ -150,7 +150,7 @@ class LLMSettings(BaseModel):
     variant: str | None = Field(None, description="prompt variant: nosy-highpressure or redteam")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default $OPENAI_BASE_URL")
     api_key_env: str = Field(DEFAULT_KEY_ENV, description="name of the environment variable holding the key")
-    temperature: float | None = Field(None, ge=0, le=2, description="None: the endpoint's default")
+    temperature: float | None = Field(None, ge=0, le=2, description="None: the endpoint's default (a small model's DECISION: 0, personas.llm.persona)")
     max_tokens: int | None = Field(1024, ge=1)
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling; None: the endpoint's default")

@@ -371,3 +371,47 @@ def test_with_no_settled_slot_the_example_is_a_talked_about_slot_the_seat_can_ta
     again = book.decision_message(retry, own=mine)
     assert "Rule 7 (schedule slot not free): slot 1 still holds Blocked Errand #14" in again
     assert "Not slots 1, 13 (blocked" in again and example in again and ").." not in again
+
+
+# -- sampling: a small model decides greedily --------------------------------------------
+async def test_a_small_models_decision_is_sampled_at_temperature_zero_unless_the_user_set_one(make_settings):
+    """Behind an 8k window a DECISION request carries ``temperature: 0`` when the settings name
+    no temperature (SmolLM2-135M at the server's default temperature wrote another slot than
+    the one the talk settled on and the message's example named); its talk requests, and the
+    retry after a rejected batch (greedy, the model wrote the refused reply again every time),
+    carry the settings' sampling only (none: the endpoint's default).  A temperature the user
+    set is sent unchanged in every request, DECISION included, and a larger window's DECISION
+    keeps the endpoint's default.  Checked on the requests the mock received over HTTP."""
+    task = canonical(0)
+
+    def sampled(server, phase):
+        return [dict(r.sampling or {}) for r in server.records if r.seat == 1 and r.phase == phase]
+
+    async with MockLLMServer(policy="listener", context_limit=8192, advertise_context=True) as server:
+        server.inject("invalid_batch", count=1, seat=1, phase="DECISION")
+        res, _ = await play(server, make_settings, task, seed=5)
+    mine = [r for r in server.records if r.seat == 1 and r.phase == "DECISION"]
+    bad = next(i for i, r in enumerate(mine) if r.fault == "invalid_batch")
+    retry = mine.pop(bad + 1)  # the request after the rejected batch
+    assert retry.sampling == {"seed": 5}
+    decisions, talk = [dict(r.sampling or {}) for r in mine], sampled(server, "CHEAP_TALK")
+    assert len(decisions) >= 3 and talk
+    assert all(s.get("temperature") == 0 and s.get("seed") == 5 for s in decisions), decisions
+    assert all("temperature" not in s and s.get("seed") == 5 for s in talk), talk
+    ends = [e["data"] for e in events(res, "decide_end") if e["data"]["agent_id"] == 1]
+    assert [d["extra"].get("sampling") for d in ends].count(None) == 1
+    assert all(d["extra"]["sampling"] == {"temperature": 0.0, "seed": 5} for d in ends if d["retry_count"] == 0)
+    assert all("sampling" not in e["data"].get("extra", {}) for e in events(res, "turn_end")
+               if e["data"].get("agent_id") == 1)
+    decisions_as_named(res.trace)
+
+    async with MockLLMServer(policy="listener", context_limit=8192, advertise_context=True) as server:
+        res, _ = await play(server, make_settings, task, temperature=0.7)
+    decisions, talk = sampled(server, "DECISION"), sampled(server, "CHEAP_TALK")
+    assert decisions and talk
+    assert all(s.get("temperature") == 0.7 for s in decisions + talk), decisions + talk
+
+    async with MockLLMServer(policy="listener", context_limit=32768, advertise_context=True) as server:
+        await play(server, make_settings, task)
+    decisions = sampled(server, "DECISION")
+    assert decisions and all("temperature" not in s for s in decisions), decisions
