@@ -74,6 +74,7 @@ class PageClient:
         self.width, self.height = width, height
         self.text = ""  # everything shown so far, as plain text (escape sequences removed)
         self.frames = 0
+        self.received = 0  # bytes of the terminal's output so far (uncompressed)
         self.close_code: int | None = None
         self.close_reason: str = ""
         self.connected_at: float | None = None
@@ -111,6 +112,7 @@ class PageClient:
                         self.echoes.append(now - self._key_sent)
                         self._key_sent = None
                     self.frames += 1
+                    self.received += len(msg.data)
                     self.text += screen_text(msg.data)
                     if len(self.text) > 400_000:
                         self.text = self.text[-200_000:]

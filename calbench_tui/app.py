@@ -422,6 +422,10 @@ class CalBenchApp(ReadableKeys, App):
             self.pop_screen()
 
     def remote_lobby(self, frame: dict[str, Any]) -> None:
+        """Who is at the table: the lobby's status before the game, the seats bar's "left" in play."""
+        gs = self.game_screen
+        if frame.get("status") != "lobby" and gs is not None:
+            gs.deliver(gs.on_presence, [s for s in frame.get("waiting") or [] if isinstance(s, int)])
         lobby = self.lobby_screen
         if lobby is None:
             return

@@ -19,8 +19,9 @@ What the web port guards (issue 24):
   ``--public-url`` when given, else the proxy's ``X-Forwarded-Proto`` / ``-Host``
   headers, so an ``https://`` page opens ``wss://`` (no mixed content).
 * **The page itself** (``web_page.html``) loads nothing from elsewhere (the Roboto Mono
-  font is served from here), focuses the terminal as soon as it is connected (keys work
-  without a click, also after a reload) and, when the connection drops, shows
+  font is served from here, cut to what the screens draw: ``web_pages/static/fonts``),
+  focuses the terminal as soon as it is connected (keys work without a click, also after a
+  reload) and, when the connection drops, shows
   "disconnected — reconnecting" and reloads once the server answers again.
 """
 
@@ -223,11 +224,14 @@ class WebFront(Server):
 
     async def handle_static(self, request: web.Request) -> web.StreamResponse:
         """The page's script, styles and fonts, gzip-compressed once in memory when the browser
-        takes gzip (textual.js: 514 KB → about 124 KB), cached by the browser for a day."""
+        takes gzip (textual.js: 514 KB → about 124 KB), cached by the browser for a day.  Our
+        own ``web_pages/static`` comes first (the reduced fonts), then textual-serve's."""
         rel = request.match_info["path"]
-        root = Path(self.statics_path).resolve()
-        path = (root / rel).resolve()
-        if root not in path.parents or not path.is_file():
+        for root in (_HERE / "web_pages" / "static", Path(self.statics_path).resolve()):  # ours first (the fonts)
+            path = (root / rel).resolve()
+            if root in path.parents and path.is_file():
+                break
+        else:
             raise web.HTTPNotFound()
         key = str(path)
         if key not in self._static:

@@ -543,9 +543,12 @@ class Table:
         await self._send(rs, frame)
 
     async def _broadcast_lobby(self) -> None:
+        """Who is connected, to every seat: in the lobby who is still awaited; in play whose
+        participant left (the players' seats bars say so); a seat the lobby filled with a
+        persona is neither."""
         present = sorted(rs.seat for rs in self.remote.values() if rs.present)
         frame = {"type": "lobby", "status": self.status, "present": present,
-                 "waiting": sorted(set(self.remote) - set(present)),
+                 "waiting": sorted(rs.seat for rs in self.remote.values() if not rs.present and rs.filled_by is None),
                  "wait_left_s": max(0.0, round(self.lobby_wait - (time.monotonic() - self.started_at), 1))}
         for rs in self.remote.values():
             await self._send(rs, frame)

@@ -295,6 +295,11 @@ class GameScreen(Screen):
                                  note="build your batch")
         self.sync_bindings()
 
+    def on_presence(self, away: list[int]) -> None:
+        """A served table's word on who is connected: a human seat whose participant left reads
+        "left" in the seats bar until they are back (the turn events do not change that)."""
+        self.query_one(SeatsBar).set_away(away)
+
     # -- game events --------------------------------------------------------------------
     def on_game_event(self, ev: dict[str, Any]) -> None:
         """Fold the projected event into the model, then paint what changed."""

@@ -85,4 +85,12 @@ class LobbyScreen(Screen[None]):
         if isinstance(left, (int, float)):
             m, s = divmod(int(left), 60)
             lines.append(f"The table starts without them in {m}:{s:02d} at the latest.")
-        self.query_one("#lobby-status", Static).update("\n".join(lines))
+        for status in self.query("#lobby-status").results(Static):
+            status.update("\n".join(lines))
+            return
+        # mounted but its widgets not yet (a frame that came as the screen was being built)
+        self.call_after_refresh(self._show_last)
+
+    def _show_last(self) -> None:
+        if self.last is not None and self.is_attached and self.query("#lobby-status"):
+            self._show_status(self.last)

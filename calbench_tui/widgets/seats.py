@@ -4,6 +4,12 @@ It shows nothing private: the kind of persona is public (the game's config), the
 what the whole table can see (who is taking a turn).  A seat that takes long is shown as
 ``slow Ns``; one whose answer timed out or could not be read as ``failed``.
 
+A served table's human seat whose participant is not connected reads ``left`` (the table's
+presence frames say who is connected), whatever the turn events say meanwhile, until the
+participant is back: the bar keeps the two facts apart — the turn state the events set
+(:meth:`SeatsBar.set_state`) and the presence the table reports (:meth:`SeatsBar.set_away`)
+— and :meth:`SeatsBar.describe` is the one place that reads both.
+
 Blinded (a study game, unless its condition reveals the partners): every partner is
 ``Agent N`` and nothing names its protocol or model; a seat that failed reads ``no answer``.
 """
@@ -33,6 +39,9 @@ class SeatsBar(Widget):
         self.failed: list[str | None] = []
         self.seat: int | None = None
         self.blind = False
+        #: seats whose participant is not connected (a served table's presence; not reset by a
+        #: new game start or round, which say nothing about who is connected)
+        self.away: set[int] = set()
 
     def on_mount(self) -> None:
         self.set_interval(min(1.0, SLOW_AFTER / 2), self._tick)
@@ -59,6 +68,13 @@ class SeatsBar(Widget):
                 self.failed[agent] = None
             self.refresh()
 
+    def set_away(self, away: "set[int] | list[int]") -> None:
+        """The seats whose participant is not connected now (every other seat is)."""
+        away = {a for a in away if isinstance(a, int)}
+        if away != self.away:
+            self.away = away
+            self.refresh()
+
     def set_failed(self, agent: int, why: str) -> None:
         if 0 <= agent < len(self.failed):
             self.failed[agent] = why
@@ -70,6 +86,8 @@ class SeatsBar(Widget):
 
     def describe(self, agent: int) -> str:
         st = self.states[agent]
+        if agent in self.away and agent != self.seat:
+            return "left"  # before any turn state: the seat's turns time out while nobody is there
         if self.failed[agent]:
             return "no answer" if self.blind else "failed"
         if st == "thinking":
@@ -93,6 +111,8 @@ class SeatsBar(Widget):
             style = ""
             if desc in ("failed", "no answer") or desc.startswith("slow"):
                 style = "bold red"
+            elif desc == "left":
+                style = "bold yellow"
             elif desc in ("thinking…", "playing"):
                 style = "bold"
             elif desc == "done":

@@ -33,7 +33,7 @@ SCREEN_ATTRIBUTES = {
 
 #: What an app may touch of its screens beyond Textual's Screen API.
 SCREEN_ENTRY_POINTS = {
-    "game_screen": {"deliver", "on_register", "on_speak", "on_batch_request", "on_game_event", "note"},
+    "game_screen": {"deliver", "on_register", "on_speak", "on_batch_request", "on_game_event", "on_presence", "note"},
     "decision_screen": {"draft"},
 }
 

@@ -126,9 +126,12 @@ def test_keys_work_on_load_without_a_click_and_nothing_is_fetched_from_another_s
         fonts = asyncio.run(main())
     finally:
         _stop(proc)
+    print("fetched:", sorted({u.split("?")[0].rsplit("/", 1)[-1] for u in requests if "/static/" in u}))
     assert requests and all(u.startswith(origin + "/") or u.startswith(("data:", "blob:")) for u in requests), \
         [u for u in requests if not u.startswith(origin)]
-    assert any("/static/fonts/RobotoMono" in u for u in requests) and fonts
+    # the reduced fonts (calbench_tui/web_pages/static/fonts), not textual-serve's 380 KB of TTF
+    assert any("/static/fonts/calbench-mono" in u for u in requests) and fonts
+    assert not [u for u in requests if "/static/fonts/RobotoMono" in u or u.endswith("background.png")]
 
 
 def _certificate(tmp_path: Path) -> ssl.SSLContext:

@@ -319,3 +319,24 @@ async def test_a_human_human_llm_table_over_the_wire(tmp_path, monkeypatch):
     assert cfg["llm"][1]["model"] == "mock-model" and cfg["llm"][0] is None
     assert '"api_key":' not in json.dumps(cfg)  # the NAME of the key's variable only
     assert [a["type"] for a in cfg["agents"]][:3] == ["human", "llm", "human"]
+
+
+async def test_in_play_the_presence_frame_names_only_seats_whose_participant_left(tmp_path):
+    """Issue 34: the players' seats bars show a seat in the presence frame's "waiting" list as
+    "left"; a seat the lobby gave to a persona is played, not left, so it is not listed."""
+    store, table, server = await _serve(tmp_path, lobby_wait=0.3, lobby_fill="imap")
+    game = asyncio.ensure_future(table.run())
+    try:
+        codes = {c["seat"]: c["code"] for c in table.codes()}
+        async with aiohttp.ClientSession() as http, http.ws_connect(server.url) as ws:
+            await ws.send_str(json.dumps({"type": "join", "code": codes[2]}))
+            async with asyncio.timeout(60):
+                async for msg in ws:
+                    frame = json.loads(msg.data)
+                    if frame["type"] == "lobby" and frame["status"] == "playing":
+                        break
+    finally:
+        game.cancel()
+        await _close(store, server)
+    assert table.remote[0].filled_by == "imap"
+    assert frame["present"] == [2] and frame["waiting"] == []

@@ -112,3 +112,42 @@ async def test_the_host_stopping_the_table_is_said_on_screen_and_kept_for_the_co
         await server.stop()
         await store.close()
     assert table.status == "cancelled"
+
+
+async def test_a_seat_whose_participant_left_reads_left_through_its_timed_out_turns_until_back(tmp_path):
+    """Issue 34: in play, a human seat whose participant quit kept "human waiting" in the other
+    players' seats bar.  It reads "left" — also after the game's own turn events for that seat
+    (its talk turns time out under --turn-seconds) — until the participant is back."""
+    from calbench_tui.widgets.seats import SeatsBar
+
+    task, store, table, server = await _table(tmp_path, hold_seconds=600, turn_seconds=1)
+    codes = {c["seat"]: c["code"] for c in table.codes()}
+    app = make_app(settings=Settings(join=server.url, code=codes[0]))
+    game = asyncio.ensure_future(table.run())
+    bot = asyncio.ensure_future(RemoteBot(server.url, codes[2]).run())
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: app.screen is app.game_screen and table.status == "playing",
+                           what="the game in play")
+            await wait_painted(pilot, "2:human")
+            assert "2:human left" not in screen_text(app)
+            bot.cancel()  # seat 2's participant closes their laptop
+            await wait_painted(pilot, "2:human left")
+            # the game goes on: seat 2's turns start and run out (turn events for that seat) ...
+            bar = app.game_screen.query_one(SeatsBar)
+            await wait_for(pilot, lambda: bar.failed[2] is not None, what="a turn of seat 2 timed out")
+            turns = [e for e in table.remote[0].events if e["type"] in ("turn_start", "decide_start")
+                     and e.get("agent_id") == 2]
+            assert turns
+            # ... and its cell still says "left", not "waiting" / "thinking…" / "failed"
+            assert "2:human left" in bar.render().plain
+            again = asyncio.ensure_future(RemoteBot(server.url, codes[2]).run())
+            # (the bar as it paints itself: the game may be over by now, its end screen on top)
+            await wait_for(pilot, lambda: "2:human" in bar.render().plain and "2:human left" not in bar.render().plain,
+                           what="seat 2 shown as back")
+            again.cancel()
+    finally:
+        game.cancel()
+        bot.cancel()
+        await server.stop()
+        await store.close()
