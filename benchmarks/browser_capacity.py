@@ -42,15 +42,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from calbench_devtools.page_client import descendants, process_cpu as cpu_seconds, process_parent as parent  # noqa: E402
-
-
-def cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+from calbench_devtools.page_client import descendants, process_cmdline as cmdline, process_cpu as cpu_seconds, \
+    process_parent as parent  # noqa: E402
 
 
 def memory_mb(pids: list[int]) -> tuple[float, float | None]:

@@ -18,7 +18,8 @@ from typing import Any
 
 import aiohttp
 
-__all__ = ["PageClient", "screen_text", "descendants", "process_stat", "process_cpu", "process_parent"]
+__all__ = ["PageClient", "screen_text", "descendants", "process_stat", "process_cpu", "process_parent",
+           "process_cmdline"]
 
 _ESC = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
 
@@ -59,6 +60,15 @@ def process_parent(pid: int) -> int:
         return int(process_stat(pid)[1])
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def process_cmdline(pid: int) -> str:
+    """``pid``'s command line, arguments joined by spaces; "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def screen_text(data: bytes) -> str:

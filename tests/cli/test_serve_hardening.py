@@ -21,6 +21,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from calbench_devtools.page_client import process_cmdline as _cmdline, process_parent as _parent
 from lab.remote_bot import RemoteBot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -260,22 +261,6 @@ def _children(pid: int, depth: int = 99) -> list[int]:
         except OSError:
             continue
     return [p for p in out if not (_parent(p) == pid and "calbench_tui.zygote" in _cmdline(p))]
-
-
-def _parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _environ(pid: int) -> str:
