@@ -202,6 +202,8 @@ class BatchBuilder(Widget, can_focus=True):
         self.labels = labels
         self.participants = dict(participants or {})
         self.highlight = set(highlight)
+        if plan.target is not None:  # start on the slot already chosen: enter ("meet here") keeps it
+            self.set_reactive(BatchBuilder.cursor, plan.target)
 
     def action_cursor(self, delta: int) -> None:
         self.cursor = (self.cursor + delta) % self.plan.num_slots

@@ -75,3 +75,43 @@ def test_the_decision_screens_draft_is_the_valid_batch_on_screen():
     placed = DecisionScreen(HumanRequest("decide", obs, 2), suggested=free)
     assert placed.draft() == tuple(placed.plan.actions()) and placed.draft()
     assert DecisionScreen(HumanRequest("decide", obs, 2)).draft() is None  # no slot picked: not a valid batch
+
+
+async def test_the_decision_cursor_starts_on_the_prefilled_slot_so_enter_keeps_it():
+    """By hand: the decision screen pre-filled the slot talk agreed on (slot 10) with the cursor
+    on slot 0, so enter ("Meet here", the natural confirm) moved the meeting to slot 0 and the
+    agreed meeting failed.  The cursor now starts on the pre-filled slot."""
+    from textual.app import App
+
+    from calbench_tui.screens.decision import DecisionScreen
+    from engine.game import GameConfig, run_game
+    from engine.generate import generate_scenario
+    from personas.human import HumanRequest
+    from personas.scripted.imap import IMAPPersona
+
+    task = generate_scenario(7)
+    got = {}
+
+    class Catch(IMAPPersona):
+        async def decide(self, obs):
+            got.setdefault("obs", obs)
+            return await super().decide(obs)
+
+    seats = [IMAPPersona() for _ in range(task.num_agents)]
+    seats[2] = Catch()
+    await run_game(task, seats, GameConfig(deterministic=True))
+    obs = got["obs"]
+    free = [s for s, it in enumerate(obs.view.calendar) if it is None and s != 0]
+    assert free, "the seat has a free slot other than 0"
+    screen = DecisionScreen(HumanRequest("decide", obs, 2), suggested=free[-1])
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    async with Host().run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: screen.is_mounted and screen.builder.is_mounted, what="the decision screen")
+        assert screen.builder.cursor == free[-1]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert screen.plan.target == free[-1]
