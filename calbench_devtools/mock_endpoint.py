@@ -86,7 +86,10 @@ action); ``parrot`` — every CHEAP_TALK reply also sends the latest message the
 back to its sender, word for word (a model that never stops talking); ``echo`` — every CHEAP_TALK
 reply repeats the seat's own latest short action of the round when the request's schema admits
 its type, else copies the per-turn example's short action (SmolLM2-135M wrote ``ask_costs`` on
-four turns in a row while its prompt said "propose slot 3").  ``refuse_keywords``: JSON
+four turns in a row while its prompt said "propose slot 3"); ``repeat`` — every CHEAP_TALK reply
+is the seat's own previous reply of the round word for word when its thread holds one, else
+the per-turn example's short action (SmolLM2-135M passed at a turn that brought nothing, then
+passed again, thinking and all, with a cost request in front of it).  ``refuse_keywords``: JSON
 schema keywords the server answers with a 400 naming the keyword (as servers whose grammar
 lacks one do), to test that ``structured=auto`` drops them.
 
@@ -140,7 +143,7 @@ __all__ = ["MockLLMServer", "MockOptionError", "POLICIES", "FAULTS", "RequestRec
 
 POLICIES = ("cooperative", "silent", "chaos", "sloppy", "judge", "listener", "literal")
 #: Modes of the ``sloppy`` policy that copy a small model's habits (``MockLLMServer(sloppy_mode=...)``).
-SLOPPY_MODES = ("runaway", "copycat", "parrot", "echo")
+SLOPPY_MODES = ("runaway", "copycat", "parrot", "echo", "repeat")
 #: The ``response_format`` forms the mock accepts by default (see ``MockLLMServer(formats=...)``).
 FORMATS = ("json_schema", "json_object")
 _JUDGE_RE = re.compile(r"^=== Judge · Message (\d+) · Observer Agent (\d+) · Sender Agent (\d+) · (\d+) slots ===$",
@@ -1318,6 +1321,16 @@ def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: 
                     out["actions"] = [pick]
                     break
         return json.dumps(out), "stop"
+    if mode == "repeat" and (th.header or {}).get("phase") == "CHEAP_TALK":
+        before = th.round_replies(int(th.header["round"]))
+        if before:
+            return before[-1], "stop"
+        example = None
+        for ex in _EXAMPLE_SHORT_RE.finditer(th.last):
+            example = json.loads(ex.group(1))
+        return json.dumps({**envelope, "actions": [example] if example else []}), "stop"
+    if mode == "repeat":
+        return json.dumps(envelope), "stop"
     if mode == "copycat":
         out = dict(envelope)
         if (th.header or {}).get("phase") == "CHEAP_TALK":

@@ -182,6 +182,10 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                    help="at most N CHEAP_TALK calls per round for each LLM seat; past it the seat passes without "
                         "a request (default: 4 when the model's context window is 8,192 tokens or less — small local models "
                         "rarely end their turn — else no cap; the turn budget still applies)")
+    g.add_argument("--llm-idle-passes", choices=("auto", "keep", "drop"), default=None, dest="llm_idle_passes",
+                   help="an LLM seat's pass at a CHEAP_TALK turn that delivered nothing: keep it in the model's "
+                        "thread, or drop it (the trace keeps the call); auto (default): drop when the model's "
+                        "context window is 8,192 tokens or less, else keep")
     g.add_argument("--llm-decision", choices=("slot", "batch"), default=None, dest="llm_decision",
                    help="LLM DECISION replies: slot (default: the model names the meeting's slot, any slot, "
                         "and the seat moves an errand out of it) or batch (the model writes its own moves)")
@@ -197,7 +201,8 @@ _FLAGS = {"base_url": "base_url", "api_key_env": "api_key_env", "temperature": "
           "prompt_profile": "prompt", "llm_calls_per_round": "max_calls_per_round", "top_p": "top_p",
           "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
           "repeat_penalty": "repeat_penalty", "llm_seed": "seed", "stop": "stop",
-          "request_deadline": "request_deadline", "llm_decision": "decision", "personas": "personas"}
+          "request_deadline": "request_deadline", "llm_decision": "decision", "llm_idle_passes": "idle_passes",
+          "personas": "personas"}
 
 # Options that must be positive (0 would mean "no tokens", "no time", "no requests").
 _POSITIVE = {"llm_concurrency": "at least 1", "max_tokens": "at least 1", "timeout": "more than 0 seconds",

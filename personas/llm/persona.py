@@ -41,7 +41,7 @@ import math
 import random
 import re
 import zlib
-from typing import Any
+from typing import Any, Sequence
 
 from engine.actions import MAX_REPLY_CHARS, EnvelopeError, Message, parse_envelope
 from engine.observe import (
@@ -241,8 +241,10 @@ class LLMPersona:
             return self.book.decision_message(obs, seen=self._seen.get(obs.round, 0), notice=self._notice,
                                               own=self._said.get(obs.round, ()))
         facts = self._facts_now(obs) if isinstance(obs, TurnObservation) else None
+        intro = (isinstance(obs, TurnObservation) and obs.is_participant
+                 and obs.round not in message_rounds(self.messages))
         return self.book.user_message(obs, seen=self._seen.get(obs.round, 0), joined=obs.round in self._joined,
-                                      notice=self._notice, done_slot=self._talk_done(obs), facts=facts)
+                                      notice=self._notice, done_slot=self._talk_done(obs), facts=facts, intro=intro)
 
     # -- the round's talk (personas.llm.talk) ---------------------------------------------
     def _round_facts(self, round_: int) -> TalkFacts:
@@ -305,6 +307,26 @@ class LLMPersona:
             return SMALL_MODEL_CALLS
         return cap
 
+    @property
+    def drops_idle_passes(self) -> bool:
+        """Whether a pass at a CHEAP_TALK turn that delivered nothing leaves the model's thread
+        (``idle_passes``: ``drop``; ``auto`` drops for a model whose context window is at most
+        :data:`SMALL_WINDOW` tokens, else keeps)."""
+        mode = self.settings.idle_passes
+        if mode == "auto":
+            return self.short_thinking
+        return mode == "drop"
+
+    def _idle_pass(self, obs, notice: str, actions: Sequence[Any], notes: Sequence[str], repaired: bool) -> bool:
+        """A reply that passed at a CHEAP_TALK turn that delivered nothing (and carried no note
+        about an earlier reply): with :attr:`drops_idle_passes` its request and reply leave
+        the thread — the trace keeps the call.  SmolLM2-135M copied such a pass at its next
+        turn, when a cost request had arrived (canonical:2: both LLM seats left IMAP's cost
+        request unanswered twice, IMAP decided on slots blocked for them, and those meetings
+        were lost); asked with the request in its first message of the round, it answered."""
+        return (self.drops_idle_passes and isinstance(obs, TurnObservation) and not obs.inbox and not notice
+                and not actions and not notes and not repaired)
+
     def _note_agreements(self, round_: int, sender: int, content: str) -> None:
         for m in _AGREE_RE.finditer(content or ""):
             self._agreements.setdefault(round_, {})[sender] = int(m.group(1))
@@ -365,7 +387,7 @@ class LLMPersona:
         then per game call the recorded ``prompt_sent`` as the user message and, when the
         model answered with some text, that ``text`` as the assistant message — the same
         rule :meth:`_call` follows (an endpoint failure leaves the user message alone; an
-        unreadable reply is kept).  Also restored: the note the next prompt carries about
+        unreadable reply is kept; an idle pass, ``extra.idle_pass``, leaves both out).  Also restored: the note the next prompt carries about
         a failed last call (``parse_notice`` / ``infra_notice``), the context budget
         (digested rounds, learned window, estimate calibration) and the structured-output
         form in use (both from the last call's ``extra``), what each round's messages
@@ -402,12 +424,14 @@ class LLMPersona:
             elif t in ("parse_error", "seat_timeout", "context_overflow") and prompt is not None:
                 failure_detail = d.get("detail")
             elif t in ("turn_end", "decide_end") and prompt is not None:
-                messages.append({"role": "user", "content": prompt})
+                extra = d.get("extra") if isinstance(d.get("extra"), dict) else {}
+                if not extra.get("idle_pass"):
+                    messages.append({"role": "user", "content": prompt})
                 prompt = None
                 text = d.get("text")
-                extra = d.get("extra") if isinstance(d.get("extra"), dict) else {}
                 failure = extra.get("failure")
-                if isinstance(text, str) and text.strip() and failure in (None, "parse_error"):
+                if isinstance(text, str) and text.strip() and failure in (None, "parse_error") \
+                        and not extra.get("idle_pass"):
                     if extra.get("truncated_repaired"):
                         try:
                             text = repaired_text(parse_envelope(text, truncated=True))
@@ -728,11 +752,13 @@ class LLMPersona:
             self.counters["capped_turns"] += 1
             return Reply(actions=(), latency_ms=0.0,
                          extra={**self._extra(None), "capped": self.calls_cap})
+        notice = self._notice
         text = self.prompt(obs)
         self._shown(obs)
         self.counters["calls"] += 1
         if isinstance(obs, TurnObservation):
             self._round_calls[obs.round] = self._round_calls.get(obs.round, 0) + 1
+        kept = len(self.messages)
         self.messages.append({"role": "user", "content": text})
         try:
             client = self.client
@@ -794,6 +820,9 @@ class LLMPersona:
             extra["sampling"] = sampling
         if env.repaired:
             extra["truncated_repaired"] = True
+        if self._idle_pass(obs, notice, actions, notes, env.repaired):
+            del self.messages[kept:]  # resume() drops it the same way
+            extra["idle_pass"] = True
         if shorts:  # each short action as written and the messages the seat sent for it
             extra["short_actions"] = shorts
         if isinstance(obs, TurnObservation):

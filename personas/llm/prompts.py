@@ -193,7 +193,7 @@ class PromptBook:
 
     # -- user messages --------------------------------------------------------------------
     def user_message(self, obs, *, seen: int = 0, joined: bool = False, notice: str = "",
-                     done_slot: int | None = None, facts: Any = None) -> str:
+                     done_slot: int | None = None, facts: Any = None, intro: bool = False) -> str:
         """The user message for ``obs``.
 
         ``seen``: how many of this round's delivered messages the seat has already been
@@ -201,10 +201,12 @@ class PromptBook:
         this round; ``notice``: a note about the previous reply (parse or connection
         failure), shown once, right under the header; ``done_slot``: the slot every
         participant has agreed to (the message then says the talk is done); ``facts``: this
-        round's talk so far (``personas.llm.talk.TalkFacts``), for the turn's example.
+        round's talk so far (``personas.llm.talk.TalkFacts``), for the turn's example;
+        ``intro``: the seat's first message of this round as a participant (its first turns
+        passed without a request), which introduces the round as its first turn's would.
         """
         if isinstance(obs, TurnObservation):
-            text = self._turn(obs, joined=joined, done_slot=done_slot, facts=facts)
+            text = self._turn(obs, joined=joined, done_slot=done_slot, facts=facts, intro=intro)
         elif isinstance(obs, DecisionObservation):
             text = self._decision(obs, seen=seen)
         elif isinstance(obs, VoluntaryObservation):
@@ -228,6 +230,10 @@ class PromptBook:
         why, action = self._step(obs, facts)
         thinking = "" if self.short_thinking else self._frag("thinking_example")
         return self._frag("next_step", why=why, thinking=thinking, action=action)
+
+    def passes(self, obs: TurnObservation, facts: Any) -> bool:
+        """Whether this turn's next step (:meth:`next_step`) is to pass."""
+        return self._step(obs, facts)[1] == self._frag("short_pass")
 
     def _step(self, obs: TurnObservation, facts: Any) -> tuple[str, str]:
         facts = facts if facts is not None else TalkFacts(obs.round)
@@ -275,13 +281,14 @@ class PromptBook:
                     self._frag("short_ask"))
         return self._frag("why_wait"), self._frag("short_pass")
 
-    def _turn(self, obs: TurnObservation, *, joined: bool, done_slot: int | None = None, facts: Any = None) -> str:
+    def _turn(self, obs: TurnObservation, *, joined: bool, done_slot: int | None = None, facts: Any = None,
+              intro: bool = False) -> str:
         m = obs.meeting
         header = self.header(obs.round, "CHEAP_TALK", m.id)
         last = self._frag("last_turn") if obs.is_last_turn else ""
         inbox = self.messages_block(obs.inbox, "inbox_header", "inbox_empty")
         done = (self._frag("talk_done", slot=done_slot, meeting_id=m.id) + "\n") if done_slot is not None else ""
-        if obs.is_round_start:
+        if obs.is_round_start or intro:
             return self._fill("round_start", header=header, meeting_id=m.id, participants=_plist(m.participants),
                               speaker_order=_plist(m.speaker_order), duration=m.duration,
                               label_line=self._label_line(m.label), seat=self.seat, calendar=obs.view.render(),

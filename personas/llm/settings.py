@@ -192,6 +192,11 @@ class LLMSettings(BaseModel):
                                                                     "past it the seat passes without a request; "
                                                                     "unset: 4 when the model's context window is "
                                                                     "8,192 tokens or less, else no cap")
+    idle_passes: Literal["auto", "keep", "drop"] = Field(
+        "auto", description="a pass at a CHEAP_TALK turn that delivered nothing to the seat: kept in the model's "
+                            "thread, or dropped from it (the trace keeps the call; a model that copies its last "
+                            "reply then answers what arrives next); auto: drop when the model's context window is "
+                            "8,192 tokens or less, else keep")
     decision: Literal["slot", "batch"] = Field(
         "slot", description="DECISION replies: slot (the model names the meeting's slot, any slot; the seat "
                             "moves an errand out of it, as the human's batch builder does) or batch (the model "

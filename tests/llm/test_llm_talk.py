@@ -17,6 +17,7 @@ from engine.observe import Delivered, SeatBriefing, TurnObservation, meeting_vie
 from engine.taskref import hydrate_labels, resolve_tasks
 from calbench_devtools.mock_endpoint import MockLLMServer
 from personas.base import cheapest_common_slot, insertion_costs
+from personas.llm.context import message_rounds
 from personas.llm.factory import make_llm_persona
 from personas.llm.prompts import PromptBook
 from personas.llm.schema import THINKING_MAX, THINKING_SHORT
@@ -350,3 +351,60 @@ def test_an_opener_whose_slot_a_partner_cannot_take_asks_costs_then_proposes_the
     assert example_action(book.next_step(obs, facts)) == {"type": "propose", "slot": best}
     facts.proposed = [best]
     assert example_action(book.next_step(obs, facts)) == {"type": "pass"}
+
+
+# -- an idle pass leaves a small model's thread --------------------------------------------
+async def _repeat_game(make_settings, task, idle_passes: str, window: int = 8192):
+    """``task`` with LLM seats 1 and 3 (the mock's ``repeat`` model, which copies its own
+    previous reply of the round) among IMAP seats; returns the result and the two personas."""
+    async with MockLLMServer(policy="sloppy", sloppy_mode="repeat", context_limit=window,
+                             advertise_context=True) as mock:
+        seats = list(make_personas("imap", task.num_agents))
+        llm = {s: make_llm_persona("llm:small", make_settings(mock, idle_passes=idle_passes)) for s in (1, 3)}
+        seats[1], seats[3] = llm[1], llm[3]
+        res = await run_game(task, seats, GameConfig(deterministic=True))
+        for seat, p in llm.items():  # --resume rebuilds exactly this thread from the seat's own events
+            again = make_llm_persona("llm:small", p.settings)
+            await again.register(p.book.briefing)
+            await again.resume([e for e in res.trace["events"] if (e.get("data") or {}).get("agent_id") == seat])
+            assert again.messages == p.messages
+    return res, llm
+
+
+def _unanswered_cost_requests(res) -> list[tuple[int, int]]:
+    """(round, seat) of each IMAP cost request to an LLM seat that it never answered with costs."""
+    asked = {(d["round"], d["to_agent"], d["from_agent"]) for d in events(res, "dm_sent")
+             if (d.get("payload") or {}).get("kind") == "cost_request" and d["to_agent"] in (1, 3)}
+    answered = {(d["round"], d["from_agent"], d["to_agent"]) for d in events(res, "dm_sent")
+                if (d.get("payload") or {}).get("kind") == "costs" and d["from_agent"] in (1, 3)}
+    return sorted((r, s) for r, s, frm in asked - answered)
+
+
+async def test_an_idle_pass_leaves_a_small_models_thread(make_settings):
+    """A model that copies its own last reply (SmolLM2-135M) passed at a turn that brought
+    nothing, then passed again with IMAP's cost request in front of it: IMAP decided without
+    its costs, on a slot blocked for it.  Behind an 8k window (``idle_passes`` auto) such a pass
+    leaves the thread, so the next message of the round opens it with the calendar and the
+    request, and the seat answers; kept (``idle_passes = "keep"``, or a large window), the
+    copied pass leaves requests unanswered.  The trace keeps every call, and ``--resume``
+    rebuilds the same threads."""
+    task = canonical(2)
+    res, llm = await _repeat_game(make_settings, task, "auto")
+    kept, _ = await _repeat_game(make_settings, task, "keep")
+    large, _ = await _repeat_game(make_settings, task, "auto", window=32768)
+    assert _unanswered_cost_requests(res) == []
+    assert _unanswered_cost_requests(kept) and _unanswered_cost_requests(kept) == _unanswered_cost_requests(large)
+    assert res.metrics["meetings_scheduled"] > kept.metrics["meetings_scheduled"]
+
+    idle = [d for d in events(res, "turn_end") if (d.get("extra") or {}).get("idle_pass")]
+    assert idle and all(not d["tool_calls"] for d in idle)  # recorded calls, each a pass
+    assert not any((d.get("extra") or {}).get("idle_pass") for d in events(kept, "turn_end"))
+    for seat, p in llm.items():
+        rounds = message_rounds(p.messages)
+        firsts = {}
+        for m, r in zip(p.messages, rounds):
+            if m["role"] == "user" and r >= 0:
+                firsts.setdefault(r, m["content"])
+        for r, text in firsts.items():  # each round opens with its meeting and the seat's calendar
+            assert "Slot  0:" in text or "Meeting M" in text.split("\n")[0], (seat, r, text[:200])
+        assert all("Slot  0:" in firsts[d["round"]] for d in idle if d["agent_id"] == seat and d["round"] in firsts)
