@@ -8,7 +8,8 @@ the saved games back:
 * per game of the LLM seat(s), each named apart (``engine.usage.call_counts``): HTTP
   requests, retries of a request, capped turns (talk turns passed without a request),
   rejected batches asked again and DECISION calls lost to the endpoint; and the game calls
-  that went to the model (talk turns, VOLUNTARY and DECISION answers);
+  that went to the model (talk turns, VOLUNTARY and DECISION answers), of which idle passes
+  left out of the model's thread (``idle_passes``);
 * unreadable replies, infrastructure and context failures, replies cut off by ``length``;
 * rejected batches of the LLM seat by rule, with the rule's words;
 * meetings the LLM seat was in, and how many of those were scheduled at the end;
@@ -93,6 +94,7 @@ def analyse_trace(tr: dict[str, Any]) -> dict[str, Any]:
     rule_words: dict[str, str] = {}
     stray_dms = 0
     dms = 0
+    idle = 0  # talk calls whose pass left the thread (idle_passes)
     prompt = completion = 0
     for e in events:
         d = e.get("data") or {}
@@ -111,6 +113,8 @@ def analyse_trace(tr: dict[str, Any]) -> dict[str, Any]:
             extra = d.get("extra") or {}
             if extra.get("finish_reason") == "length":
                 fails["length"] += 1
+            if extra.get("idle_pass"):
+                idle += 1
         elif t in ("parse_error", "seat_timeout", "context_overflow"):
             fails[{"parse_error": "unreadable", "seat_timeout": "infra", "context_overflow": "context"}[t]] += 1
         elif t == "batch_rejected":
@@ -140,6 +144,7 @@ def analyse_trace(tr: dict[str, Any]) -> dict[str, Any]:
         "game_id": tr.get("game_id"), "task_id": (tr.get("task") or {}).get("task_id") if isinstance(tr.get("task"), dict) else None,
         "status": saved.get("status"), "llm_seats": llm,
         "calls": sum(calls.values()), "talk_calls": calls["turn_end"], "decide_calls": calls["decide_end"],
+        "idle_passes": idle,
         **counted,
         "unreadable": fails["unreadable"], "infra_failures": fails["infra"], "context_failures": fails["context"],
         "cut_by_length": fails["length"], "rejected_by_rule": dict(sorted(rules.items())), "rule_words": rule_words,
@@ -157,7 +162,8 @@ def report(games: list[dict[str, Any]], wall_s: float | None) -> None:
         print(f"wall time: {wall_s:.0f} s for {len(games)} game(s)")
     for g in games:
         print(f"\n{g['task_id']} ({g['status']}), LLM seat(s) {g['llm_seats']}")
-        print(f"  calls to the model: {g['calls']} ({g['talk_calls']} talk, {g['decide_calls']} decide/voluntary); "
+        print(f"  calls to the model: {g['calls']} ({g['talk_calls']} talk, {g['decide_calls']} decide/voluntary; "
+              f"{g.get('idle_passes', 0)} idle passes left out of the thread); "
               f"HTTP requests {g.get('requests', '?')} (retries {g.get('retries', '?')}); capped turns "
               f"{g.get('capped_turns', '?')}; rejected batches asked again {g.get('rejected_batches', '?')}; "
               f"DECISION calls lost to the endpoint {g.get('lost_decisions', '?')}")
