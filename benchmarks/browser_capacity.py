@@ -20,8 +20,10 @@ person would, up to that first text question: ``y`` at consent, ``enter`` after 
 instructions, each quiz question's right answer (its number key), and ``1`` (or an attention
 check's right answer) for every choice or likert item before the text item; each key waits
 until the next screen's words are painted.  When everyone is at the text question (or failed),
-all type ordinary characters into it, one key a second for ``--typing`` seconds; each
-keystroke is timed until the text typed so far is painted (the echo).  ``--keys help`` is the
+all type ordinary characters into it, one key a second for ``--typing`` seconds, each
+participant at its own fixed phase within the second (as independent typists; ``--lockstep``:
+all at the same moment, the worst case); each keystroke is timed until the text typed so far
+is painted (the echo).  ``--keys help`` is the
 old load: at consent, ``?`` once a second (the help opens and closes: a full-screen repaint),
 each timed to the next screen update.  Printed per N:
 
@@ -107,6 +109,13 @@ def typed(i: int, n: int) -> str:
     return ("Q" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPRSTUVWXYZ") for _ in range(n)))[:n]
 
 
+def phase(i: int, stagger: bool) -> float:
+    """Seconds participant ``i`` waits before its first key once everyone is at the text
+    question: a fixed draw in [0, 1) from ``i``'s seed, so the N typists' keys spread over
+    each second as independent people's do (``--lockstep``: 0, every key of a second at once)."""
+    return random.Random(f"phase:{i}").random() if stagger else 0.0
+
+
 def echo_words(value: str) -> str:
     """What to wait for after a key: the text so far (its end once it is long: the box scrolls)."""
     return value[-20:]
@@ -178,7 +187,7 @@ def _result() -> dict:
 
 
 async def light_participant(i: int, ws_url: str, plan, keys: str, typing_s: float, timeout: float,
-                            at_consent: Barrier, at_text: Barrier) -> dict:
+                            at_consent: Barrier, at_text: Barrier, stagger: bool = True) -> dict:
     """Open the link, reach consent, walk to the text question (``keys="text"``), wait for
     everyone, then type; or (``keys="help"``) wait for everyone at consent, then press ``?``."""
     from calbench_devtools.page_client import PageClient
@@ -217,6 +226,7 @@ async def light_participant(i: int, ws_url: str, plan, keys: str, typing_s: floa
         at_text.arrive()
         text_in = True
         await at_text.wait()
+        await asyncio.sleep(phase(i, stagger))
         end = time.perf_counter() + typing_s
         n = 0
         while time.perf_counter() < end and not c.closed:
@@ -246,7 +256,7 @@ CHROMIUM_KEYS = {"\r": "Enter"}
 
 
 async def chromium_run(links: list[str], plan, keys: str, typing_s: float, timeout: float,
-                       at_consent: Barrier, at_text: Barrier) -> list[dict]:
+                       at_consent: Barrier, at_text: Barrier, stagger: bool = True) -> list[dict]:
     from playwright.async_api import async_playwright
 
     chromium = shutil.which("chromium")
@@ -317,6 +327,7 @@ async def chromium_run(links: list[str], plan, keys: str, typing_s: float, timeo
                 at_text.arrive()
                 text_in = True
                 await at_text.wait()
+                await asyncio.sleep(phase(i, stagger))
                 end = time.perf_counter() + typing_s
                 n = 0
                 while time.perf_counter() < end:
@@ -346,7 +357,7 @@ async def chromium_run(links: list[str], plan, keys: str, typing_s: float, timeo
 
 
 async def run_one(python: str, workdir: Path, study: Path, plan, n: int, keys: str, typing_s: float,
-                  timeout: float, chromium: bool) -> dict:
+                  timeout: float, chromium: bool, stagger: bool = True) -> dict:
     proc, info = start_server(python, workdir, study, n)
     try:
         await asyncio.sleep(3.0)  # the server (and its zygote, when it has one) comes up before the links open
@@ -373,10 +384,10 @@ async def run_one(python: str, workdir: Path, study: Path, plan, n: int, keys: s
         at_consent = Barrier(n, all_there if keys == "help" else None)
         at_text = Barrier(n, all_there if keys == "text" else None)
         if chromium:
-            results = await chromium_run(links, plan, keys, typing_s, timeout, at_consent, at_text)
+            results = await chromium_run(links, plan, keys, typing_s, timeout, at_consent, at_text, stagger)
         else:
             results = await asyncio.gather(*(light_participant(i, u, plan, keys, typing_s, timeout, at_consent,
-                                                               at_text) for i, u in enumerate(ws_urls)))
+                                                               at_text, stagger) for i, u in enumerate(ws_urls)))
         done.set()
         sampler.cancel()
         pids = descendants(proc.pid)
@@ -422,6 +433,9 @@ def main() -> None:
     ap.add_argument("--typing", type=float, default=15.0, help="seconds each participant types (one key a second)")
     ap.add_argument("--study", help="the study file (default: init's, one free-text item added; see the docstring)")
     ap.add_argument("--consent-timeout", type=float, default=300.0, help="bound on each wait for a screen (s)")
+    ap.add_argument("--lockstep", action="store_true",
+                    help="every participant types its key of each second at the same moment (default: each "
+                         "at its own fixed phase within the second, as independent typists)")
     ap.add_argument("--chromium", action="store_true", help="real pages in headless Chromium (Playwright)")
     ap.add_argument("--json", action="store_true", help="one JSON line per N instead of the table")
     args = ap.parse_args()
@@ -441,7 +455,7 @@ def main() -> None:
                   flush=True)
         for n in [int(x) for x in args.n.split(",") if x.strip()]:
             r = asyncio.run(run_one(args.python, Path(tmp), study, plan, n, args.keys, args.typing,
-                                    args.consent_timeout, args.chromium))
+                                    args.consent_timeout, args.chromium, not args.lockstep))
             if args.json:
                 print(json.dumps(r), flush=True)
                 continue
