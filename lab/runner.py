@@ -48,7 +48,7 @@ __all__ = ["RunSettings", "GameSummary", "RunError", "run_suite", "run_cli_suite
 
 # Settings added after runs were first saved, left out of the run's key at their default
 # so that `calbench run --resume` still finds the games of an earlier version.
-_LLM_KEY_DEFAULTS = {"structured": "auto", "history": "auto", "decision": "slot"}
+_LLM_KEY_DEFAULTS = {"structured": "auto", "history": "auto", "decision": "slot", "idle_passes": "auto"}
 # LLM settings that never change what a game is (secrets, plumbing, patience).
 _LLM_KEY_EXCLUDE = {"api_key", "api_key_env", "concurrency", "timeout", "retries", "backoff_base",
                     "backoff_max", "retry_after_max", "base_urls", "endpoint_concurrency", "request_deadline",
