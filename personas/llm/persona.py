@@ -321,9 +321,10 @@ class LLMPersona:
         """A reply that passed at a CHEAP_TALK turn that delivered nothing (and carried no note
         about an earlier reply): with :attr:`drops_idle_passes` its request and reply leave
         the thread — the trace keeps the call.  SmolLM2-135M copied such a pass at its next
-        turn, when a cost request had arrived (canonical:2: both LLM seats left IMAP's cost
-        request unanswered twice, IMAP decided on slots blocked for them, and those meetings
-        were lost); asked with the request in its first message of the round, it answered."""
+        turn, when a cost request had arrived (canonical:2, two LLM seats: seat 3 in round 0 and
+        seat 1 in round 2 left IMAP's request unanswered, IMAP decided on slots blocked for them
+        and both meetings were lost); asked with the request in its first message of the
+        round, it answered."""
         return (self.drops_idle_passes and isinstance(obs, TurnObservation) and not obs.inbox and not notice
                 and not actions and not notes and not repaired)
 
@@ -387,10 +388,11 @@ class LLMPersona:
         then per game call the recorded ``prompt_sent`` as the user message and, when the
         model answered with some text, that ``text`` as the assistant message — the same
         rule :meth:`_call` follows (an endpoint failure leaves the user message alone; an
-        unreadable reply is kept; an idle pass, ``extra.idle_pass``, leaves both out).  Also restored: the note the next prompt carries about
-        a failed last call (``parse_notice`` / ``infra_notice``), the context budget
-        (digested rounds, learned window, estimate calibration) and the structured-output
-        form in use (both from the last call's ``extra``), what each round's messages
+        unreadable reply is kept; an idle pass, ``extra.idle_pass``, leaves both out).  Also
+        restored: the note the next prompt carries about a failed last call (``parse_notice``
+        / ``infra_notice``), the context budget (digested rounds, learned window, estimate
+        calibration) and the structured-output form in use (both from the last call's
+        ``extra``), what each round's messages
         showed of the inbox (``_seen`` / ``_joined``; only the round being played reads
         them, and a resume starts a fresh one) and the counters (the last reply's
         ``extra.counters`` plus the reflections recorded after it; a reflection's retries

@@ -202,8 +202,9 @@ class PromptBook:
         failure), shown once, right under the header; ``done_slot``: the slot every
         participant has agreed to (the message then says the talk is done); ``facts``: this
         round's talk so far (``personas.llm.talk.TalkFacts``), for the turn's example;
-        ``intro``: the seat's first message of this round as a participant (its first turns
-        passed without a request), which introduces the round as its first turn's would.
+        ``intro``: no message of this round is left in the seat's thread (its earlier turns
+        were idle passes, ``LLMPersona.drops_idle_passes``), so this one introduces the round
+        as its first turn's would.
         """
         if isinstance(obs, TurnObservation):
             text = self._turn(obs, joined=joined, done_slot=done_slot, facts=facts, intro=intro)
@@ -230,10 +231,6 @@ class PromptBook:
         why, action = self._step(obs, facts)
         thinking = "" if self.short_thinking else self._frag("thinking_example")
         return self._frag("next_step", why=why, thinking=thinking, action=action)
-
-    def passes(self, obs: TurnObservation, facts: Any) -> bool:
-        """Whether this turn's next step (:meth:`next_step`) is to pass."""
-        return self._step(obs, facts)[1] == self._frag("short_pass")
 
     def _step(self, obs: TurnObservation, facts: Any) -> tuple[str, str]:
         facts = facts if facts is not None else TalkFacts(obs.round)
