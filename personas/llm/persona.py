@@ -392,9 +392,9 @@ class LLMPersona:
         restored: the note the next prompt carries about a failed last call (``parse_notice``
         / ``infra_notice``), the context budget (digested rounds, learned window, estimate
         calibration) and the structured-output form in use (both from the last call's
-        ``extra``), what each round's messages
-        showed of the inbox (``_seen`` / ``_joined``; only the round being played reads
-        them, and a resume starts a fresh one) and the counters (the last reply's
+        ``extra``), what each round's messages showed of the inbox (``_seen`` / ``_joined``;
+        only the round being played reads them, and a resume starts a fresh one) and the
+        counters (the last reply's
         ``extra.counters`` plus the reflections recorded after it; a reflection's retries
         are not in the trace).  The backoff jitter generator starts again from its seed.
         """
