@@ -394,9 +394,8 @@ class LLMPersona:
         calibration) and the structured-output form in use (both from the last call's
         ``extra``), what each round's messages showed of the inbox (``_seen`` / ``_joined``;
         only the round being played reads them, and a resume starts a fresh one) and the
-        counters (the last reply's
-        ``extra.counters`` plus the reflections recorded after it; a reflection's retries
-        are not in the trace).  The backoff jitter generator starts again from its seed.
+        counters (the last reply's ``extra.counters`` plus the reflections recorded after it;
+        a reflection's retries are not in the trace).  The backoff jitter generator starts again from its seed.
         """
         if self.book is None:
             raise RuntimeError("register() must be called before resume()")
