@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from llmkit import RecordingRounds, decisions_as_named, small_task
 
 from engine.actions import Message, Reschedule, Schedule, parse_envelope
@@ -187,6 +189,31 @@ def test_the_seat_builds_the_batch_as_the_human_builder_does():
                  [Schedule(9, 99)]):                            # no such slot
         b = build_decision(cal, 9, said)
         assert b.actions == tuple(said) and b.literal and not b.added
+
+
+_ITEM = st.one_of(st.none(), st.builds(MeetingCopy, st.integers(1, 9)),
+                  st.builds(lambda i, c, b: Errand(20 + i, c, blocked=b), st.integers(0, 9), st.integers(1, 5),
+                            st.booleans()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(cal=st.lists(_ITEM, min_size=1, max_size=8),
+       moves=st.lists(st.tuples(st.integers(20, 29), st.integers(-1, 8), st.integers(-1, 8)), max_size=2),
+       slots=st.lists(st.integers(-1, 8), min_size=0, max_size=2), mid=st.sampled_from([9, 8]))
+def test_no_decision_reply_is_built_into_another_slot(cal, moves, slots, mid):
+    """Whatever the calendar and the reply (issue 31, Done means: "the slot the model named is
+    the slot scheduled, or the reply was rejected"): the batch the seat builds keeps every
+    action the model wrote, in its order, schedules exactly the slots it named, and adds at
+    most one move, of the errand out of the named slot — never another schedule."""
+    from personas.llm.decide import build_decision
+
+    said = [Reschedule(i, a, b, "mine") for i, a, b in moves] + [Schedule(mid, s) for s in slots]
+    b = build_decision(cal, 9, said)
+    kept = [a for a in b.actions if a not in b.added]
+    assert kept == said
+    assert [a for a in b.actions if isinstance(a, Schedule)] == [a for a in said if isinstance(a, Schedule)]
+    assert len(b.added) <= 1 and all(isinstance(a, Reschedule) and len(slots) == 1 and a.from_slot == slots[0]
+                                     for a in b.added)
 
 
 # -- what talk produced -------------------------------------------------------------------
