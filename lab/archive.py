@@ -244,7 +244,10 @@ def file_stem(game_id: str) -> str:
 # -- import ------------------------------------------------------------------------------------
 
 #: what became of one file (or one game of a merged database)
-OUTCOMES = ("imported", "unverified", "duplicate", "failed", "in play")
+#: "study": a merged database's study rows (detail: one sentence); "refused": a merged database
+#: whose study cannot join the target's (another design, a participant with other rows): nothing
+#: of it was written, and the command exits 2
+OUTCOMES = ("imported", "unverified", "duplicate", "failed", "in play", "study", "refused")
 
 
 class ImportLine(NamedTuple):
@@ -310,12 +313,13 @@ def import_files(db: str, files: list[str], *, keep_unverified: bool = False,
     from saves.errors import StoreError
 
     lines: list[ImportLine] = []
+    origin: dict[tuple[str, str], str] = {}  # (study, participant) -> the file it came from in this run
 
     async def go(store):
         for path in files:
             try:
-                if is_sqlite_file(path):  # another save database (e.g. a shard of a suite): merge it
-                    lines.extend(await _merge_database(store, path, keep_unverified, reveal=reveal))
+                if is_sqlite_file(path):  # another save database (a shard of a suite, a study host): merge it
+                    lines.extend(await _merge_database(store, path, keep_unverified, reveal=reveal, origin=origin))
                     continue
                 lines.append(await import_verified(store, read_trace_file(path), path, keep_unverified,
                                                    reveal=reveal))
@@ -368,18 +372,32 @@ async def import_verified(store, trace: dict[str, Any], where: str, keep_unverif
     return ImportLine(where, "unverified" if problems else "imported", gid)
 
 
-async def _merge_database(store, path: str, keep_unverified: bool = False, *,
-                          reveal: bool = False) -> list[ImportLine]:
-    """Import every game of another save database, one line per game."""
+async def _merge_database(store, path: str, keep_unverified: bool = False, *, reveal: bool = False,
+                          origin: dict[tuple[str, str], str] | None = None) -> list[ImportLine]:
+    """Import every game of another save database, one line per game, then its study rows
+    (participants, steps, answers, beliefs, timings, drafts: ``saves.study.merge_study_rows``,
+    one write transaction), one line per study.  A study that cannot join the target's (another
+    design, a participant there with other rows) is one ``refused`` line, checked before any
+    game is written: nothing of that database is merged.  Simulated participants (a dry run on
+    that host) are left out, their games with them."""
     from saves.errors import StoreError
     from saves.store import Store
+    from saves.study import StudyMergeRefused, check_study_merge, merge_study_rows, read_study_rows
 
     if os.path.realpath(path) == os.path.realpath(store.path):
         raise ArchiveError(f"{path} is the database being imported into")
+    origin = {} if origin is None else origin
     lines: list[ImportLine] = []
     other = await Store.open(path)
     try:
+        studies = await read_study_rows(other)
+        try:
+            await check_study_merge(store, studies, path, origin=origin)
+        except StudyMergeRefused as exc:
+            return [ImportLine(path, "refused", str(exc))]
         for g in await other.list_games():
+            if g["game_id"] in studies.simulated_games:
+                continue
             where = f"{path}#{g['game_id'][:8]}"
             try:
                 trace = await other.load_trace(g["game_id"])
@@ -388,6 +406,16 @@ async def _merge_database(store, path: str, keep_unverified: bool = False, *,
                 lines.append(ImportLine(where, "failed", f"{where}: {exc}"))
             except Exception as exc:  # noqa: BLE001 - one bad game never aborts the others
                 lines.append(_failure(where, exc, cut=200))
+        if studies.studies():
+            try:
+                merged = await merge_study_rows(store, studies, path, origin=origin)
+            except StudyMergeRefused as exc:  # another process wrote the same participant meanwhile
+                return lines + [ImportLine(path, "refused", str(exc))]
+            for sid, n in merged.items():
+                sims = (f"; {n['simulated']} simulated (a dry run there) left out, with their games"
+                        if n["simulated"] else "")
+                lines.append(ImportLine(path, "study", f"study {sid!r}: {n['new']} participants merged, "
+                                                       f"{n['already']} already saved{sims}"))
     finally:
         await other.close()
     return lines

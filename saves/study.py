@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterable
 
 from engine.redact import redact
 
-__all__ = ["StudyStore", "STUDY_TABLES"]
+__all__ = ["StudyStore", "STUDY_TABLES", "StudyRows", "StudyMergeRefused", "read_study_rows", "check_study_merge",
+           "merge_study_rows"]
 
 STUDY_TABLES = ("study_participants", "study_steps", "study_answers", "study_beliefs", "study_timings",
                 "study_drafts")
@@ -317,3 +318,132 @@ class StudyStore:
         for p in sims:
             await self.withdraw(p["participant"])
         return len(sims)
+
+
+# -- merging another host's database (``calbench import A.db B.db --db all.db``) ---------------
+
+class StudyMergeRefused(Exception):
+    """A source database whose study rows cannot join the target's (one line): another study
+    design, or a participant already there with other rows.  Nothing of that source is written."""
+
+
+async def _columns(db, table: str) -> list[str]:
+    async with db.execute(f"PRAGMA table_info({table})") as cur:
+        return [r[1] for r in await cur.fetchall()]
+
+
+class StudyRows:
+    """Every study row of one database, by participant: what a merge carries over.
+
+    ``rows[(study_id, participant)][table]`` is that participant's rows of ``table`` (tuples in
+    the order of ``columns[table]``; timings and drafts in the order they were written).
+    Simulated participants (a dry run on that host) are not carried: their ids (``sim-001``, …)
+    are the same on every host; ``simulated`` counts them per study and ``simulated_games`` holds
+    their games' ids (left out of the merge with them)."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list[str]] = {}
+        self.rows: dict[tuple[str, str], dict[str, list[tuple]]] = {}
+        self.hashes: dict[str, set[str]] = {}
+        self.simulated: dict[str, int] = {}
+        self.simulated_games: set[str] = set()
+
+    def studies(self) -> list[str]:
+        return sorted({sid for sid, _ in self.rows} | set(self.simulated))
+
+
+async def read_study_rows(store: Any) -> StudyRows:
+    """The study rows of ``store`` (a source database of a merge), see :class:`StudyRows`."""
+    db = store._db
+    out = StudyRows()
+    sims: set[tuple[str, str]] = set()
+    async with db.execute("SELECT study_id, participant, simulated, design_hash FROM study_participants") as cur:
+        for sid, pid, simulated, dh in await cur.fetchall():
+            if simulated:
+                sims.add((sid, pid))
+                out.simulated[sid] = out.simulated.get(sid, 0) + 1
+                continue
+            out.rows[(sid, pid)] = {t: [] for t in STUDY_TABLES}
+            if dh:
+                out.hashes.setdefault(sid, set()).add(dh)
+    for table in STUDY_TABLES:
+        cols = out.columns[table] = await _columns(db, table)
+        listed = ", ".join(cols)
+        async with db.execute(f"SELECT {listed} FROM {table} ORDER BY rowid") as cur:
+            for row in await cur.fetchall():
+                key = (row[0], row[1])  # every study table starts (study_id, participant, ...)
+                if key in out.rows:
+                    out.rows[key][table].append(tuple(row))
+                elif table == "study_steps" and key in sims and row[cols.index("game_id")]:
+                    out.simulated_games.add(row[cols.index("game_id")])
+    return out
+
+
+def _same(a: dict[str, list[tuple]], b: dict[str, list[tuple]]) -> bool:
+    from collections import Counter
+
+    return all(Counter(a.get(t, ())) == Counter(b.get(t, ())) for t in STUDY_TABLES)
+
+
+async def _plan(db, src: StudyRows, source: str, target: str,
+                origin: dict[tuple[str, str], str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``(new, already there)`` participant keys of ``src`` against the database ``db``; raises
+    :class:`StudyMergeRefused` for another design or a participant there with other rows."""
+    for sid in sorted(src.hashes):
+        async with db.execute("SELECT DISTINCT design_hash FROM study_participants WHERE study_id = ? "
+                              "AND simulated = 0 AND design_hash IS NOT NULL", (sid,)) as cur:
+            have = {r[0] for r in await cur.fetchall()}
+        if have and not have & src.hashes[sid]:
+            raise StudyMergeRefused(
+                f"{source}: study {sid!r} was run from another study file than the one in {target} (design "
+                f"{', '.join(sorted(src.hashes[sid]))} in {source}, {', '.join(sorted(have))} in {target}); "
+                f"nothing of {source} was merged")
+    new, same = [], []
+    for key in sorted(src.rows):
+        theirs: dict[str, list[tuple]] = {}
+        for table in STUDY_TABLES:
+            listed = ", ".join(src.columns[table])
+            async with db.execute(f"SELECT {listed} FROM {table} WHERE study_id = ? AND participant = ?",
+                                  key) as cur:
+                theirs[table] = [tuple(r) for r in await cur.fetchall()]
+        if not theirs["study_participants"]:
+            new.append(key)
+        elif _same(src.rows[key], theirs):
+            same.append(key)
+        else:
+            other = origin.get(key, target)
+            raise StudyMergeRefused(
+                f"{source}: participant {key[1]} of study {key[0]!r} is also in {other}, with other rows; "
+                f"nothing of {source} was merged (two hosts gave out one id, or the participant went on after an "
+                f"earlier merge: then merge into a new database)")
+    return new, same
+
+
+async def check_study_merge(store: Any, src: StudyRows, source: str, *,
+                            origin: dict[tuple[str, str], str]) -> None:
+    """Raise :class:`StudyMergeRefused` now, before any game of ``source`` is written."""
+    await _plan(store._db, src, source, store.path, origin)
+
+
+async def merge_study_rows(store: Any, src: StudyRows, source: str, *,
+                           origin: dict[tuple[str, str], str]) -> dict[str, dict[str, int]]:
+    """Copy the participants of ``src`` that ``store`` lacks, every study table, in one write
+    transaction (checked again inside it).  ``origin`` maps each participant merged in this run
+    to the file it came from (for the refusal's words) and is updated.  Returns
+    ``{study_id: {"new": n, "already": n, "simulated": n}}``."""
+    async with store._tx() as db:
+        new, same = await _plan(db, src, source, store.path, origin)
+        for table in STUDY_TABLES:
+            cols = src.columns[table]
+            sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+            rows = [r for key in new for r in src.rows[key][table]]
+            if rows:
+                await db.executemany(sql, rows)
+    for key in new:
+        origin[key] = source
+    out = {sid: {"new": 0, "already": 0, "simulated": src.simulated.get(sid, 0)} for sid in src.studies()}
+    for sid, _ in new:
+        out[sid]["new"] += 1
+    for sid, _ in same:
+        out[sid]["already"] += 1
+    return out

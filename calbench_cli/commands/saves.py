@@ -56,8 +56,18 @@ def register(sub) -> None:
 
     p = sub.add_parser("import", help="load JSON traces (ours or the paper authors') or other save databases",
                        description="Load game traces into the save database, or merge whole save databases "
-                                   "(e.g. the shards of a suite run with --shard). Games already saved are "
-                                   "skipped; a file that cannot be read is reported and the others still load.")
+                                   "(e.g. the shards of a suite run with --shard, or the hosts of a study served "
+                                   "on several machines). Games already saved are skipped; a file that cannot be "
+                                   "read is reported and the others still load. A merged database's study rows "
+                                   "come too (participants, steps, answers, belief grids, timings, drafts: one "
+                                   "transaction per database), so 'study export', 'study status' and 'report "
+                                   "--study' see every host's participants; a participant already saved with the "
+                                   "same rows is skipped. A database is refused whole (exit 2, nothing of it "
+                                   "written) when its study was run from another study file, or when one of its "
+                                   "participants is already saved with other rows. Simulated participants (a "
+                                   "dry run) and their games stay behind, and so does the links' key "
+                                   "(DB.links-key): the merged database cannot make any host's links.",
+                       epilog="Example: 'calbench import study-A.db study-B.db --db all.db'")
     p.add_argument("files", metavar="FILE.json|FILE.db", nargs="+", help="trace files or save databases")
     add_db_option(p)
     p.add_argument("--keep-unverified", action="store_true",
@@ -251,8 +261,11 @@ def handle_import(args) -> int:
         _print_import_line(line)
     unverified = f", {counts['unverified']} imported unverified" if counts["unverified"] else ""
     in_play = f", {counts['in play']} in play left out" if counts["in play"] else ""
+    refused = f", {counts['refused']} database(s) refused" if counts["refused"] else ""
     print(f"{counts['imported']} imported{unverified}, {counts['duplicate']} already saved{in_play}, "
-          f"{counts['failed']} failed", file=sys.stderr)
+          f"{counts['failed']} failed{refused}", file=sys.stderr)
+    if counts["refused"]:
+        return 2
     return 1 if counts["failed"] or counts["unverified"] else 0
 
 
@@ -270,6 +283,10 @@ def _print_import_line(line) -> None:
         print(f"skipped {path}: game {detail} is already saved", file=sys.stderr)
     elif outcome == "in play":
         print(f"{path}: {detail}", file=sys.stderr)
+    elif outcome == "study":
+        print(f"merged {path}: {detail}")
+    elif outcome == "refused":
+        print(f"calbench: error: {detail}", file=sys.stderr)
     else:
         print(f"calbench: error: could not import {detail}", file=sys.stderr)
 
