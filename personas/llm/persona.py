@@ -67,7 +67,7 @@ SMALL_MODEL_CALLS = 4
 # ... and its DECISION requests sample greedily unless the settings name a temperature: at
 # the server's default (llama.cpp: 0.8) SmolLM2-135M wrote another slot than the one the talk
 # settled on and its DECISION message's example named (docs/llm.md, "Small local models").
-SMALL_DECISION_TEMPERATURE = 0.0
+SMALL_MODEL_TEMPERATURE = 0.0
 from .schema import (THINKING_MAX, THINKING_SHORT, drop_keywords, envelope_schema, reflection_schema, refused_keywords,
                      response_format, with_one_action, with_thinking_limit, without_kinds)
 from .decide import build_decision, decision_slot_schema
@@ -221,16 +221,17 @@ class LLMPersona:
 
     def sampling(self, obs) -> dict[str, Any]:
         """The sampling fields of the request for ``obs``: the settings' (only those set), and
-        for a DECISION of a small model (:attr:`short_thinking`: a window of
-        :data:`SMALL_WINDOW` tokens or less) ``temperature`` :data:`SMALL_DECISION_TEMPERATURE`
+        for a CHEAP_TALK turn or a DECISION of a small model (:attr:`short_thinking`: a window
+        of :data:`SMALL_WINDOW` tokens or less) ``temperature`` :data:`SMALL_MODEL_TEMPERATURE`
         when the settings leave it unset — a temperature the user set is always sent as set.
-        A retry after a rejected batch (``obs.rejection``), CHEAP_TALK, VOLUNTARY and reflection
-        requests carry the settings' fields only: greedy, SmolLM2-135M wrote the refused reply
-        again on every retry (12 of 12)."""
+        A retry after a rejected batch (``obs.rejection``), VOLUNTARY and reflection requests
+        carry the settings' fields only: greedy, SmolLM2-135M wrote the refused reply again on
+        every retry (12 of 12)."""
         out = self.settings.sampling()
-        if (isinstance(obs, DecisionObservation) and obs.rejection is None and self.short_thinking
+        first_decision = isinstance(obs, DecisionObservation) and obs.rejection is None
+        if ((first_decision or isinstance(obs, TurnObservation)) and self.short_thinking
                 and self.settings.temperature is None):
-            out["temperature"] = SMALL_DECISION_TEMPERATURE
+            out["temperature"] = SMALL_MODEL_TEMPERATURE
         return out
 
     def prompt(self, obs) -> str | None:
