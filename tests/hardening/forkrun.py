@@ -26,7 +26,7 @@ import calbench_cli.cli, calbench_cli.commands  # noqa: F401  (what every comman
 for name in ("calbench_cli.commands.run", "calbench_cli.commands.saves", "calbench_cli.commands.report",
              "calbench_cli.commands.scenario", "calbench_cli.commands.suite", "calbench_cli.commands.study",
              "calbench_cli.commands.play", "saves.store", "engine.oracle", "engine.generate",
-             "lab.archive", "lab.replaycheck", "lab.runner", "lab.study.check"):
+             "lab.archive", "lab.replaycheck", "lab.runner", "lab.study.check", *sys.argv[1:]):
     try:
         __import__(name)
     except Exception:  # a module a command imports anyway: the child would import it itself
@@ -62,7 +62,8 @@ while True:
             os.close(fd)
         os.closerange(3, 256)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        resource.setrlimit(resource.RLIMIT_AS, (req["mem_cap"], req["mem_cap"]))
+        if req["mem_cap"] is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (req["mem_cap"], req["mem_cap"]))
         os.environ.clear()
         os.environ.update(req["env"])
         sys.argv = ["-c", *req["args"]]
@@ -83,15 +84,17 @@ class ForkRunner:
     """One preloaded server; :meth:`run` is ``subprocess.run([python, "-c", code, *args])``
     with ``stdin=DEVNULL`` and ``capture_output=True`` (or ``stdout`` to a file by path)."""
 
-    def __init__(self, mem_cap: int) -> None:
-        self.mem_cap = mem_cap
+    def __init__(self, mem_cap: int | None = None, preload: tuple[str, ...] = ()) -> None:
+        """``mem_cap``: each child's RLIMIT_AS (None: no cap); ``preload``: modules to load in the server
+        besides the CLI's (a child imports whatever else its command needs itself)."""
+        self.mem_cap, self.preload = mem_cap, preload
         self.proc: subprocess.Popen | None = None
         self.tmp = tempfile.TemporaryDirectory(prefix="calbench-forkrun-")
         self.n = 0
 
     def _server(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([sys.executable, "-c", "import select\n" + _SERVER], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, "-c", "import select\n" + _SERVER, *self.preload], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=None, bufsize=0)
         return self.proc
 
