@@ -293,7 +293,13 @@ async def test_queued_message_is_shown_whole_at_80x24():
     async with app.run_test(size=SMALL) as pilot:
         await wait_for(pilot, lambda: _my_turn(app), what="the first turn")
         await pilot.press("i")
-        await pilot.press(*long)
+        # the message comes in as a terminal's paste into the focused composer (one event, as
+        # bracketed paste delivers it), not ~100 key presses: what is checked is how it is shown
+        # (typing key by key into the composer: tests/tui/test_play.py, test_study_data_screens.py)
+        from textual import events
+
+        app.post_message(events.Paste(long))
+        await wait_for(pilot, lambda: app.game_screen.query_one("#composer").value == long, what="the pasted text")
         await pilot.press("enter", "escape")
         flat = await wait_painted(pilot, "queued: 2 messages", "→ Agents 3, 4 (DM): I can do slot 11", flat=True)
         flat = " ".join(flat.split())
