@@ -5,8 +5,11 @@ endpoint, who calls the verifier, where games are scored."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
+
+from .astkit import source_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = " ".join((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split())
@@ -16,20 +19,27 @@ PRODUCT = ("engine", "personas", "saves", "lab", "calbench_tui", "calbench_cli",
 def _modules():
     for pkg in PRODUCT:
         for path in sorted((ROOT / pkg).rglob("*.py")):
-            yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+            yield path.relative_to(ROOT).as_posix(), source_tree(path)  # parsed once per session
 
 
-def _callers(name: str) -> set[str]:
-    """Modules that call ``name`` (a plain or an attribute call), its definition's module left out."""
-    out = set()
+@functools.cache
+def _calls() -> dict[str, frozenset[str]]:
+    """Every called name (a plain or an attribute call) -> the modules that call it; the
+    modules are walked once, not once per name asked about."""
+    out: dict[str, set[str]] = {}
     for rel, tree in _modules():
         for n in ast.walk(tree):
             if isinstance(n, ast.Call):
                 f = n.func
                 called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-                if called == name:
-                    out.add(rel)
-    return out
+                if called is not None:
+                    out.setdefault(called, set()).add(rel)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def _callers(name: str) -> set[str]:
+    """Modules that call ``name`` (a plain or an attribute call), its definition's module left out."""
+    return set(_calls().get(name, ()))
 
 
 def _row(first_words: str) -> str:

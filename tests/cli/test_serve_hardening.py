@@ -103,8 +103,13 @@ class StalledClient:
         header = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack("!H", n))
         self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
 
-    def flood(self, frames: int = 20_000) -> int:
-        """Pings, as fast as the server takes them, until it stops reading us (bounded)."""
+    def flood(self, frames: int = 400_000) -> int:
+        """Pings, as fast as the server takes them, until it stops reading us (bounded).
+
+        Past the rate limit each ping is answered with an error frame that nobody reads; the
+        bound is large enough for those answers to overflow the loopback buffers (a few MB), so
+        a send times out.  (20,000 pings fit in the buffers: seat 0 was then dropped only by
+        the websocket heartbeat, ~30 s later, and the send timeout went untested here.)"""
         try:
             for _ in range(frames):
                 self.send({"type": "ping"})
@@ -213,7 +218,7 @@ def test_ctrl_c_stops_the_host_while_a_client_does_not_read(tmp_path):
                 if any(f.get("type") in ("event", "request") for f in bot.frames) or play.done():
                     break
                 await asyncio.sleep(0.05)
-            await asyncio.to_thread(stalled.flood)  # returns once the server no longer reads us
+            await asyncio.to_thread(stalled.flood, 20_000)  # as many as before the bound was raised
             proc.send_signal(signal.SIGINT)
             await asyncio.wait([play], timeout=30)
             return bot

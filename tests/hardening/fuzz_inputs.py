@@ -619,11 +619,21 @@ def main(argv: list[str] | None = None) -> int:
     # preload what the command line imports, once, before forking
     import calbench_cli.cli  # noqa: F401
     for mod in ("ortools.sat.python.cp_model", "aiosqlite", "rich.console", "yaml", "pydantic", "openai",
-                "textual.app"):
+                "textual.app",
+                # and CalBench's own modules the commands import when they run (each case paid for
+                # them again: ~0.2 s a case, most of the harness's time)
+                "calbench_cli.commands", "calbench_cli.commands.run", "calbench_cli.commands.saves",
+                "calbench_cli.commands.report", "calbench_cli.commands.scenario", "calbench_cli.commands.suite",
+                "calbench_cli.commands.study", "calbench_cli.commands.play", "calbench_cli.commands.llm",
+                "saves.store", "engine.oracle", "engine.generate", "lab.archive", "lab.replaycheck",
+                "lab.runner", "lab.study.check", "personas.llm.factory", "calbench_tui.app"):
         try:
             __import__(mod)
         except ImportError:
             pass
+    import gc
+
+    gc.freeze()  # what is loaded stays out of the cases' collections (and their copy-on-write)
     with tempfile.TemporaryDirectory(prefix="calbench-fuzz-") as tmp:
         root = Path(tmp)
         os.environ.setdefault("OPENAI_API_KEY", "sk-fuzz-not-a-key")

@@ -10,36 +10,45 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.generate import generate_scenario
 
+from .forkrun import ForkRunner
 from .helpers import our_trace, run_async
 
 MEM_CAP = 3 << 30  # address space of one command (a CalBench command maps ~1 GiB of libraries)
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31m[/]\r\x08"
 
 
-def _cap() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEM_CAP, MEM_CAP))
+_RUNNER: ForkRunner | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fork_runner():
+    """One process with the CLI loaded for the module; each command is a child forked from it."""
+    global _RUNNER
+    _RUNNER = ForkRunner(MEM_CAP)
+    yield _RUNNER
+    _RUNNER.close()
+    _RUNNER = None
 
 
 def calbench(*args, play: bool = False, timeout: float = 120, env: dict | None = None, stdout=None):
     """``calbench ARGS`` (or ``calbench-play``) in a child with a memory cap; a time-out is a
-    test failure, never a hang."""
+    test failure, never a hang.  The child is forked from a process that has the CLI loaded
+    (``forkrun.py``: its own process, memory cap, standard streams and environment, ended as
+    ``python -c`` ends) instead of a fresh interpreter importing CalBench for every command.
+    ``stdout``: a file (by its name) for standard output instead of capturing it."""
     code = ("import sys; from calbench_cli.cli import play_main; sys.exit(play_main(sys.argv[1:]))" if play
             else "import sys; from calbench_cli.cli import main; sys.exit(main(sys.argv[1:]))")
     try:
-        return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=stdout is None,
-                              stdout=stdout, stderr=subprocess.PIPE if stdout is not None else None, text=True,
-                              timeout=timeout, preexec_fn=_cap, stdin=subprocess.DEVNULL,
-                              env={**os.environ, **(env or {})})
+        return _RUNNER.run(code, list(map(str, args)), timeout=timeout, env={**os.environ, **(env or {})},
+                           stdout_path=stdout.name if stdout is not None else None)
     except subprocess.TimeoutExpired:
         pytest.fail(f"calbench {' '.join(map(str, args))[:200]} did not answer within {timeout} s")
 

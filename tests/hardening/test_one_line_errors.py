@@ -17,6 +17,7 @@ import pytest
 from engine.generate import generate_scenario
 from saves.store import Store
 
+from .forkrun import ForkRunner
 from .helpers import run_async
 
 # -- (5) no peeking ---------------------------------------------------------------------------
@@ -125,10 +126,16 @@ def test_calbench_play_refuses_bad_databases_in_one_line(tmp_path):
     terminal is needed here."""
     words = {"garbage": "not a usable CalBench database", "text": "not a usable CalBench database",
              "truncated": "CalBench database", "newer": "newer CalBench", "directory": "is a directory"}
-    for kind, path in _bad_dbs(tmp_path).items():
-        proc = subprocess.run([sys.executable, "-c", "import sys; from calbench_cli.cli import play_main; "
-                               "sys.exit(play_main(sys.argv[1:]))", "--db", str(path), "--seat", "0",
-                               "--task", "canonical:0"], capture_output=True, text=True, timeout=120)
+    # each a process of its own, forked from one that has calbench-play loaded (forkrun.py)
+    runner = ForkRunner(preload=("calbench_tui.app", "personas.llm.factory"))
+    try:
+        procs = {kind: runner.run("import sys; from calbench_cli.cli import play_main; sys.exit(play_main(sys.argv[1:]))",
+                                  ["--db", str(path), "--seat", "0", "--task", "canonical:0"], timeout=120,
+                                  env=dict(os.environ))
+                 for kind, path in _bad_dbs(tmp_path).items()}
+    finally:
+        runner.close()
+    for kind, proc in procs.items():
         assert proc.returncode == 2, (kind, proc.stderr)
         assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (kind, proc.stderr)
         assert words[kind] in proc.stderr, (kind, proc.stderr)

@@ -255,7 +255,8 @@ async def test_dry_run_mock_starts_the_loopback_llm_itself(cli, tmp_path, monkey
 async def test_dry_run_with_the_endpoint_down_names_the_url_and_the_fix(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     p = tmp_path / "study.toml"
-    p.write_text(example_text("http://127.0.0.1:9/v1", **{"timeout = 60": "timeout = 2"}))
+    # no retries: each retry of a refused call only waits its backoff (152 calls x 0.15 s)
+    p.write_text(example_text("http://127.0.0.1:9/v1", **{"timeout = 60": "timeout = 2\nretries = 0"}))
     rc, out, err = await asyncio.to_thread(cli, "study", "check", str(p), "--dry-run", "--db", str(tmp_path / "s.db"))
     assert rc == 1
     lines = out.splitlines()

@@ -81,7 +81,8 @@ async def test_dry_run_exits_1_when_the_llm_endpoint_is_down(cli, tmp_path, monk
     the setup is not ready, naming the failure, and exits 1."""
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     p = tmp_path / "study.toml"
-    p.write_text(example_text("http://127.0.0.1:9/v1", **{"timeout = 60": "timeout = 2"}))
+    # no retries: each retry of a refused call only waits its backoff (152 calls x 0.15 s)
+    p.write_text(example_text("http://127.0.0.1:9/v1", **{"timeout = 60": "timeout = 2\nretries = 0"}))
     rc, out, err = await asyncio.to_thread(cli, "study", "check", str(p), "--dry-run", "--db", str(tmp_path / "s.db"))
     assert rc == 1
     failed = [line for line in out.splitlines() if line.strip().startswith("FAILED")]

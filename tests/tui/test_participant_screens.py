@@ -268,20 +268,34 @@ async def test_end_screen_headers_and_legend_at_80x24():
 
 
 async def test_saved_games_list_shows_the_end_screens_excess(tmp_path):
+    """The list's excess is the end screen's number (the game's metrics): a game played
+    headless by scripted seats and saved, seat 2 a person's seat that the end screen shows
+    (a whole game by keys that ends in the saved-games list: test_play.py and the next tests)."""
+    from calbench_tui.screens.end import EndScreen
+    from engine.game import GameConfig
+    from engine.generate import generate_scenario
+    from lab.session import Session, run_session
+    from personas.registry import make_personas
     from saves.store import Store
-
-    from .helpers import play_to_end
 
     store = await Store.open(tmp_path / "x.db")
     try:
-        app = make_app(settings=_settings(), store=store)
+        task = generate_scenario(7)
+        session = Session(task, make_personas("imap", task.num_agents), GameConfig(deterministic=True),
+                          "d0d0d0d0-0000-0000-0000-000000000007", "imap", "play:test", {"human_seat": 2})
+        out = await run_session(session, store=store, stream=True)
+        assert out.status == "completed"
+        game_id = session.game_id
+        app = make_app(settings=_settings(setup=True), store=store)
         async with app.run_test(size=SMALL) as pilot:
-            await play_to_end(pilot, app)
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "SetupScreen", what="the setup screen")
+            app.push_screen(EndScreen(out.trace, seat=2, game_id=game_id))
+            await wait_for(pilot, lambda: isinstance(app.screen, EndScreen), what="the end screen")
             await pilot.press("g")
             await wait_for(pilot, lambda: type(app.screen).__name__ == "SavedGamesScreen" and app.screen.loaded)
-            excess = f"{app.result.trace['metrics']['excess']:.2f}"
-            await wait_for(pilot, lambda: app.game_id[:8] in screen_text(app), what="the row painted")
-            row = next(line for line in screen_text(app).splitlines() if app.game_id[:8] in line)
+            excess = f"{out.trace['metrics']['excess']:.2f}"
+            await wait_for(pilot, lambda: game_id[:8] in screen_text(app), what="the row painted")
+            row = next(line for line in screen_text(app).splitlines() if game_id[:8] in line)
             assert f" {excess} " in row
     finally:
         await store.close()
@@ -293,7 +307,13 @@ async def test_queued_message_is_shown_whole_at_80x24():
     async with app.run_test(size=SMALL) as pilot:
         await wait_for(pilot, lambda: _my_turn(app), what="the first turn")
         await pilot.press("i")
-        await pilot.press(*long)
+        # the message comes in as a terminal's paste into the focused composer (one event, as
+        # bracketed paste delivers it), not ~100 key presses: what is checked is how it is shown
+        # (typing key by key into the composer: tests/tui/test_play.py, test_study_data_screens.py)
+        from textual import events
+
+        app.post_message(events.Paste(long))
+        await wait_for(pilot, lambda: app.game_screen.query_one("#composer").value == long, what="the pasted text")
         await pilot.press("enter", "escape")
         flat = await wait_painted(pilot, "queued: 2 messages", "→ Agents 3, 4 (DM): I can do slot 11", flat=True)
         flat = " ".join(flat.split())
