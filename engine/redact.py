@@ -92,26 +92,39 @@ def register_secret_env(name: str | None) -> None:
 
 
 _cache: tuple[tuple, float, list[str], list[str]] | None = None
+_secret_names: tuple[str, ...] = ()  # the environment variables that held a secret at the last scan
+
+
+def _cache_key() -> tuple:
+    """What the cached secrets depend on: the registered secrets, the environment's size and
+    the values of the variables that held a secret at the last scan (a key replaced in place,
+    as a notebook does with ``os.environ["OPENAI_API_KEY"] = …``, changes it at once)."""
+    env = os.environ
+    return (len(_explicit), len(_env_names), len(env), tuple(env.get(n) for n in _secret_names))
 
 
 def known_secrets() -> list[str]:
     """Every secret value to redact now, longest first (so a key containing another goes whole).
 
     Recomputed when a secret is registered, when the environment gains or loses a variable,
-    or after a second (the store calls this for every row it writes).
+    when a variable that held a secret changes, or after a second (the store calls this for
+    every row it writes).
     """
-    global _cache
+    global _cache, _secret_names
     now = time.monotonic()
-    key = (len(_explicit), len(_env_names), len(os.environ))
-    if _cache is not None and _cache[0] == key and now - _cache[1] < 1.0:
+    if _cache is not None and _cache[0] == _cache_key() and now - _cache[1] < 1.0:
         return _cache[2]
     vals = set(_explicit)
+    names = []
     for name, value in os.environ.items():
-        if (name in _env_names or _ENV_NAME.search(name)) and len(value.strip()) >= MIN_SECRET:
-            vals.add(value.strip())
+        if name in _env_names or _ENV_NAME.search(name):
+            names.append(name)
+            if len(value.strip()) >= MIN_SECRET:
+                vals.add(value.strip())
+    _secret_names = tuple(names)
     out = sorted({v for secret in vals for v in encodings(secret)}, key=len, reverse=True)
     folded = sorted({v for secret in vals for v in folded_forms(secret)}, key=len, reverse=True)
-    _cache = (key, now, out, folded)
+    _cache = (_cache_key(), now, out, folded)
     return out
 
 
@@ -240,8 +253,7 @@ def redact(text: str) -> str:
 
 def _fresh() -> bool:
     c = _cache
-    return (c is not None and c[0] == (len(_explicit), len(_env_names), len(os.environ))
-            and time.monotonic() - c[1] < 1.0)
+    return c is not None and c[0] == _cache_key() and time.monotonic() - c[1] < 1.0
 
 
 def redact_obj(obj: Any) -> Any:

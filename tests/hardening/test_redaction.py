@@ -119,3 +119,20 @@ async def test_no_choices_is_a_clear_bad_response(mock, make_settings):
                          model="mock")
     assert res.failure == "bad_response"
     assert "no choices" in res.failure_detail and "IndexError" not in res.failure_detail
+
+
+def test_a_key_replaced_in_place_is_redacted_at_once(monkeypatch):
+    """The secrets are cached for up to a second (the store asks for every row); a key
+    replaced in the environment without changing its size — a notebook's
+    ``os.environ["OPENAI_API_KEY"] = new`` right after a run, or a variable swapped for
+    another — is redacted at once, not a second later."""
+    from engine import redact as r
+
+    old, new = "Qx7old" + "a" * 30, "Qx7new" + "b" * 30  # no key shape: found only as the variable's value
+    monkeypatch.setenv("OPENAI_API_KEY", old)
+    assert old not in r.redact(f"key {old}")
+    monkeypatch.setenv("OPENAI_API_KEY", new)  # same size, within the second
+    assert new not in r.redact(f"key {new}") and r.REDACTED in r.redact(f"key {new}")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("OTHER_SERVICE_API_KEY", "zz-" + "c" * 30)  # one variable swapped for another
+    assert "zz-" + "c" * 30 not in r.redact("zz-" + "c" * 30)
