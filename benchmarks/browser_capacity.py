@@ -186,6 +186,39 @@ def _result() -> dict:
     return {"consent": None, "text": None, "echo": [], "lost": 0, "failed": False}
 
 
+async def walk_and_type(i: int, plan, out: dict, t0: float, at_text: Barrier, typing_s: float, timeout: float,
+                        stagger: bool, *, press, size, wait, closed) -> None:
+    """One participant's walk by keys to the text question, then its typing there, on a page
+    driven by ``press(key)`` and read by ``size()`` (characters painted so far) and
+    ``wait(words, since, limit)``; ``out["text"]`` is set when it arrives (and has arrived at
+    the ``at_text`` barrier) — the light client and Chromium share this."""
+    steps, question = plan
+    for k, (_, key) in enumerate(steps):
+        nxt = steps[k + 1][0] if k + 1 < len(steps) else question
+        mark = size()
+        await press(key)
+        if not await wait(nxt, mark, timeout):
+            out["failed"] = True
+            return
+    out["text"] = time.perf_counter() - t0
+    at_text.arrive()
+    await at_text.wait()
+    await asyncio.sleep(phase(i, stagger))
+    end = time.perf_counter() + typing_s
+    n = 0
+    while time.perf_counter() < end and not closed():
+        await asyncio.sleep(1.0)
+        n += 1
+        value = typed(i, n)
+        mark = size()
+        sent = time.perf_counter()
+        await press(value[-1])
+        if await wait(echo_words(value), mark, ECHO_TIMEOUT):
+            out["echo"].append(time.perf_counter() - sent)
+        else:
+            out["lost"] += 1
+
+
 async def light_participant(i: int, ws_url: str, plan, keys: str, typing_s: float, timeout: float,
                             at_consent: Barrier, at_text: Barrier, stagger: bool = True) -> dict:
     """Open the link, reach consent, walk to the text question (``keys="text"``), wait for
@@ -195,8 +228,8 @@ async def light_participant(i: int, ws_url: str, plan, keys: str, typing_s: floa
     t0 = time.perf_counter()
     c = PageClient(ws_url)
     out = _result()
-    consent_in, text_in = False, False
-    steps, question = plan
+    consent_in = False
+    steps = plan[0]
     try:
         await c.connect(timeout=timeout)
         if not await c.wait_for(steps[0][0], timeout=timeout):
@@ -215,38 +248,16 @@ async def light_participant(i: int, ws_url: str, plan, keys: str, typing_s: floa
             out["echo"] = list(c.echoes)
             out["failed"] = c.closed
             return out
-        for k, (_, key) in enumerate(steps):
-            nxt = steps[k + 1][0] if k + 1 < len(steps) else question
-            mark = len(c.text)
-            await c.key(key)
-            if not await c.wait_for(nxt, since=mark, timeout=timeout):
-                out["failed"] = True
-                return out
-        out["text"] = time.perf_counter() - t0
-        at_text.arrive()
-        text_in = True
-        await at_text.wait()
-        await asyncio.sleep(phase(i, stagger))
-        end = time.perf_counter() + typing_s
-        n = 0
-        while time.perf_counter() < end and not c.closed:
-            await asyncio.sleep(1.0)
-            n += 1
-            value = typed(i, n)
-            mark = len(c.text)
-            sent = time.perf_counter()
-            await c.key(value[-1])
-            if await c.wait_for(echo_words(value), since=mark, timeout=ECHO_TIMEOUT):
-                out["echo"].append(time.perf_counter() - sent)
-            else:
-                out["lost"] += 1
-        out["failed"] = c.closed
+        await walk_and_type(i, plan, out, t0, at_text, typing_s, timeout, stagger, press=c.key,
+                            size=lambda: len(c.text), closed=lambda: c.closed,
+                            wait=lambda words, since, limit: c.wait_for(words, since=since, timeout=limit))
+        out["failed"] = out["failed"] or c.closed
     except Exception:
         out["failed"] = True
     finally:
         if not consent_in:
             at_consent.arrive()
-        if not text_in:
+        if out["text"] is None:
             at_text.arrive()
         await c.close()
     return out
@@ -264,13 +275,13 @@ async def chromium_run(links: list[str], plan, keys: str, typing_s: float, timeo
         raise SystemExit("--chromium: no chromium on PATH")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run"]
-    steps, question = plan
+    steps = plan[0]
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium, headless=True, args=flags)
 
         async def one(i: int, link: str) -> dict:
             out = _result()
-            consent_in, text_in = False, False
+            consent_in = False
             t0 = time.perf_counter()
             screen = {"text": "", "sent": None}
             changed = asyncio.Event()
@@ -316,37 +327,15 @@ async def chromium_run(links: list[str], plan, keys: str, typing_s: float, timeo
                         screen["sent"] = time.perf_counter()
                         await page.keyboard.press("?")
                     return out
-                for k, (_, key) in enumerate(steps):
-                    nxt = steps[k + 1][0] if k + 1 < len(steps) else question
-                    mark = len(screen["text"])
-                    await page.keyboard.press(CHROMIUM_KEYS.get(key, key))
-                    if not await wait_for(nxt, mark, timeout):
-                        out["failed"] = True
-                        return out
-                out["text"] = time.perf_counter() - t0
-                at_text.arrive()
-                text_in = True
-                await at_text.wait()
-                await asyncio.sleep(phase(i, stagger))
-                end = time.perf_counter() + typing_s
-                n = 0
-                while time.perf_counter() < end:
-                    await asyncio.sleep(1.0)
-                    n += 1
-                    value = typed(i, n)
-                    mark = len(screen["text"])
-                    sent = time.perf_counter()
-                    await page.keyboard.press(value[-1])
-                    if await wait_for(echo_words(value), mark, ECHO_TIMEOUT):
-                        out["echo"].append(time.perf_counter() - sent)
-                    else:
-                        out["lost"] += 1
+                await walk_and_type(i, plan, out, t0, at_text, typing_s, timeout, stagger,
+                                    press=lambda key: page.keyboard.press(CHROMIUM_KEYS.get(key, key)),
+                                    size=lambda: len(screen["text"]), wait=wait_for, closed=page.is_closed)
             except Exception:
                 out["failed"] = True
             finally:
                 if not consent_in:
                     at_consent.arrive()
-                if not text_in:
+                if out["text"] is None:
                     at_text.arrive()
                 await page.close()
             return out
