@@ -1321,7 +1321,9 @@ def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: 
                     out["actions"] = [pick]
                     break
         return json.dumps(out), "stop"
-    if mode == "repeat" and (th.header or {}).get("phase") == "CHEAP_TALK":
+    if mode == "repeat":
+        if (th.header or {}).get("phase") != "CHEAP_TALK":
+            return json.dumps(envelope), "stop"
         before = th.round_replies(int(th.header["round"]))
         if before:
             return before[-1], "stop"
@@ -1329,8 +1331,6 @@ def _small_model_mode(mode: str, envelope: dict[str, Any], th: _Thread, schema: 
         for ex in _EXAMPLE_SHORT_RE.finditer(th.last):
             example = json.loads(ex.group(1))
         return json.dumps({**envelope, "actions": [example] if example else []}), "stop"
-    if mode == "repeat":
-        return json.dumps(envelope), "stop"
     if mode == "copycat":
         out = dict(envelope)
         if (th.header or {}).get("phase") == "CHEAP_TALK":

@@ -10,6 +10,7 @@ their games included.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
@@ -380,8 +381,6 @@ async def read_study_rows(store: Any) -> StudyRows:
 
 
 def _same(a: dict[str, list[tuple]], b: dict[str, list[tuple]]) -> bool:
-    from collections import Counter
-
     return all(Counter(a.get(t, ())) == Counter(b.get(t, ())) for t in STUDY_TABLES)
 
 

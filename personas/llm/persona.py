@@ -396,7 +396,8 @@ class LLMPersona:
         ``extra``), what each round's messages showed of the inbox (``_seen`` / ``_joined``;
         only the round being played reads them, and a resume starts a fresh one) and the
         counters (the last reply's ``extra.counters`` plus the reflections recorded after it;
-        a reflection's retries are not in the trace).  The backoff jitter generator starts again from its seed.
+        a reflection's retries are not in the trace).  The backoff jitter generator starts
+        again from its seed.
         """
         if self.book is None:
             raise RuntimeError("register() must be called before resume()")
@@ -427,13 +428,13 @@ class LLMPersona:
                 failure_detail = d.get("detail")
             elif t in ("turn_end", "decide_end") and prompt is not None:
                 extra = d.get("extra") if isinstance(d.get("extra"), dict) else {}
-                if not extra.get("idle_pass"):
+                kept = not extra.get("idle_pass")  # an idle pass left the live thread: see _call
+                if kept:
                     messages.append({"role": "user", "content": prompt})
                 prompt = None
                 text = d.get("text")
                 failure = extra.get("failure")
-                if isinstance(text, str) and text.strip() and failure in (None, "parse_error") \
-                        and not extra.get("idle_pass"):
+                if kept and isinstance(text, str) and text.strip() and failure in (None, "parse_error"):
                     if extra.get("truncated_repaired"):
                         try:
                             text = repaired_text(parse_envelope(text, truncated=True))

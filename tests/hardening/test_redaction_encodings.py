@@ -34,9 +34,9 @@ NEEDLE = "QUOTEKEY"  # in every readable encoding of the key but base64
 @pytest.fixture(autouse=True)
 def _fresh_secrets(monkeypatch):
     """The known secrets worked out again for each test.  engine.redact keeps them for a
-    second unless the environment's size changes, so a test that ran just before on this
-    worker and left the environment one variable different but as large made this test see
-    the old set (the suite hit it once the files' order on the workers changed)."""
+    second unless the environment's size or a key variable's value changes, so a test that
+    ran just before on this worker and left a new key variable in place of another one (as
+    large an environment, no known key changed) would make this test see the old set."""
     import engine.redact
 
     monkeypatch.setattr(engine.redact, "_cache", None)
