@@ -21,11 +21,12 @@ requests, proposals) is ``engine.protocol``'s.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Sequence
 
 from engine import protocols
 from engine.actions import Message
-from engine.protocol import PROTOCOLS, payload, protocol_of, satisfaction, slots_phrase
+from engine.protocol import PROTOCOLS, payload, protocol_of, satisfaction, slots_in_text, slots_phrase
 
 __all__ = ["TYPED_PROTOCOLS", "protocol_of", "dsm_score", "ask_costs", "share_costs", "propose", "accept",
            "decline"]
@@ -104,6 +105,31 @@ def share_costs(seat: int, meeting_id: int, costs: dict[int, int | None], *, cha
     content = "; ".join(parts) + "."
     content, payload = _typed(protocol, "share_costs", seat, meeting_id, content, costs=items)
     return _send(channel, to, content, payload)
+
+
+_SHARED_COSTS = re.compile(r"^My costs for meeting M-?\d+: (?:free at (?P<free>[^;]+)|no free slot)"
+                           r"(?P<rest>(?:; [^;]+)*)\.$")
+_COST_PART = re.compile(r"^(?P<slots>slots? [^;]+) cost (?P<cost>\d+)$")
+
+
+def read_shared_costs(text: str, num_slots: int) -> dict[int, int | None] | None:
+    """The costs in :func:`share_costs`'s own sentence when it went as English only (to a seat
+    that speaks no protocol we type for: a person, an LLM), ``{slot: cost or None}``; None for
+    any other text.  The engine's free-text reader takes "slots 4, 9, 12 and 13 cost 1" as a
+    cost for 13 alone, and "free at slot 10 …; I can't do …" as an offer of slots."""
+    m = _SHARED_COSTS.match((text or "").strip())
+    if m is None:
+        return None
+    out: dict[int, int | None] = dict.fromkeys(slots_in_text(m["free"] or "", num_slots), 0)
+    for part in filter(None, (m["rest"] or "").split("; ")):
+        if part.startswith("I can't do "):
+            out.update(dict.fromkeys(slots_in_text(part, num_slots)))
+            continue
+        c = _COST_PART.match(part)
+        if c is None:
+            return None
+        out.update(dict.fromkeys(slots_in_text(c["slots"], num_slots), int(c["cost"])))
+    return out
 
 
 def propose(seat: int, meeting_id: int, slots: Sequence[int], *, channel: str, to: Sequence[int],

@@ -146,8 +146,9 @@ def read_message(ev: dict[str, Any], num_slots: int) -> MessageReading:
     """The one reading of a message to a seat, for a person's screen (:class:`SeatModel`) and
     the LLM seat's short talk actions (``personas/llm/talk.py``) alike."""
     slots = protocol.mentioned_slots(ev, num_slots)
-    return MessageReading(slots, protocol.is_request_for_costs(ev), bool(slots) and protocol.is_proposal(ev),
-                          protocol.costs_in_payload(ev.get("payload")))
+    p = ev.get("payload")
+    costs = protocol.costs_in_payload(p) if p is not None else quick.read_shared_costs(ev.get("content"), num_slots)
+    return MessageReading(slots, protocol.is_request_for_costs(ev), bool(slots) and protocol.is_proposal(ev), costs)
 
 
 def counter_offer(text: str, num_slots: int) -> list[int]:

@@ -63,7 +63,7 @@ class TalkFacts:
                 self.answered.discard(m.sender)
             elif said.proposes:
                 self.proposal = (m.sender, said.slots)
-            elif m.payload is None and said.slots:  # free text: "could we do 1, 2 or 3 instead?"
+            elif said.costs is None and said.slots:  # "could we do 1, 2 or 3 instead?", "I can't do 9, but …"
                 offer = counter_offer(m.content, num_slots)
                 if offer:
                     self.proposal = (m.sender, offer)

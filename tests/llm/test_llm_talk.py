@@ -353,6 +353,54 @@ def test_an_opener_whose_slot_a_partner_cannot_take_asks_costs_then_proposes_the
     assert example_action(book.next_step(obs, facts)) == {"type": "pass"}
 
 
+def test_a_persons_costs_in_words_are_costs_not_an_offer_and_a_typed_refusal_reopens():
+    """Found by a person playing beside SmolLM2-135M (study run, the LLM opening Meeting M5): the
+    person answered the model's cost request with the quick key ``c``, which goes as English
+    only to a seat that speaks no typed protocol ("My costs for meeting M5: free at slot 10;
+    slots 4, 9, 12 and 13 cost 1; I can't do …").  The reader took it for an offer of slot 13
+    and no costs, so the model's example said "Agent 2 proposed slot 13 … agree to it" instead
+    of proposing the cheapest slot for all; the IMAP partner, for whom 13 was impossible,
+    answered in a typed ``answer`` ("I can't do slot 13, but I could do slot 12, 14 or 2"),
+    which the reader skipped, and every later example said "pass": the meeting was lost.
+    Now the sentence is read as the costs it states (``quick.read_shared_costs``, the inverse
+    of ``quick.share_costs``), a typed refusal with alternatives counts as a counter-offer,
+    and the opener's example proposes the cheapest slot for everyone."""
+    from personas import quick
+
+    task = canonical(0)
+    r = next(i for i, m in enumerate(task.meetings) if min(m.participants) == SEAT)
+    m = task.meetings[r]
+    person, bot = [p for p in m.participants if p != SEAT]
+    view = seat_view(SEAT, task.calendars, task.labels, task.meetings, r, task.cost_values, ("dm",))
+    book = PromptBook(SeatBriefing(view, 15, len(task.meetings), len(task.meetings)), short_thinking=True)
+    mine = dict(enumerate(insertion_costs(list(view.calendar))))
+    can = [s for s, c in mine.items() if c is not None]
+    person_costs = {s: (0 if i % 3 == 0 else 1 if i % 3 == 1 else None) for i, s in enumerate(can)}
+    words = quick.share_costs(person, m.id, person_costs, channel="dm", to=[SEAT], protocol=None)[0]
+    assert words.payload is None and quick.read_shared_costs(words.content, view.num_slots) == person_costs
+    bot_costs = {s: (None if s == can[1] else 0) for s in can}
+    typed = quick.share_costs(bot, m.id, bot_costs, channel="dm", to=[SEAT], protocol="imap")[0]
+    said = (Delivered(person, "dm", m.id, words.content, r, 0, None, SEAT),
+            Delivered(bot, "dm", m.id, typed.content, r, 0, typed.payload, SEAT))
+    facts = TalkFacts(r, asked=True)
+    facts.read(said, view.num_slots)
+    assert facts.proposal is None and facts.reported == {person: person_costs, bot: bot_costs}
+    best = cheapest_common_slot(mine, [person, bot], lambda a, s: facts.reported[a].get(s))[1]
+    obs = TurnObservation(view, r, 1, 15, meeting_view(m, SEAT, task.labels), True, said)
+    assert example_action(book.next_step(obs, facts)) == {"type": "propose", "slot": best}
+    # the model announced another slot; the IMAP partner refuses it in a typed answer
+    wrong = can[1]
+    facts.agreed = wrong
+    answer = {"protocol": "imap", "kind": "answer", "meeting_id": m.id, "works": [], "cannot": [wrong],
+              "alternatives": [best]}
+    refusal = (Delivered(bot, "dm", m.id, f"I can't do slot {wrong}, but I could do slot {best}.", r, 2, answer,
+                         SEAT),)
+    facts.read(refusal, view.num_slots)
+    assert facts.proposal == (bot, [best])
+    obs = TurnObservation(view, r, 2, 15, meeting_view(m, SEAT, task.labels), True, refusal)
+    assert example_action(book.next_step(obs, facts)) == {"type": "propose", "slot": best}
+
+
 # -- an idle pass leaves a small model's thread --------------------------------------------
 async def _repeat_game(make_settings, task, idle_passes: str, window: int = 8192):
     """``task`` with LLM seats 1 and 3 (the mock's ``repeat`` model, which copies its own
