@@ -40,6 +40,24 @@ class MultiSink:
 Clock = Callable[[], str]
 
 
+class _Unwritten:
+    """The value of a derived field a game left unwritten (see :data:`UNWRITTEN`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNWRITTEN"
+
+
+#: In place of a calendar render (``calendar_render``, ``calendar_snapshot_render``,
+#: ``calendar_render_after``) in a game played with ``renders=False``: the render is exactly
+#: what ``engine.lean`` rebuilds from the task and the recorded calendars, and a game whose
+#: events go only to lean packing (a scripted suite's batch save) need not write it.
+#: ``engine.lean`` drops it when packing and writes the render in its place when asked for
+#: full events (:func:`engine.lean.fill_unwritten`); no other reader ever sees it.
+UNWRITTEN = _Unwritten()
+
+
 _SECOND: tuple[int, str] = (-1, "")  # (unix second, its "YYYY-MM-DDTHH:MM:SS" in UTC)
 
 

@@ -97,6 +97,8 @@ sender never saw.  Talking about "slot 5", "the meeting" or "my errand" never le
 from __future__ import annotations
 
 import re
+
+from . import lazyre
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -170,32 +172,32 @@ _KEYWORDS: list[tuple[str, str]] = [
                  r"|settle\s+on|lock(?:ed)?\s+in|i'?ll\s+schedule|schedul(?:e|ing)\s+(?:it|m\d+|the\s+meeting|meeting)"
                  r"|prefer(?:ably)?|i\s+vote"),
 ]
-_KW_RE = [(cat, re.compile(r"(?<![\w'])(?:" + pat + r")(?![\w])", re.I)) for cat, pat in _KEYWORDS]
+_KW_RE = [(cat, lazyre.compile(r"(?<![\w'])(?:" + pat + r")(?![\w])", re.I)) for cat, pat in _KEYWORDS]
 _CAT_RANK = {cat: i for i, (cat, _) in enumerate(_KEYWORDS)}
 
 _NUM = r"#?\d{1,3}(?!\d)(?!\.\d)(?!\s*(?:agents?|slots?|meetings?|errands?|turns?|rounds?|times?|people|others|%|:\d))"
 _SEP = r"\s*(?:,\s*(?:and|or)?|and|or|&|/|-|–|—|to|through|thru|until|till)\s*"
-_GROUP_RE = re.compile(
+_GROUP_RE = lazyre.compile(
     r"(?<![\w#])(?P<intro>slots?|at|@|around)\s*#?\s*(?P<body>\d{1,3}(?!\d)(?!\.\d)(?:" + _SEP + _NUM + r")*)", re.I)
-_NUM_IN_BODY = re.compile(r"(?P<sep>" + _SEP + r")?#?(?P<n>\d{1,3})", re.I)
-_COUNT_AFTER = re.compile(r"\s*(?:agents?|slots?|meetings?|errands?|turns?|rounds?|times?|people|others|%)\b", re.I)
+_NUM_IN_BODY = lazyre.compile(r"(?P<sep>" + _SEP + r")?#?(?P<n>\d{1,3})", re.I)
+_COUNT_AFTER = lazyre.compile(r"\s*(?:agents?|slots?|meetings?|errands?|turns?|rounds?|times?|people|others|%)\b", re.I)
 
-_SPLIT_RE = re.compile(r"(?<=[.!?;])\s+|\n+|\s+(?:but|however|although|though|whereas|while)\b[,]?\s*", re.I)
+_SPLIT_RE = lazyre.compile(r"(?<=[.!?;])\s+|\n+|\s+(?:but|however|although|though|whereas|while)\b[,]?\s*", re.I)
 
 _FIRST = r"i|i'm|im|i\s+am|i'd|i'll|i've|me|my|mine|myself|we|we're|we'll|we've|us|our|ours"
-_SUBJECT_RE = re.compile(
+_SUBJECT_RE = lazyre.compile(
     r"(?<![\w'])(?:(?P<first>" + _FIRST + r")|agent\s*#?(?P<agent>\d+)(?:'s)?"
     r"|(?P<third>they|they're|they'd|them|their|theirs|he|she|his|her|hers)"
     r"|(?P<you>you|you're|you'd|you'll|your|yours))(?![\w])", re.I)
-_REPORT_RE = re.compile(
+_REPORT_RE = lazyre.compile(
     r"agent\s*#?(\d+)\s+(?:\w+\s+)?(?:said|says|told|tells|mentioned|mentions|reported|reports|indicated"
     r"|indicates|claims?|claimed|wrote|writes|confirmed|confirms|replied|shared|noted|let\s+(?:me|us)\s+know"
     r"|informed|explained|admitted)\b", re.I)
-_AGENT_RE = re.compile(r"(?<![\w'])agent\s*#?(\d+)", re.I)
-_EXCEPT_RE = re.compile(r"(?:except(?:\s+for)?|other\s+than|apart\s+from|besides|but\s+not)\s*$", re.I)
-_NEG_BEFORE = re.compile(r"(?:\bnot|n't|\bno|\bnever)\s+(?:\w+\s+)?$", re.I)
-_FROM_BEFORE = re.compile(r"\bfrom\s*$", re.I)
-_WORKS_RE = re.compile(r"works?|fine|ok(?:ay)?|good", re.I)
+_AGENT_RE = lazyre.compile(r"(?<![\w'])agent\s*#?(\d+)", re.I)
+_EXCEPT_RE = lazyre.compile(r"(?:except(?:\s+for)?|other\s+than|apart\s+from|besides|but\s+not)\s*$", re.I)
+_NEG_BEFORE = lazyre.compile(r"(?:\bnot|n't|\bno|\bnever)\s+(?:\w+\s+)?$", re.I)
+_FROM_BEFORE = lazyre.compile(r"\bfrom\s*$", re.I)
+_WORKS_RE = lazyre.compile(r"works?|fine|ok(?:ay)?|good", re.I)
 
 _RANGE_SEPS = {"-", "–", "—", "to", "through", "thru", "until", "till"}
 _MAX_RANGE = 64
@@ -380,7 +382,7 @@ scheduling reschedule free busy open available time times cost costs move moving
 tomorrow day week
 """.split())
 
-_WORD_RE = re.compile(r"[a-z0-9]+")
+_WORD_RE = lazyre.compile(r"[a-z0-9]+")
 
 
 def _stem(w: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from .actions import CHANNELS, Message, Reschedule, Schedule, actions_to_json
-from .events import MESSAGE_EVENT_TYPES, Clock, EventLog, EventSink, LogicalClock, wall_clock
+from .events import MESSAGE_EVENT_TYPES, UNWRITTEN, Clock, EventLog, EventSink, LogicalClock, wall_clock
 from .model import Task, calendar_to_json
 from .observe import (
     DecisionObservation,
@@ -140,7 +140,8 @@ class PlayedGame:
 
 
 class _Game:
-    def __init__(self, task: Task, seats: Sequence[Persona], config: GameConfig, log: EventLog) -> None:
+    def __init__(self, task: Task, seats: Sequence[Persona], config: GameConfig, log: EventLog,
+                 renders: bool = True) -> None:
         if len(seats) != task.num_agents:
             raise ValueError(f"the task has {task.num_agents} seats but {len(seats)} personas were given")
         self.task = task
@@ -150,8 +151,10 @@ class _Game:
         # the one fold (engine.fold) owns the state: calendars, costs, resolved rounds, each
         # round's starting calendars, messages sent; the loop advances it as it plays
         self.fold = Fold.for_task(task)
-        self._views: dict[int, tuple] = {}  # seat -> (calendar, penalty, view, render)
+        self._views: dict[int, list] = {}  # seat -> [calendar, penalty, view, render or None]
         self._lines: list[dict] = [{} for _ in seats]  # seat -> its rendered calendar lines by (slot, item)
+        self.renders = renders  # False: events carry UNWRITTEN in place of calendar renders
+        self._meeting_views: dict[tuple[int, int], Any] = {}  # (meeting id, seat) -> its MeetingView
 
     @property
     def state(self) -> GameState:
@@ -167,24 +170,38 @@ class _Game:
         return self.fold.round_starts
 
     # -- observations -------------------------------------------------------------------
-    def _cached(self, seat: int, state: GameState | None) -> tuple:
+    def _cached(self, seat: int, state: GameState | None) -> list:
         # A seat's view only changes when its calendar or penalty does: build it (and its
-        # render, the costliest string of a turn) once per change, not once per turn.
+        # render, the costliest string of a turn, when one is asked for) once per change.
         st = state or self.state
         cal, pen = st.calendars[seat], st.costs[seat]
         hit = self._views.get(seat)
         if hit is None or hit[0] is not cal or hit[1] != pen:
             view = seat_view(seat, st.calendars, self.task.labels, self.task.meetings, pen,
                              self.task.cost_values, self.config.channels)
-            hit = (cal, pen, view, view.render(self._lines[seat]))
-            self._views[seat] = hit
+            hit = self._views[seat] = [cal, pen, view, None]
         return hit
+
+    def meeting_view(self, meeting, seat: int):
+        """The seat's view of ``meeting`` (fixed for the game: built once per seat and meeting)."""
+        key = (meeting.id, seat)
+        mv = self._meeting_views.get(key)
+        if mv is None:
+            mv = self._meeting_views[key] = meeting_view(meeting, seat, self.task.labels)
+        return mv
 
     def view(self, seat: int, state: GameState | None = None):
         return self._cached(seat, state)[2]
 
-    def render(self, seat: int, state: GameState | None = None) -> str:
-        return self._cached(seat, state)[3]
+    def render(self, seat: int, state: GameState | None = None) -> Any:
+        """The seat's calendar as its events record it, or :data:`UNWRITTEN` when the game
+        was told its events are only packed lean (``play_game(renders=False)``)."""
+        if not self.renders:
+            return UNWRITTEN
+        hit = self._cached(seat, state)
+        if hit[3] is None:
+            hit[3] = hit[2].render(self._lines[seat])
+        return hit[3]
 
     # -- persona calls --------------------------------------------------------------------
     async def call(self, seat: int, method: str, obs, *, round: int, turn: int, phase: str,
@@ -318,7 +335,7 @@ class _Game:
                 inbox[seat].clear()
                 pending[seat] = False
                 obs = TurnObservation(self.view(seat), r, turn, cfg.max_turns_per_round,
-                                      meeting_view(meeting, seat, task.labels), seat in participants, drained)
+                                      self.meeting_view(meeting, seat), seat in participants, drained)
                 persona = self.seats[seat]
                 prompt = persona.prompt(obs) if hasattr(persona, "prompt") else None
                 await self.log.emit("turn_start", round=r, turn=turn, phase="CHEAP_TALK", agent_id=seat,
@@ -455,7 +472,7 @@ class _Game:
         async def ask(seat: int, fn):
             start = None if starts is None else seat_view(seat, starts, task.labels, task.meetings, 0,
                                                           task.cost_values, cfg.channels)
-            obs = ReflectionObservation(self.view(seat), r, meeting_view(meeting, seat, task.labels),
+            obs = ReflectionObservation(self.view(seat), r, self.meeting_view(meeting, seat),
                                         tuple(received[seat]),
                                         tuple(a for a in range(task.num_agents) if a != seat), seat in participants,
                                         start_view=start)
@@ -513,7 +530,7 @@ class _Game:
         task, cfg = self.task, self.config
         rejection: Rejection | None = None
         for attempt in range(cfg.decision_retries + 1):
-            obs = VoluntaryObservation(self.view(seat), r, meeting_view(meeting, seat, task.labels), received,
+            obs = VoluntaryObservation(self.view(seat), r, self.meeting_view(meeting, seat), received,
                                        attempt, cfg.decision_retries, str(rejection) if rejection else None)
             persona = self.seats[seat]
             prompt = persona.prompt(obs) if hasattr(persona, "prompt") else None
@@ -550,7 +567,7 @@ class _Game:
         task, cfg = self.task, self.config
         events: list[dict] = []
         view = self.view(seat, snapshot)
-        mv = meeting_view(meeting, seat, task.labels)
+        mv = self.meeting_view(meeting, seat)
         rejection: str | None = None
         log = self.log
         lost = 0  # calls whose endpoint failed (infra_error): asked again without using a retry
@@ -692,6 +709,7 @@ async def play_game(
     extra_config: dict[str, Any] | None = None,
     resume_events: list[dict[str, Any]] | None = None,
     interrupted_events: Sequence[dict[str, Any]] = (),
+    renders: bool = True,
 ) -> PlayedGame:
     """Play one game through its last round (SPEC §4); the game loop, which scores nothing.
 
@@ -712,6 +730,11 @@ async def play_game(
     aside (``from_seq`` .. ``to_seq``), so the numbering stays accountable and the seats'
     screens can say that the round starts again.  Metrics, the fold and replay read the
     ``events`` list only: the interrupted attempt never counts.
+
+    ``renders=False``: the calendar renders in the events are :data:`engine.events.UNWRITTEN`
+    — for a caller whose events go only to lean packing (``engine.lean``, trusted), which
+    drops them and rebuilds them exactly on reading; nothing else may read such events
+    before :func:`engine.lean.fill_unwritten`.  The personas' observations are the same.
     """
     config = config or GameConfig()
     if config.deterministic:
@@ -724,7 +747,7 @@ async def play_game(
     if nosy != tuple(config.nosy_agent_ids):  # after the deterministic id: same ids as before
         config = replace(config, nosy_agent_ids=nosy)
     log = EventLog(sink, clock)
-    g = _Game(task, seats, config, log)
+    g = _Game(task, seats, config, log, renders)
     started_at = clock()
     from .metrics import optimal_cost_cached, greedy_cost_cached
 

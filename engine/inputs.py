@@ -132,23 +132,21 @@ def read_text(path: str | os.PathLike, what: str = "file", *, limit: int = MAX_C
 # -- nesting ---------------------------------------------------------------------------------
 
 def nesting_depth(obj: Any, stop_at: int = MAX_NESTING) -> int:
-    """How deep lists and dicts nest in ``obj`` (a scalar is 0), counted iteratively; stops
-    counting once past ``stop_at``."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(obj, 0)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            v = v.values()
-        elif not isinstance(v, (list, tuple)):
-            continue
-        d += 1
-        if d > deepest:
-            deepest = d
-            if d > stop_at:
-                return d
-        stack.extend((x, d) for x in v if isinstance(x, (dict, list, tuple)))
-    return deepest
+    """How deep lists and dicts nest in ``obj`` (a scalar is 0), counted level by level
+    (no recursion); stops counting once past ``stop_at``."""
+    level = [obj] if isinstance(obj, (dict, list, tuple)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > stop_at:
+            return depth
+        below = []
+        for v in level:
+            for x in (v.values() if isinstance(v, dict) else v):
+                if isinstance(x, (dict, list, tuple)):
+                    below.append(x)
+        level = below
+    return depth
 
 
 def non_finite_at(obj: Any) -> str | None:

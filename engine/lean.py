@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from .events import UNWRITTEN
 from .model import Calendar, Task, calendar_to_json, item_from_json
 from .observe import seat_view
 
@@ -151,6 +152,9 @@ def slim_events(task: Task, events: list[dict[str, Any]], *,
                 if _derivable(typ, key, data, seats):
                     dropped.append(key)
                 continue
+            if data[key] is UNWRITTEN:  # left for this fold to write (play_game(renders=False))
+                dropped.append(key)
+                continue
             try:
                 derived = fold.derive(typ, key, data)
             except Exception:  # an odd calendar: keep the field
@@ -168,6 +172,30 @@ def slim_events(task: Task, events: list[dict[str, Any]], *,
             out.append((slim, [[k, order.index(k)] for k in dropped]))
         else:
             out.append((data, None))
+    return out
+
+
+def fill_unwritten(task: Task, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` with every :data:`engine.events.UNWRITTEN` render written: the value the
+    fold rebuilds, as :func:`fatten_events` writes it (the events themselves are not changed;
+    an event with nothing unwritten is returned as it is)."""
+    fold = _Recorded(task)
+    out: list[dict[str, Any]] = []
+    for ev in events:
+        typ, data = ev.get("type"), ev.get("data")
+        keys = DERIVED.get(typ) if isinstance(data, dict) else None
+        if keys:
+            gaps = [k for k in keys if data.get(k) is UNWRITTEN]
+            if gaps:
+                data = dict(data)
+                for k in gaps:
+                    data[k] = fold.derive(typ, k, data)
+                ev = dict(ev, data=data)
+            try:
+                fold.update(typ, data)
+            except Exception:
+                pass
+        out.append(ev)
     return out
 
 

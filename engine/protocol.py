@@ -52,6 +52,8 @@ from __future__ import annotations
 
 import json
 import re
+
+from . import lazyre
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -237,10 +239,10 @@ def plain_slots(slots: Iterable[int]) -> str:
     return ", ".join(str(x) for x in xs) if xs else "none"
 
 
-_LIST_RE = re.compile(
+_LIST_RE = lazyre.compile(
     r"\bslots?\s+((?:\d{1,3}(?!\d)(?:\s*(?:[-–—]|\bto\b|\bthrough\b|\bthru\b)\s*\d{1,3}(?!\d))?"
     r"(?:\s*(?:,|\band\b|\bor\b|&)\s*)?)+)", re.I)
-_ITEM_RE = re.compile(r"(\d{1,3})(?:\s*(?:[-–—]|\bto\b|\bthrough\b|\bthru\b)\s*(\d{1,3}))?", re.I)
+_ITEM_RE = lazyre.compile(r"(\d{1,3})(?:\s*(?:[-–—]|\bto\b|\bthrough\b|\bthru\b)\s*(\d{1,3}))?", re.I)
 
 
 def slots_in_text(text: str, num_slots: int) -> list[int]:
@@ -340,10 +342,10 @@ _CUES: list[tuple[str, list[str]]] = [
              "fine", "ok", "okay", "good for me", "sounds good", "good for", "suits", "possible", "feasible", "pending", "movable",
              "accept", "accepted", "agree", "agreed", "yes", "yep", "yeah", "yup", "sure", "perfect"]),
 ]
-_YES = re.compile(r"\b(yes|yep|yup|yeah|sure|ok|okay|agreed|agree|sounds good|works for me|fine|deal|confirmed"
+_YES = lazyre.compile(r"\b(yes|yep|yup|yeah|sure|ok|okay|agreed|agree|sounds good|works for me|fine|deal|confirmed"
                   r"|confirm|perfect|great)\b")
-_NO = re.compile(r"\b(no|nope|can't|cannot|doesn't work|does not work|not possible|impossible|unfortunately|fails|failed)\b")
-_NOT_SLOT_BEFORE = re.compile(
+_NO = lazyre.compile(r"\b(no|nope|can't|cannot|doesn't work|does not work|not possible|impossible|unfortunately|fails|failed)\b")
+_NOT_SLOT_BEFORE = lazyre.compile(
     r"(?:\bagents?|\bmeetings?|\berrands?|\brounds?|\bturns?|\bparticipants?|\bids?|\blevels?|\bscores?"
     r"|\bseats?|\battempts?|\bx|#|\$)\s*$"
 )
@@ -353,19 +355,19 @@ _NOT_SLOT_BEFORE = re.compile(
 # singular only through and / or / of ("agent 1 and 2", "round 2 of 5"), so "Agent 1, 5
 # works for me" still offers slot 5.
 _ID_NOUNS = r"agent|meeting|errand|round|turn|participant|seat|id"
-_NOT_SLOT_RUN = re.compile(
+_NOT_SLOT_RUN = lazyre.compile(
     r"\b(?:" + _ID_NOUNS + r")s\s*#?\s*\d{1,3}(?!\d)"
     r"(?:\s*(?:,|\band\b|\bor\b|&|[-–—/]|\bto\b|\bof\b)\s*#?m?\d{1,3}(?!\d))*"
     r"|\b(?:" + _ID_NOUNS + r")\s*#?\s*\d{1,3}(?!\d)"
     r"(?:\s*(?:\band\b|\bor\b|&|/|\bof\b)\s*#?m?\d{1,3}(?!\d))*")
 # A count or a clock time, not a slot: "3 agents", "3 free slots", "5pm", "5:30".
-_NOT_SLOT_AFTER = re.compile(
+_NOT_SLOT_AFTER = lazyre.compile(
     r"\s*(?:(?:free|open|more|other|possible|available|different)\s+)?"
     r"(?:agents?|slots|meetings?|errands?|turns?|rounds?|times|people|others|participants|seats|hours?|minutes?)\b"
     r"|\s*(?:%|[ap]\.?m\b|o'clock\b|:\d)")
-_COST_BEFORE = re.compile(r"(?:\bcosts?|\bcost\s+of|\bprice|\bpenalty)\s*(?:=|:|\bis\b|\bof\b)?\s*$")
+_COST_BEFORE = lazyre.compile(r"(?:\bcosts?|\bcost\s+of|\bprice|\bpenalty)\s*(?:=|:|\bis\b|\bof\b)?\s*$")
 # A clause that only answers yes or no ("No.", "Yes, that works.", "nope").
-_ANSWER_ONLY = re.compile(
+_ANSWER_ONLY = lazyre.compile(
     r"^\s*(?:(?P<no>no|nope|nah|sorry)|(?P<yes>yes|yep|yup|yeah|sure|ok|okay|fine|agreed|confirmed|perfect))\b"
     r"[\s,!]*(?:(?:that|it|this|one)\s+)?(?:(?:works|work|does|doesn't|doesnt|won't|will|is|isn't|can|can't|fine"
     r"|good|ok|okay|for|me|not|sorry|thanks|thank|you)\b[\s,!]*)*$")
@@ -377,13 +379,13 @@ for _cat, _words in _CUES:
 # Longest phrases first, so "not free" wins over "free" and "doesn't work" over "work".
 _cue_alts.sort(key=lambda t: -t[0])
 _CUE_CAT = {w: c for _, c, w in _cue_alts}
-_TOKEN = re.compile(
+_TOKEN = lazyre.compile(
     r"(?P<range>(?<![\w#.])(\d{1,3})\s*(?:-|–|—|\bto\b|\bthrough\b|\bthru\b|\buntil\b)\s*(\d{1,3})(?![\w.]))"
     r"|(?P<num>(?<![\w#.])\d{1,3}(?![\w.]|\.\d))"
     r"|(?P<cue>\b(?:" + "|".join(re.escape(w) for _, _, w in _cue_alts) + r")\b)"
 )
-_CLAUSE = re.compile(r"[.!?;\n]+(?=\s|$)|[;\n]|\bbut\b|\bhowever\b|\balthough\b|\bthough\b|\bwhereas\b|\botherwise\b")
-_NUMS_ONLY = re.compile(r"^\s*(?:(?:and|or|&|slots?|,)\s*)*[\d\s,–—\-]*(?:and|or|to|through)?[\d\s,–—\-]*$")
+_CLAUSE = lazyre.compile(r"[.!?;\n]+(?=\s|$)|[;\n]|\bbut\b|\bhowever\b|\balthough\b|\bthough\b|\bwhereas\b|\botherwise\b")
+_NUMS_ONLY = lazyre.compile(r"^\s*(?:(?:and|or|&|slots?|,)\s*)*[\d\s,–—\-]*(?:and|or|to|through)?[\d\s,–—\-]*$")
 
 
 def _segments(clause: str) -> list[str]:

@@ -182,6 +182,7 @@ def iter_chunk(chunk: _Chunk) -> Iterator[tuple[Any, Any]]:
     trace checked, its events packed lean and compressed); the driver only inserts them.
     """
     from lab import runner
+    from lab.session import packs_events
 
     settings = chunk.settings
     if chunk.gates:
@@ -189,6 +190,7 @@ def iter_chunk(chunk: _Chunk) -> Iterator[tuple[Any, Any]]:
             pool.gate = _RayGates(s.concurrency)
     captured: dict[str, dict[str, Any]] = {}
 
+    @packs_events  # packed below, in this process, by runner.prepared
     async def saver(trace: dict[str, Any]) -> None:
         captured[trace["game_id"]] = trace
 

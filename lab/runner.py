@@ -37,6 +37,7 @@ from engine.game import GameConfig
 from engine.model import Task
 from engine.gameid import game_id
 from lab.gamespec import GameSpec, close_pools, game_config
+from lab.session import packs_events
 from lab.gamespec import settings_key as gamespec_key
 from lab.summary import GameSummary, failure_counts, summarise
 from personas.spec import AgentsSpec, PersonaSpecError
@@ -433,6 +434,7 @@ async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | Agents
     burst = None if stream else BurstSaver(store, strict=True)
     tasks_by_id = {gid: t for gid, t in zip(ids, tasks)}
 
+    @packs_events
     async def saver(trace: dict[str, Any]) -> None:
         await burst.add(prepared(trace, tasks_by_id[trace["game_id"]]))
     claimer = None

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from engine.redact import redact
+from engine.redact import redact, redact_utf8
 
 from .errors import StoreError, _damaged
 
@@ -122,6 +122,10 @@ def encode_events(events: list[dict[str, Any]], task_row: Any = None, *, task: A
         except Exception:  # never lose a game over an odd trace: store it whole
             slim = None
     if slim is None:
+        if task is not None:  # renders a game left unwritten are written out for the whole form
+            from engine.lean import fill_unwritten
+
+            events = fill_unwritten(task, events)
         codec = "json-zstd"
         rows = [[ev.get("seq", i), str(ev.get("type")), ev.get("timestamp"), d if isinstance(d, dict) else {}]
                 for i, (ev, d) in enumerate((ev, ev.get("data")) for ev in events)]
@@ -132,10 +136,7 @@ def encode_events(events: list[dict[str, Any]], task_row: Any = None, *, task: A
     # trusted events were not checked value by value (``_check_trace``): a value JSON cannot
     # hold raises here rather than being stored as its text
     payload = orjson.dumps(rows, default=None if trusted else str, option=orjson.OPT_NON_STR_KEYS)
-    text = payload.decode()
-    clean = redact(text)  # like every JSON text the store writes
-    if clean is not text and clean != text:
-        payload = clean.encode()
+    payload = redact_utf8(payload)  # like every JSON text the store writes
     last = max((r[0] for r in rows if isinstance(r[0], int)), default=None)
     return codec, len(rows), last, zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(payload)
 

@@ -108,3 +108,36 @@ async def test_trusted_slimming_holds_for_llm_seats_that_fail_and_time_out(mock,
         assert any(e["type"] == "seat_timeout" for e in res.trace["events"])
         compared, trusted = _compared_and_trusted(task, res.trace["events"])
         assert trusted == compared
+
+
+@pytest.mark.parametrize("protocol", ["imap", "sdmap", "dsm-welfare", "dsm-private", "imap,dsm-private,sdmap,imap,dsm-welfare"])
+async def test_a_game_played_without_renders_packs_and_reads_back_the_same(protocol):
+    """``play_game(renders=False)`` (a suite's batch save): the renders are left UNWRITTEN,
+    the game is otherwise the same, its packed blob is byte for byte the one of the game
+    with renders, and ``fill_unwritten`` writes exactly the renders the full game has."""
+    from engine.events import UNWRITTEN, ListSink
+    from engine.game import play_game
+    from engine.lean import fill_unwritten
+    from saves.codec import decode_events, encode_events
+
+    for i in (0, 17, 45, 89):
+        task = canonical_task(i)
+        cfg = GameConfig(deterministic=True, channels=("dm", "participant_groupchat", "all_groupchat"))
+        games = [await play_game(task, make_personas(protocol, task.num_agents), cfg, ListSink(), renders=r)
+                 for r in (True, False)]
+        full, lazy = (g.events for g in games)
+        gaps = [(e["type"], k) for e in lazy for k, v in e["data"].items() if v is UNWRITTEN]
+        assert {t for t, _ in gaps} == {"agent_registered", "turn_start", "decide_start", "batch_applied"}
+        assert not any(isinstance(v, str) and k.startswith("calendar_") and k.endswith(("render", "render_after"))
+                       for e in lazy for k, v in e["data"].items())
+        assert fill_unwritten(task, lazy) == full
+        assert [e["data"].get(k) for e in lazy for k in ("content", "calendar_after", "state_hash")] == \
+               [e["data"].get(k) for e in full for k in ("content", "calendar_after", "state_hash")]
+        packed = [encode_events(ev, task=task, trusted=True) for ev in (full, lazy)]
+        assert packed[0] == packed[1]
+        assert decode_events(packed[1][0], packed[1][3], task.to_row()) == full
+        # compared, not trusted (an imported trace's path): UNWRITTEN is dropped too
+        assert slim_events(task, lazy) == slim_events(task, full)
+        # the whole form (a trace slimming gave up on) writes the renders out
+        task_less = encode_events(fill_unwritten(task, lazy))
+        assert decode_events(task_less[0], task_less[3]) == full

@@ -87,3 +87,46 @@ def test_the_bank_shuffle_is_random_shuffle_draw_for_draw(n):
         assert a == b
         assert ra.getstate() == rb.getstate()  # the draws after it are the same too
     assert _shuffle is _fast_shuffle  # this Python's shuffle is the one it copies
+
+
+def test_free_text_patterns_compile_when_first_used_and_match_as_compiled():
+    import re
+
+    from engine import freetext, lazyre, protocol
+
+    for mod in (freetext, protocol):
+        lazy = [v for k, v in vars(mod).items() if k.startswith("_") and isinstance(v, lazyre.LazyPattern)]
+        assert len(lazy) >= 10, mod.__name__
+    fresh = lazyre.compile(r"(\d+)\s*(?:to|-)\s*(\d+)", re.I)
+    assert "finditer" not in vars(fresh)  # not compiled at creation
+    text = "slots 3 TO 5, or 7-9"
+    same = re.compile(r"(\d+)\s*(?:to|-)\s*(\d+)", re.I)
+    assert [m.groups() for m in fresh.finditer(text)] == [m.groups() for m in same.finditer(text)]
+    assert "finditer" in vars(fresh) and fresh.pattern == same.pattern and fresh.flags == same.flags
+    assert fresh.sub("x", text) == same.sub("x", text)
+    assert freetext.slot_statements("I'm free at 4 and 5", sender=0, recipients=(1,), num_agents=3, num_slots=12)
+
+
+def _depth(obj) -> int:  # the definition, recursively
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if not isinstance(obj, (list, tuple)):
+        return 0
+    return 1 + max((_depth(x) for x in obj), default=0)
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+_json = st.recursive(st.none() | st.integers() | st.text(max_size=3),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=2), inner, max_size=4),
+                     max_leaves=40)
+
+
+@given(_json)
+def test_nesting_depth_is_the_depth_of_the_deepest_list_or_table(obj):
+    from engine.inputs import nesting_depth
+
+    assert nesting_depth(obj) == _depth(obj)
+    d = _depth(obj)
+    if d >= 2:
+        assert nesting_depth(obj, stop_at=d - 2) == d - 1  # counting stops once past the limit

@@ -136,3 +136,23 @@ def test_a_key_replaced_in_place_is_redacted_at_once(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
     monkeypatch.setenv("OTHER_SERVICE_API_KEY", "zz-" + "c" * 30)  # one variable swapped for another
     assert "zz-" + "c" * 30 not in r.redact("zz-" + "c" * 30)
+
+
+def test_packed_events_are_redacted_as_their_text_is(monkeypatch):
+    """``redact_utf8`` (the store's packed events) gives what ``redact`` of the decoded text
+    gives: with a key in the environment, with token shapes, with an HTML-escaped key; a
+    document with nothing to redact comes back as the very same bytes."""
+    from engine import redact as r
+
+    key = "Zq9" + "k" * 30
+    docs = [json.dumps({"content": f"my key is {key}"}), json.dumps({"detail": "Authorization: Bearer abcdef123456789"}),
+            json.dumps({"t": "sk-proj-" + "Z" * 20}), json.dumps({"t": "&#90;q9" + "k" * 30}),
+            json.dumps({"t": "Basic " + "dXNlcjpwYXNzd29yZDEyMzQ="}), json.dumps({"t": "slot 7 works, Ünïcode ok"})]
+    for with_key in (False, True):
+        if with_key:
+            monkeypatch.setenv("CALBENCH_TEST_API_KEY", key)
+        for doc in docs:
+            assert r.redact_utf8(doc.encode()) == r.redact(doc).encode(), doc
+    clean = json.dumps({"t": "slot 7 works"}).encode()
+    monkeypatch.delenv("CALBENCH_TEST_API_KEY")
+    assert r.redact_utf8(clean) is clean

@@ -115,3 +115,40 @@ async def test_a_broken_after_measurement_never_costs_the_game(tmp_path):
     assert out.status == "completed" and trace["saved"]["status"] == "completed"
     assert trace["after_error"] == "RuntimeError: the judge fell over"
     assert trace["metrics"]["coordination_rate"] == out.trace["metrics"]["coordination_rate"]
+
+
+async def test_a_packing_saver_gets_the_game_without_renders_and_the_store_reads_the_same(tmp_path):
+    """A batch game whose saver packs its events (``packs_events``, the suite runner's) is
+    played without calendar renders; with a listener, a measurement after the game, or a
+    plain saver it keeps them.  Saved through the runner's packing, both read back alike."""
+    from engine.events import UNWRITTEN
+    from lab.runner import prepared
+    from lab.session import packs_events
+
+    task = _task()
+    got: dict[str, dict] = {}
+
+    async def plain(trace):
+        got[trace["game_id"]] = trace
+
+    packing = packs_events(lambda trace: plain(trace))
+
+    def unwritten(trace):
+        return sum(v is UNWRITTEN for e in trace["events"] for v in e["data"].values())
+
+    await run_session(_session(task, game_id="plain"), stream=False, saver=plain)
+    await run_session(_session(task, game_id="packed"), stream=False, saver=packing)
+    await run_session(_session(task, game_id="heard"), stream=False, saver=packing, listeners=[ListSink()])
+
+    async def after(events):
+        return None
+
+    await run_session(_session(task, game_id="measured"), stream=False, saver=packing, after=after)
+    assert unwritten(got["packed"]) > 20
+    assert unwritten(got["plain"]) == unwritten(got["heard"]) == unwritten(got["measured"]) == 0
+    async with await Store.open(tmp_path / "s.db") as store:
+        for gid in ("plain", "packed"):
+            await store.write_games([prepared(got[gid], task)])
+        a, b = await store.load_trace("plain"), await store.load_trace("packed")
+    assert [e["data"] for e in a["events"]] == [e["data"] for e in b["events"]]
+    assert a["metrics"] == b["metrics"]
