@@ -97,11 +97,10 @@ sender never saw.  Talking about "slot 5", "the meeting" or "my errand" never le
 from __future__ import annotations
 
 import re
-
-from . import lazyre
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from . import lazyre
 from .events import MESSAGE_EVENTS
 
 __all__ = [

@@ -52,12 +52,10 @@ from __future__ import annotations
 
 import json
 import re
-
-from . import lazyre
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from . import protocols
+from . import lazyre, protocols
 from .events import MESSAGE_EVENTS
 from .protocols.dsm import D, TOP, band_cost, satisfaction  # the DSM score scale, declared with DSM
 from .protocols.sdmap import IMPOSSIBLE, PENDING  # SD-MAP's reply statuses

@@ -53,7 +53,7 @@ def packs_events(saver: Saver) -> Saver:
     (``lab.runner.prepared``: ``engine.lean``, trusted) and reads nothing else of them.  A
     game filed through it, with no listener and no ``after`` measurement, is played with
     ``renders=False`` (``engine.game.play_game``): the calendar renders that packing drops
-    are never written (a scripted suite's game spent ~6 % of its time on them)."""
+    are never written (~5 % of a scripted suite game's instructions)."""
     saver.packs_events = True  # type: ignore[attr-defined]
     return saver
 
