@@ -31,6 +31,12 @@ oracle answers come from a cache primed by an untimed run (``--cache warm``, the
 their harness reads the oracle cost stored in each task row; ``--cache cold`` solves them
 in every timed run).  The machine may be shared: CPU seconds move less than wall time under
 load, and the rounds alternate so that a busy spell hits both sides.
+
+``--instructions``: count instructions instead of timing (``valgrind --tool=callgrind``,
+children followed, ``PYTHONHASHSEED=0``): the same count for the same run whatever the
+machine is doing, so one round gives a ratio a shared machine cannot move (each run is
+~50x slower under valgrind: minutes per protocol for their harness).  "CPU" in the table
+then reads G instructions, and per game after start-up M instructions.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -120,21 +128,35 @@ def their_experiment(tasks: Path, protocol: str, defaults: dict, out: Path) -> P
     return path
 
 
-def timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, subprocess.CompletedProcess]:
-    """CPU seconds (user + system, children included) and wall seconds of one process."""
+#: ``--instructions``: every measured command runs under this (its processes' counts are summed)
+CALLGRIND = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "--trace-children=yes"]
+_COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def timed(cmd: list[str], cwd: Path, env: dict,
+          count: bool = False) -> tuple[float, float, subprocess.CompletedProcess]:
+    """CPU seconds (user + system, children included) and wall seconds of one process; with
+    ``count``, G instructions (callgrind, every process of the run) in place of CPU seconds."""
+    if count:
+        cmd, env = CALLGRIND + cmd, {**env, "PYTHONHASHSEED": "0"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if count:
+        cpu = sum(int(n) for n in _COLLECTED.findall(proc.stderr)) / 1e9
+        proc.stderr = "\n".join(x for x in proc.stderr.splitlines() if not x.startswith("=="))
     return cpu, wall, proc
 
 
 class Sides:
     def __init__(self, harness: Path, python: Path, defaults: dict, work: Path, cache: str,
-                 ours: Path | None = None) -> None:
+                 ours: Path | None = None, count: bool = False) -> None:
         self.harness, self.python, self.defaults, self.work, self.cache = harness, python, defaults, work, cache
+        self.count = count  # instructions (callgrind) in place of CPU seconds
+        self.unit = "G-instr" if count else "CPU-s"
         self.env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         # --ours TREE: that source tree of CalBench instead of the installed one (a before/after)
         self.ours_env = {**self.env, "PYTHONPATH": str(ours)} if ours else self.env
@@ -146,7 +168,7 @@ class Sides:
         results = self.work / f"their-results-{self.runs}"
         cpu, wall, proc = timed([str(self.python), str(RUN_PY.name), str(exp), "--max-parallelism", "1",
                                  "--results-dir", str(results), "--log-level", "WARNING"],
-                                self.harness / RUN_PY.parent, self.env)
+                                self.harness / RUN_PY.parent, self.env, self.count)
         if proc.returncode != 0:
             raise SystemExit(f"their harness failed on {protocol} ({proc.returncode}): "
                              f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
@@ -161,7 +183,7 @@ class Sides:
         cache = cache or (self.cache if self.cache != "cold" else str(self.work / f"cache-{self.runs}"))
         cpu, wall, proc = timed([sys.executable, "-m", "calbench_cli.cli", "run", "--tasks", str(tasks),
                                  "--agents", protocol, "--concurrency", "1", "--db", str(db), "--json"],
-                                self.work, {**self.ours_env, "CALBENCH_CACHE": cache})
+                                self.work, {**self.ours_env, "CALBENCH_CACHE": cache}, self.count)
         if proc.returncode != 0:
             raise SystemExit(f"calbench run failed on {protocol} ({proc.returncode}): "
                              f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
@@ -182,7 +204,8 @@ def suite(sides: Sides, tasks: Path, protocols: list[str], rounds: int) -> dict[
     games = rows_of(tasks)
     out = {}
     print(f"\n{tasks.name}: {games} games, {rounds} round(s), their --max-parallelism 1, our --concurrency 1")
-    print(f"{'protocol':<12} {'theirs CPU-s':>12} {'ours CPU-s':>10} {'CPU ratio':>9} "
+    u = sides.unit
+    print(f"{'protocol':<12} {'theirs ' + u:>14} {'ours ' + u:>12} {'ratio':>9} "
           f"{'theirs wall':>11} {'ours wall':>9} {'wall ratio':>10}")
     for p in protocols:
         t_cpu, t_wall, o_cpu, o_wall = [], [], [], []
@@ -198,10 +221,10 @@ def suite(sides: Sides, tasks: Path, protocols: list[str], rounds: int) -> dict[
         m = {"theirs_cpu": statistics.median(t_cpu), "ours_cpu": statistics.median(o_cpu),
              "theirs_wall": statistics.median(t_wall), "ours_wall": statistics.median(o_wall), "games": games}
         out[p] = m
-        print(f"{LABEL[p]:<12} {m['theirs_cpu']:>12.2f} {m['ours_cpu']:>10.2f} "
+        print(f"{LABEL[p]:<12} {m['theirs_cpu']:>14.2f} {m['ours_cpu']:>12.2f} "
               f"{m['theirs_cpu'] / m['ours_cpu']:>8.1f}x {m['theirs_wall']:>11.2f} {m['ours_wall']:>9.2f} "
               f"{m['theirs_wall'] / m['ours_wall']:>9.1f}x"
-              + (f"   (CPU-s theirs {', '.join(f'{x:.2f}' for x in t_cpu)}; ours {', '.join(f'{x:.2f}' for x in o_cpu)})"
+              + (f"   ({u} theirs {', '.join(f'{x:.2f}' for x in t_cpu)}; ours {', '.join(f'{x:.2f}' for x in o_cpu)})"
                  if rounds > 1 else ""), flush=True)
     return out
 
@@ -219,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds-rows", type=int, default=1, help="alternated rounds on the long file")
     ap.add_argument("--rows-protocols", default="imap", help="protocols played on the long file")
     ap.add_argument("--cache", choices=("warm", "cold"), default="warm", help="our oracle cache (see the notes)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions with valgrind (callgrind) instead of CPU seconds: one round is enough")
     ap.add_argument("--ours", type=Path, default=None,
                     help="play a CalBench source tree (e.g. an earlier commit unpacked) instead of the installed one")
     args = ap.parse_args(argv)
@@ -226,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         python, defaults = check_harness(args.harness.resolve(), args.python)
     except NotTheHarness as exc:
         print(f"side_by_side: not the authors' harness: {exc}", file=sys.stderr)
+        return 2
+    if args.instructions and shutil.which("valgrind") is None:
+        print("side_by_side: --instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
         return 2
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     long_protocols = [p.strip() for p in args.rows_protocols.split(",") if p.strip()]
@@ -241,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         cache = str(work / "cache") if args.cache == "warm" else "cold"
         sides = Sides(args.harness.resolve(), python, defaults, work, cache,
-                      args.ours.resolve() if args.ours else None)
+                      args.ours.resolve() if args.ours else None, args.instructions)
         tasks = work / args.tasks.name
         tasks.write_bytes(args.tasks.read_bytes())
         long = repeated_suite(tasks, args.rows, work / f"rows-{args.rows}.jsonl") if args.rows else None
@@ -256,14 +284,16 @@ def main(argv: list[str] | None = None) -> int:
         short = suite(sides, tasks, protocols, args.rounds)
         if long:
             longer = suite(sides, long, long_protocols, args.rounds_rows)
-            print(f"\nper game after start-up, CPU ms ((CPU of {rows_of(long)} games - CPU of "
+            per = "M instructions" if args.instructions else "CPU ms"
+            print(f"\nper game after start-up, {per} (({sides.unit} of {rows_of(long)} games - of "
                   f"{rows_of(tasks)}) / the games more):")
             for p in long_protocols:
                 base = short.get(p) or suite(sides, tasks, [p], 1)[p]
                 extra = longer[p]["games"] - base["games"]
                 theirs = (longer[p]["theirs_cpu"] - base["theirs_cpu"]) / extra * 1000
                 ours = (longer[p]["ours_cpu"] - base["ours_cpu"]) / extra * 1000
-                print(f"{LABEL[p]:<12} theirs {theirs:6.1f} ms  ours {ours:6.2f} ms  ratio {theirs / ours:5.1f}x")
+                unit = "M" if args.instructions else "ms"
+                print(f"{LABEL[p]:<12} theirs {theirs:6.1f} {unit}  ours {ours:6.2f} {unit}  ratio {theirs / ours:5.1f}x")
     return 0
 
 
