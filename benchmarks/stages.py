@@ -31,9 +31,7 @@ import asyncio
 import inspect
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # after PYTHONPATH: another checkout given there is the one measured
 
+from benchmarks.side_by_side import timed  # noqa: E402
 from benchmarks.suite import AUTHORS_FILE  # noqa: E402
 
 STAGES = ("start-up", "tasks", "seats + oracle", "game", "scoring", "end", "packing", "saving")
@@ -58,10 +57,10 @@ IMPORT_MODULES = ("import sys, importlib\n"
 
 
 def _child_cpu(cmd: list[str], env: dict[str, str]) -> float:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu, _, proc = timed(cmd, Path.cwd(), env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
+    return cpu
 
 
 async def _one_round(tasks_file: str, agents: str, db: str) -> dict[str, float]:

@@ -11,6 +11,7 @@ import asyncio
 import random
 
 import pytest
+from hypothesis import given, strategies as st
 
 from engine.events import ListSink
 from engine.game import GameConfig, run_game
@@ -114,8 +115,6 @@ def _depth(obj) -> int:  # the definition, recursively
         return 0
     return 1 + max((_depth(x) for x in obj), default=0)
 
-
-from hypothesis import given, strategies as st  # noqa: E402
 
 _json = st.recursive(st.none() | st.integers() | st.text(max_size=3),
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=2), inner, max_size=4),
