@@ -5,6 +5,7 @@ blob of a finished game (:func:`encode_events` / :func:`decode_events`, migratio
 from __future__ import annotations
 
 import functools
+import threading
 from datetime import datetime, timezone
 from typing import Any
 
@@ -86,6 +87,20 @@ BLOB_STATUSES = frozenset({"completed", "failed"})
 _ZSTD_LEVEL = 3
 #: Largest decompressed event blob read back (a long LLM game's lean events are a few MB).
 _MAX_EVENTS_BYTES = 1 << 30
+_local = threading.local()  # one zstd compressor per thread (zstandard's compressors are not thread-safe)
+
+
+def _compress(payload: bytes) -> bytes:
+    """``payload`` compressed at :data:`_ZSTD_LEVEL`.  A compressor is made once per thread:
+    making one (its tables allocated and cleared) costs ~20x compressing a scripted game's events."""
+    c = getattr(_local, "zstd", None)
+    if c is None:
+        import zstandard
+
+        c = _local.zstd = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+    return c.compress(payload)
+
+
 _INSERT_BLOB = "INSERT OR REPLACE INTO event_blobs (game_id, codec, events, last_seq, data) VALUES (?, ?, ?, ?, ?)"
 
 
@@ -110,8 +125,6 @@ def encode_events(events: list[dict[str, Any]], task_row: Any = None, *, task: A
     ``trusted``: the events were just made by this engine (``engine.lean.slim_events``).
     :func:`decode_events` is the exact inverse.
     """
-    import zstandard
-
     slim = None
     task = task if task is not None else _task_of(task_row)
     if task is not None:
@@ -135,10 +148,16 @@ def encode_events(events: list[dict[str, Any]], task_row: Any = None, *, task: A
                 for i, (ev, (d, k)) in enumerate(zip(events, slim))]
     # trusted events were not checked value by value (``_check_trace``): a value JSON cannot
     # hold raises here rather than being stored as its text
-    payload = orjson.dumps(rows, default=None if trusted else str, option=orjson.OPT_NON_STR_KEYS)
+    if trusted:
+        try:  # string keys only (every event this engine makes): orjson without its key option, ~25 % less work
+            payload = orjson.dumps(rows)
+        except orjson.JSONEncodeError:
+            payload = orjson.dumps(rows, option=orjson.OPT_NON_STR_KEYS)
+    else:
+        payload = orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS)
     payload = redact_utf8(payload)  # like every JSON text the store writes
     last = max((r[0] for r in rows if isinstance(r[0], int)), default=None)
-    return codec, len(rows), last, zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(payload)
+    return codec, len(rows), last, _compress(payload)
 
 
 def decode_events(codec: str, blob: bytes, task_row: Any = None, *, game_id: Any = "?") -> list[dict[str, Any]]:

@@ -44,6 +44,26 @@ def test_codecs_roundtrip_with_and_without_a_task_row():
         assert decode_events(c, blob, row) == trace["events"]
 
 
+def test_trusted_packing_stores_what_checked_packing_stores():
+    """Trusted events are packed without orjson's non-string-key option when they allow it; a
+    game whose data holds an integer key (a persona's extra field) is still packed, and both
+    ways decode to the same events; a value JSON cannot hold is refused, never stored as text."""
+    import asyncio
+
+    task, trace = asyncio.run(played())
+    events = trace["events"]
+    plain = [encode_events(events, task=task, trusted=t) for t in (True, False)]
+    assert plain[0] == plain[1]
+    odd = [dict(e, data=dict(e["data"], extra={3: "x"})) if e["type"] == "turn_end" else e for e in events]
+    packed = [encode_events(odd, task=task, trusted=t) for t in (True, False)]
+    assert packed[0] == packed[1]
+    back = decode_events(packed[0][0], packed[0][3], trace["task"])
+    assert [e["data"].get("extra") for e in back if e["type"] == "turn_end"][0] == {"3": "x"}
+    bad = [dict(e, data=dict(e["data"], extra={"when": object()})) if e["type"] == "turn_end" else e for e in events]
+    with pytest.raises(TypeError):
+        encode_events(bad, task=task, trusted=True)
+
+
 async def test_completed_import_is_a_blob_and_loads_back_equal(store):
     _, trace = await played()
     assert await store.import_trace(saved(trace, "completed"))
