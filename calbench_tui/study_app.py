@@ -64,11 +64,13 @@ class TerminalDriver:
     async def quiz(self, questions, *, prior=(), record=None) -> list[dict[str, Any]]:
         return await self._show(QuizScreen(list(questions), prior=list(prior), record=record))
 
-    async def questionnaire(self, q, *, game=None, prior=(), record=None) -> list[dict[str, Any]]:
+    async def questionnaire(self, q, *, game=None, prior=(), record=None, drafts=None,
+                            keep=None) -> list[dict[str, Any]]:
         sub = ""
         if game is not None:
             sub = "about the practice game" if game.game.practice else f"about game {game.game.index}"
-        return await self._show(QuestionnaireScreen(q, subtitle=sub, prior=list(prior), record=record))
+        return await self._show(QuestionnaireScreen(q, subtitle=sub, prior=list(prior), record=record,
+                                                    drafts=drafts, keep=keep))
 
     async def beliefs(self, ctx, req) -> dict[int, list[int]]:
         return await self._show(BeliefGridScreen(req, title=self._game_title(ctx)))
@@ -301,7 +303,14 @@ class StudyApp(CalBenchApp):
     async def save_drafts(self) -> None:
         """Bring the live copy of the unsent messages up to date (called every DRAFT_SAVE_EVERY
         seconds, and when the app ends, by any way).  Only while a game runs: a stopped game keeps
-        the copy made before it stopped."""
+        the copy made before it stopped.  On a questionnaire, the written answer being typed is
+        copied the same way (``QuestionnaireScreen.save_draft``)."""
+        screen = self.screen_stack[-1] if self.screen_stack else None
+        if isinstance(screen, QuestionnaireScreen):
+            try:
+                await screen.save_draft()
+            except Exception:  # a store that cannot take it must not stop the study; tried again next time
+                pass
         if self.runner is None or not self.game_id or self.status != "running":
             return
         async with self._draft_lock:

@@ -233,3 +233,19 @@ UPDATE study_participants SET outcome_v8 = outcome;
 ALTER TABLE study_participants DROP COLUMN outcome;
 ALTER TABLE study_participants RENAME COLUMN outcome_v8 TO outcome;
 CREATE INDEX study_participants_by_pool_id ON study_participants (study_id, pool_id);
+
+-- migration 9: a questionnaire's written answer kept as it is typed, like the unsent words of a
+-- game (study_drafts): a quit leaves it here, the resumed questionnaire puts it back in the box,
+-- and the answer, once given, takes its place (its draft row is deleted with the answer stored).
+CREATE TABLE study_answer_drafts (
+    study_id      TEXT NOT NULL,
+    participant   TEXT NOT NULL,
+    step          INTEGER NOT NULL,
+    questionnaire TEXT NOT NULL,
+    item          TEXT NOT NULL,
+    game_id       TEXT,                          -- the game an after-game questionnaire is about
+    text          TEXT NOT NULL,
+    recorded_at   TEXT,
+    PRIMARY KEY (study_id, participant, step, questionnaire, item),
+    FOREIGN KEY (study_id, participant) REFERENCES study_participants (study_id, participant) ON DELETE CASCADE
+);

@@ -20,7 +20,7 @@ __all__ = ["StudyStore", "STUDY_TABLES", "StudyRows", "StudyMergeRefused", "read
            "merge_study_rows"]
 
 STUDY_TABLES = ("study_participants", "study_steps", "study_answers", "study_beliefs", "study_timings",
-                "study_drafts")
+                "study_drafts", "study_answer_drafts")
 
 
 def _now() -> str:
@@ -98,6 +98,10 @@ class StudyStore:
 
     async def drafts(self, participant: str | None = None) -> list[dict[str, Any]]:
         return await self._rows("study_drafts", participant, "rowid")
+
+    async def answer_drafts(self, participant: str | None = None) -> list[dict[str, Any]]:
+        """Written questionnaire answers not given yet (typed, enter not pressed), as last copied."""
+        return await self._rows("study_answer_drafts", participant, "step, item")
 
     async def _rows(self, table: str, participant: str | None, order: str) -> list[dict[str, Any]]:
         where, args = "study_id = ?", [self.study_id]
@@ -245,6 +249,25 @@ class StudyStore:
             await db.executemany("INSERT OR REPLACE INTO study_answers (study_id, participant, step, questionnaire, "
                                  "item, response, attempt, correct, game_id, answered_at) "
                                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            # an answer given takes the place of what was being typed for it
+            await db.executemany("DELETE FROM study_answer_drafts WHERE study_id = ? AND participant = ? AND step = ? "
+                                 "AND questionnaire = ? AND item = ?",
+                                 [(self.study_id, participant, step, questionnaire, a["item"]) for a in answers])
+
+    async def keep_answer_draft(self, participant: str, step: int, questionnaire: str, item: str, text: str, *,
+                                game_id: str | None = None) -> None:
+        """The live copy of a written answer not given yet (``study_answer_drafts``): ``text`` as
+        it stands replaces the last copy of this item; blank text deletes it."""
+        async with self.store._tx() as db:
+            if str(text).strip():
+                await db.execute("INSERT OR REPLACE INTO study_answer_drafts (study_id, participant, step, "
+                                 "questionnaire, item, game_id, text, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                 (self.study_id, participant, step, questionnaire, item, game_id,
+                                  redact(str(text)), _now()))
+            else:
+                await db.execute("DELETE FROM study_answer_drafts WHERE study_id = ? AND participant = ? AND "
+                                 "step = ? AND questionnaire = ? AND item = ?",
+                                 (self.study_id, participant, step, questionnaire, item))
 
     async def add_beliefs(self, participant: str, game_id: str, round_: int, observer: int,
                           grid: dict[int, list[int | None]]) -> None:

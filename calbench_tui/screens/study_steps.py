@@ -6,6 +6,7 @@ needed; every screen says which keys it takes.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable
 
 from rich.text import Text
@@ -176,15 +177,23 @@ class QuestionnaireScreen(Screen):
                    Binding("s", "skip", "Skip (optional)", id="item_skip")])
 
     def __init__(self, questionnaire: Any, *, subtitle: str = "", prior: list[dict[str, Any]] = (),
-                 record: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> None:
+                 record: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+                 drafts: dict[str, str] | None = None,
+                 keep: Callable[[str, str], Awaitable[None]] | None = None) -> None:
         """``prior``: the answers given before a quit: those items are never offered again.
-        ``record`` is awaited with each answer as it is given."""
+        ``record`` is awaited with each answer as it is given.  ``drafts``: written answers
+        typed before a quit and not given (item -> text), put back in the box; ``keep`` is
+        awaited with (item, text) when :meth:`save_draft` finds the box changed (the study app
+        calls it every half second and when it ends, as it copies a game's unsent words)."""
         super().__init__()
         self.q = questionnaire
         self.subtitle = subtitle
         self.answers: list[dict[str, Any]] = [dict(a) for a in prior]
         self.record = record
+        self.keep = keep
         self._done = {a["item"] for a in self.answers}
+        self._kept: dict[str, str] = dict(drafts or {})  # item -> the text the store holds for it
+        self._lock = asyncio.Lock()  # an answer and the copy of its draft never interleave
         self.index = 0
         self._skip_answered()
         self._busy = False
@@ -246,7 +255,8 @@ class QuestionnaireScreen(Screen):
                         style="dim")
         box.display = it.type == "text"
         box.disabled = it.type != "text"  # a hidden input must not take the number keys
-        box.value = ""
+        box.value = self._kept.get(it.id, "") if it.type == "text" else ""
+        box.cursor_position = len(box.value)
         if it.type == "text":
             box.focus()
         else:
@@ -254,6 +264,24 @@ class QuestionnaireScreen(Screen):
         self.query_one("#study-body", Static).update(body)
         self.query_one("#study-feedback", Static).update("")
         self.refresh_bindings()
+
+    async def save_draft(self) -> None:
+        """Copy the written answer being typed to the store (``keep``) when it changed since the
+        last copy; nothing on a choice or scale item, or once the item is answered."""
+        if self.keep is None or self._busy or self.index >= len(self.q.items) or self.item.type != "text":
+            return
+        async with self._lock:
+            if self._busy or self.index >= len(self.q.items) or self.item.type != "text":
+                return
+            item = self.item.id
+            try:
+                text = self.query_one("#study-input", Input).value
+            except Exception:  # not composed (yet)
+                return
+            if item in self._done or text == self._kept.get(item, ""):
+                return
+            await self.keep(item, text)
+            self._kept[item] = text
 
     async def _record(self, response: Any) -> None:
         if self._busy or self.index >= len(self.q.items):
@@ -264,7 +292,8 @@ class QuestionnaireScreen(Screen):
         if self.record is not None:  # stored before the next item: a quit keeps it, a resume skips it
             self._busy = True
             try:
-                await self.record(dict(ans))
+                async with self._lock:  # its draft row goes with it (saves.study.add_answers)
+                    await self.record(dict(ans))
             finally:
                 self._busy = False
         self.index += 1

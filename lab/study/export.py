@@ -148,12 +148,18 @@ CODEBOOK: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ]),
     "drafts.csv": ("One row per message the participant wrote but had not sent when their session ended (ctrl+q, a "
                    "closed browser tab, a stopped server, a closed terminal; kept as it is typed): queued "
-                   "to be sent at the end of their turn, or still in the composer.  Never delivered to anyone.", [
+                   "to be sent at the end of their turn, or still in the composer.  Never delivered to anyone.  "
+                   "Also one row per written questionnaire answer typed and not given yet (kind answer): the "
+                   "resumed questionnaire puts it back in its box, and the answer, once given, replaces it.", [
         ("participant", "participant id"),
         ("simulated", "1 = a row of a simulated participant (`study check --dry-run`), 0 = a person; left out of the export unless --include-simulated"),
-        ("game_id", "game id"),
-        ("round", "the round in play at the quit, counted from 1, as in the study file and on every screen"),
-        ("kind", "queued (waiting for the end of the turn) or composer (typed, enter not pressed)"),
+        ("game_id", "game id (an answer: the game an after-game questionnaire is about, else empty)"),
+        ("round", "the round in play at the quit, counted from 1, as in the study file and on every screen "
+                  "(an answer: empty)"),
+        ("kind", "queued (waiting for the end of the turn), composer (typed, enter not pressed) or answer (a "
+                 "questionnaire's written answer, typed, enter not pressed)"),
+        ("questionnaire", "an answer: the questionnaire's id, as in questionnaires.csv (a message: empty)"),
+        ("item", "an answer: the item's id, as in questionnaires.csv (a message: empty)"),
         ("channel", "dm, participant_groupchat or all_groupchat (a queued message)"),
         ("recipients", "receiving seats, separated by '|' (a queued message)"),
         ("text", "the words as written"),
@@ -254,6 +260,7 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
     beliefs = await db.beliefs()
     timings = await db.timings()
     drafts = await db.drafts()
+    answer_drafts = await db.answer_drafts()
     sim = {p["participant"]: p["simulated"] for p in parts}
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in CODEBOOK}
     by_part_steps: dict[str, list] = {}
@@ -328,8 +335,14 @@ async def study_rows(study, store, *, skipped: list[str] | None = None,
     for d in drafts:
         out["drafts.csv"].append({"participant": d["participant"], "simulated": sim.get(d["participant"]),
                                   "game_id": d["game_id"], "round": round_from_1(d["round"]), "kind": d["kind"],
+                                  "questionnaire": None, "item": None,
                                   "channel": d["channel"], "recipients": d["recipients"], "text": d["text"],
                                   "recorded_at": d["recorded_at"]})
+    for d in answer_drafts:
+        out["drafts.csv"].append({"participant": d["participant"], "simulated": sim.get(d["participant"]),
+                                  "game_id": d["game_id"], "round": None, "kind": "answer",
+                                  "questionnaire": d["questionnaire"], "item": d["item"], "channel": None,
+                                  "recipients": None, "text": d["text"], "recorded_at": d["recorded_at"]})
     _assignment_rows(out, study, parts, steps)
     if study.payment is not None:
         from .payment import payments

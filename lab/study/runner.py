@@ -100,7 +100,9 @@ class Driver(Protocol):
     async def questionnaire(self, q: Questionnaire, *, game: GameContext | None) -> list[dict[str, Any]]: ...
     # a driver whose quiz / questionnaire also take ``prior`` (what was answered before a quit)
     # and ``record`` (awaited with each answer as it is given, which stores it) gets both:
-    # the terminal app does, so a quit never resets an attempt count or erases an answer
+    # the terminal app does, so a quit never resets an attempt count or erases an answer;
+    # a questionnaire that also takes ``drafts`` ({item: text typed before a quit, not given})
+    # and ``keep`` (awaited with (item, text) as a written answer is typed) gets both too
     async def beliefs(self, ctx: GameContext, req: BeliefRequest) -> dict[int, list[int]]: ...
     def human_persona(self, ctx: GameContext) -> Any: ...
     def draft(self) -> Sequence[Any] | None: ...
@@ -441,10 +443,13 @@ class StudyRunner:
             seen.update((r["item"], r.get("attempt", 1)) for r in new)
 
     @staticmethod
-    async def _ask(fn: Callable[..., Any], *args: Any, prior: Any, record: Any, **kw: Any) -> Any:
+    async def _ask(fn: Callable[..., Any], *args: Any, prior: Any, record: Any, drafts: Any = None,
+                   keep: Any = None, **kw: Any) -> Any:
         """Call a driver's quiz or questionnaire, with what was answered before a quit and a
         callback that stores each answer as it is given, when the driver takes them (a
-        scripted driver answers everything in one go and needs neither)."""
+        scripted driver answers everything in one go and needs neither); a questionnaire's
+        written answers typed and not given (``drafts``) and the callback that keeps them as
+        they are typed (``keep``) likewise."""
         import inspect
 
         try:
@@ -453,11 +458,14 @@ class StudyRunner:
             params = {}
         if "record" in params:
             kw.update(prior=prior, record=record)
+        if keep is not None and "keep" in params:
+            kw.update(drafts=drafts, keep=keep)
         return await fn(*args, **kw)
 
     async def _questionnaire(self, i: int, name: str) -> StepResult:
         """Each answer is stored as it is given; a resume offers only the items not answered
-        yet (an attention check answered before a quit is never asked again)."""
+        yet (an attention check answered before a quit is never asked again), and a written
+        answer typed but not given before the quit is back in its box (``study_answer_drafts``)."""
         qid, _, at = name.split(":", 1)[1].partition("@")
         q = next(q for q in self.study.questionnaires if q.id == qid)
         game_ctx = None
@@ -488,11 +496,19 @@ class StudyRunner:
                 seen.add((row["item"], 1))
                 await self.db.add_answers(self.participant, i, qid, [row], game_id=game_id)
 
+        # written answers typed before a quit and not given: put back in their box
+        drafts = {d["item"]: d["text"] for d in await self.db.answer_drafts(self.participant)
+                  if d["step"] == i and d["questionnaire"] == qid and d["item"] in known and (d["item"], 1) not in seen}
+
+        async def keep(item: str, text: str) -> None:
+            if item in known and (item, 1) not in seen:
+                await self.db.keep_answer_draft(self.participant, i, qid, item, text, game_id=game_id)
+
         rows = list(prior)
         if any(it.id not in {r["item"] for r in prior} for it in q.items):
             answers = await self._ask(self.driver.questionnaire, q, game=game_ctx,
                                       prior=[{"item": r["item"], "response": r["response"]} for r in prior],
-                                      record=record)
+                                      record=record, drafts=drafts, keep=keep)
             answered = {r["item"] for r in prior}
             for a in answers:
                 r = row_of(a)

@@ -156,6 +156,76 @@ async def test_a_half_done_questionnaire_is_kept_and_the_attention_check_is_not_
         assert step["completed_at"] and step["data"]["attention_failed"] == 1
 
 
+WHY = '  { id = "why", text = "Why that often?", type = "text" },'
+
+
+class Typist(Person):
+    """Types a written answer into the box (``keep``, as the app's live copy does) and quits
+    before pressing enter; on the next run it finishes what the box holds."""
+
+    def __init__(self, study, pid, typed: str, *, quit_: bool):
+        super().__init__(study, pid)
+        self.typed, self.quit_ = typed, quit_
+        self.drafts_seen: dict = {}
+
+    async def questionnaire(self, q, *, game=None, prior=(), record=None, drafts=None, keep=None):
+        if q.id != "pre":
+            return await super().questionnaire(q, game=game, prior=prior, record=record)
+        self.drafts_seen = dict(drafts or {})
+        out = list(prior)
+        done = {a["item"] for a in prior}
+        for it in q.items:
+            if it.id in done:
+                continue
+            if it.id != "why":
+                a = {"item": it.id, "response": "weekly"}
+            else:
+                box = self.drafts_seen.get("why", "")
+                if self.quit_:
+                    await keep("why", box + self.typed)
+                    raise Quit()
+                a = {"item": "why", "response": box + self.typed}
+            await record(a)
+            out.append(a)
+        return out
+
+
+async def test_a_written_answer_typed_before_a_quit_is_back_in_its_box(tmp_path):
+    study = _study(tmp_path, extra_items=WHY)
+    async with await Store.open(tmp_path / "s.db") as store:
+        r, how = await _run(study, store, "P001", Typist(study, "P001", "Team calls every", quit_=True))
+        assert how == "quit"
+        assert [(d["questionnaire"], d["item"], d["text"]) for d in await r.db.answer_drafts("P001")] == \
+            [("pre", "why", "Team calls every")]
+        again = Typist(study, "P001", " Monday", quit_=False)
+        again.game_started = _quit_at_game  # the questionnaire step is what is checked
+        r, how = await _run(study, store, "P001", again)
+        assert again.drafts_seen == {"why": "Team calls every"}  # offered back, as typed
+        ans = {a["item"]: a["response"] for a in await r.db.answers("P001") if a["questionnaire"] == "pre"}
+        assert ans == {"experience": "weekly", "why": "Team calls every Monday"}
+        assert await r.db.answer_drafts("P001") == []  # the answer took its place
+
+
+async def test_an_answer_draft_is_exported_kept_blank_deleted_and_withdrawn(tmp_path):
+    from saves.study import StudyStore
+
+    study = _study(tmp_path, extra_items=WHY)
+    async with await Store.open(tmp_path / "s.db") as store:
+        r, how = await _run(study, store, "P001", Typist(study, "P001", "Because", quit_=True))
+        db = StudyStore(store, study.name)
+        from lab.study.export import study_rows
+
+        rows = (await study_rows(study, store))["drafts.csv"]
+        assert [(x["kind"], x["questionnaire"], x["item"], x["text"], x["game_id"], x["round"]) for x in rows] == \
+            [("answer", "pre", "why", "Because", None, None)]
+        step = (await db.answer_drafts("P001"))[0]["step"]
+        await db.keep_answer_draft("P001", step, "pre", "why", "   ")  # a box emptied: nothing to keep
+        assert await db.answer_drafts("P001") == []
+        await db.keep_answer_draft("P001", step, "pre", "why", "Again")
+        assert (await db.withdraw("P001"))["study_answer_drafts"] == 1
+        assert await db.answer_drafts("P001") == []
+
+
 async def _quit_at_game(ctx):
     raise Quit()
 

@@ -11,7 +11,7 @@ from textual.app import App
 
 from calbench_tui.app import screen_text
 from calbench_tui.screens.study_beliefs import BeliefGridScreen
-from calbench_tui.screens.study_steps import GoodbyeScreen, QuizScreen, StudyTextScreen
+from calbench_tui.screens.study_steps import GoodbyeScreen, QuestionnaireScreen, QuizScreen, StudyTextScreen
 from calbench_tui.study_app import make_study_app
 from lab.study.export import export_study
 from lab.study.seat import BeliefRequest
@@ -70,6 +70,44 @@ async def test_wrong_quiz_answer_ctrl_q_and_the_same_command_is_try_2_and_a_seco
         quiz = [(a["item"], a["attempt"], a["correct"]) for a in await app2.runner.db.answers("P001")
                 if a["questionnaire"] == "quiz"]
         assert quiz == [("0", 1, 0), ("0", 2, 0)]
+
+
+async def test_a_written_answer_half_typed_survives_ctrl_q_and_is_back_in_its_box(tmp_path):
+    small_study(tmp_path)
+    p = tmp_path / "study.toml"
+    first = '{ id = "experience", text = "How often do you schedule meetings with others?", type = "choice", '
+    assert first in p.read_text()
+    p.write_text(p.read_text().replace(first, '{ id = "why", text = "What makes scheduling hard for you?", '
+                                              'type = "text" },\n  ' + first))
+    from lab.study.model import load_study
+
+    study = load_study(p)
+    async with await Store.open(tmp_path / "s.db") as store:
+        app = make_study_app(study, participant="P004", store=store, base=tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            seen: list[str] = []
+            while not isinstance(app.screen, QuestionnaireScreen):
+                await wait_for(pilot, lambda: is_waiting(app) or app.error, timeout=PATIENCE, what="the next step")
+                assert not app.error, app.error
+                if not isinstance(app.screen, QuestionnaireScreen):
+                    await step_by_keys(pilot, app, seen)
+            await wait_painted(pilot, "What makes scheduling hard for you?")
+            await pilot.press(*"Too many time zones")
+            await wait_painted(pilot, "Too many time zones")
+            await pilot.press("ctrl+q")
+        db = app.runner.db
+        assert [(d["item"], d["text"]) for d in await db.answer_drafts("P004")] == [("why", "Too many time zones")]
+        app2 = make_study_app(study, participant="P004", store=store, base=tmp_path)
+        async with app2.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app2.screen, QuestionnaireScreen), timeout=PATIENCE,
+                           what="the questionnaire again")
+            await wait_painted(pilot, "What makes scheduling hard for you?", "Too many time zones")
+            await pilot.press(*" and holidays", "enter")
+            await wait_painted(pilot, "How often do you schedule meetings with others?")
+            await pilot.press("ctrl+q")
+        answers = {a["item"]: a["response"] for a in await db.answers("P004") if a["questionnaire"] == "pre"}
+        assert answers == {"why": "Too many time zones and holidays"}
+        assert await db.answer_drafts("P004") == []
 
 
 async def test_ctrl_q_at_consent_is_a_decline(tmp_path):
