@@ -498,7 +498,8 @@ class StudyRunner:
 
         # written answers typed before a quit and not given: put back in their box
         drafts = {d["item"]: d["text"] for d in await self.db.answer_drafts(self.participant)
-                  if d["step"] == i and d["questionnaire"] == qid and d["item"] in known and (d["item"], 1) not in seen}
+                  if d["step"] == i and d["questionnaire"] == qid and d["item"] in known
+                  and (d["item"], 1) not in seen}
 
         async def keep(item: str, text: str) -> None:
             if item in known and (item, 1) not in seen:
