@@ -205,7 +205,9 @@ class QuestionnaireScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("", id="study-head")
         yield Static("", id="study-body")
-        yield Input(placeholder="type your answer, then enter", id="study-input")
+        # select_on_focus off: a written answer put back after a quit is continued, never replaced
+        # by the first key when the box gets the focus again (a click, the page's tab regaining it)
+        yield Input(placeholder="type your answer, then enter", id="study-input", select_on_focus=False)
         yield Static("", id="study-feedback")
         yield KeyBar()
 

@@ -102,6 +102,10 @@ async def test_a_written_answer_half_typed_survives_ctrl_q_and_is_back_in_its_bo
             await wait_for(pilot, lambda: isinstance(app2.screen, QuestionnaireScreen), timeout=PATIENCE,
                            what="the questionnaire again")
             await wait_painted(pilot, "What makes scheduling hard for you?", "Too many time zones")
+            box = app2.screen.query_one("#study-input")
+            app2.screen.set_focus(None)  # the focus leaves the box and comes back (a click, a tab)
+            box.focus()
+            await pilot.pause()
             await pilot.press(*" and holidays", "enter")
             await wait_painted(pilot, "How often do you schedule meetings with others?")
             await pilot.press("ctrl+q")
