@@ -160,7 +160,10 @@ class ChatPanel(Vertical):
             yield ThreadLog(id="t-feed")
         yield Static("", id="outbox")
         yield Static("", id="to")
-        yield Input(placeholder="write a message, enter queues it", id="composer", compact=True)
+        # select_on_focus off: a message half typed, left (esc) and taken up again (i) is continued,
+        # not replaced by the first key
+        yield Input(placeholder="write a message, enter queues it", id="composer", compact=True,
+                    select_on_focus=False)
 
     # -- threads ------------------------------------------------------------------------
     def setup(self, seat: int, num_agents: int, channels: tuple[str, ...]) -> None:

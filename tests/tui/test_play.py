@@ -76,6 +76,21 @@ async def test_seat2_plays_a_whole_game_against_imap_and_it_is_saved(store, tmp_
     assert [r["persona"] for r in rows if r["agent_id"] == 2] == ["human"]
 
 
+async def test_a_message_half_typed_left_and_taken_up_again_is_continued(store):
+    """esc leaves the composer for the calendar with the words kept; i comes back to them and
+    the next keys add to them (they are not selected, so nothing typed is replaced)."""
+    app = make_app(settings=Settings(seat=2, seed=7, deterministic=True), store=store)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.game_screen is not None and app.game_screen.pending is not None,
+                       what="the first turn")
+        await pilot.press("i", *"Free at")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.focused is not app.game_screen.query_one("#composer"),
+                       what="the composer left")
+        await pilot.press("i", *" 11?")
+        await wait_painted(pilot, "Free at 11?")
+
+
 async def test_talk_by_composer_and_decide_by_batch_keys(store):
     """Free text through the composer, and a batch built by hand in the builder."""
     app = make_app(settings=Settings(seat=2, seed=7, deterministic=True), store=store)
