@@ -272,6 +272,8 @@ def read_trace_file(path: str) -> dict[str, Any]:
     try:
         trace = loads_json(text, path, error=ArchiveError)
     except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" and exc.lineno > 1:
+            raise ArchiveError(_lines_file(path, text)) from None
         raise ArchiveError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except RecursionError:
         raise ArchiveError(f"{path}: not a game trace (the JSON is nested far too deep)") from None
@@ -280,6 +282,19 @@ def read_trace_file(path: str) -> dict[str, Any]:
     if not isinstance(trace, dict) or not isinstance(trace.get("events"), list) or "game_id" not in trace:
         raise ArchiveError(f"{path}: not a game trace (expected an object with 'game_id' and 'events')")
     return trace
+
+
+def _lines_file(path: str, text: str) -> str:
+    """What to say of a JSON Lines file given where one trace was expected: a task file (each
+    line a task row, ours or the authors') is played, not imported."""
+    try:
+        first = json.loads(text.split("\n", 1)[0])
+    except ValueError:
+        first = None
+    if isinstance(first, dict) and "calendars" in first and "meetings" in first:
+        return (f"{path}: a task file (one task row a line), not a game trace; play its tasks with "
+                f"calbench run --tasks {path}")
+    return f"{path}: one JSON value a line (JSON Lines), not a game trace (one JSON object with 'game_id' and 'events')"
 
 
 def is_sqlite_file(path: str) -> bool:

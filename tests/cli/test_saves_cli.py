@@ -118,6 +118,23 @@ def test_duplicates_skipped_and_a_broken_file_named(tmp_path):
     assert len(games) == 2  # the good files still loaded
 
 
+def test_a_task_file_given_to_import_is_named_as_one(tmp_path, cli):
+    """A task file (JSON Lines of task rows, ours or the authors') is not a trace: the refusal
+    says what it is and how to play it; any other JSON Lines file is named as that."""
+    from engine.generate import generate_scenario
+
+    db = str(tmp_path / "i.db")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(generate_scenario(s).to_row()) + "\n" for s in (1, 2)))
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text('{"a": 1}\n{"b": 2}\n')
+    rc, _, err = cli("import", str(tasks), str(lines), "--db", db)
+    assert rc != 0 and "Traceback" not in err
+    assert (f"could not import {tasks}: a task file (one task row a line), not a game trace; play its tasks "
+            f"with calbench run --tasks {tasks}") in err
+    assert f"could not import {lines}: one JSON value a line (JSON Lines), not a game trace" in err
+
+
 def test_games_json_shape(tmp_path, cli):
     db = str(tmp_path / "g.db")
     rc, _, err = cli("games", "--db", db, "--json")  # issue 35: a --db that is not there is one line
