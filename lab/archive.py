@@ -294,7 +294,8 @@ def _lines_file(path: str, text: str) -> str:
     if isinstance(first, dict) and "calendars" in first and "meetings" in first:
         return (f"{path}: a task file (one task row a line), not a game trace; play its tasks with "
                 f"calbench run --tasks {path}")
-    return f"{path}: one JSON value a line (JSON Lines), not a game trace (one JSON object with 'game_id' and 'events')"
+    return (f"{path}: one JSON value a line (JSON Lines), not a game trace (one JSON object with 'game_id' "
+            f"and 'events')")
 
 
 def is_sqlite_file(path: str) -> bool:

@@ -92,7 +92,8 @@ _local = threading.local()  # one zstd compressor per thread (zstandard's compre
 
 def _compress(payload: bytes) -> bytes:
     """``payload`` compressed at :data:`_ZSTD_LEVEL`.  A compressor is made once per thread:
-    making one (its tables allocated and cleared) costs ~20x compressing a scripted game's events."""
+    making one (its tables allocated and cleared) costs about a third of compressing a scripted
+    game's events (measured: 0.25 M instructions against 0.71 M)."""
     c = getattr(_local, "zstd", None)
     if c is None:
         import zstandard
