@@ -127,11 +127,18 @@ class _App(AppService):
         return process
 
     async def stop_bounded(self, timeout: float = 10.0) -> None:
+        """Ask the app to quit and wait until its process has ended (quitting saves the
+        participant's session: the last unsent words, the turn cut short), at most ``timeout``
+        seconds; then it is killed.  textual-serve's own ``stop`` returns when its reader of the
+        process ends, which a page already closed ends at once: a host stopping after that alone
+        could exit first, and its apps die with it before they have saved."""
+        process = self._process
         try:
             async with asyncio.timeout(timeout):
                 await self.stop()
+                if process is not None:
+                    await process.wait()
         except (asyncio.TimeoutError, Exception):
-            process = self._process
             if process is not None and process.returncode is None:
                 process.kill()
 
@@ -376,13 +383,17 @@ class WebFront(Server):
         live = list(self.live.values())
         self.live.clear()
 
-        async def close(ws: web.WebSocketResponse, app: _App) -> None:
+        async def close_page(ws: web.WebSocketResponse) -> None:
             try:
                 async with asyncio.timeout(3):
                     await ws.close(code=RESTARTING, message=b"the server is restarting")
             except Exception:
                 pass
-            await app.stop_bounded(5)
+
+        async def close(ws: web.WebSocketResponse, app: _App) -> None:
+            # the page's close frame goes out first; the app quits meanwhile (not after a slow
+            # page's handshake): both within the server's own bound on stopping
+            await asyncio.gather(close_page(ws), app.stop_bounded(4))
 
         if live:
             self._say(f"stopping: {len(live)} open page(s) told the server is restarting "
