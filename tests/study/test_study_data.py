@@ -73,8 +73,9 @@ class Person(SimulatedDriver):
         self.goodbyes.append(outcome)
 
 
-def _study(tmp_path, *, quiz_max: int | None = None, extra_items: str = ""):
+def _study(tmp_path, *, quiz_max: int | None = None, extra_items: str = "", replace_extra: dict | None = None):
     replace = dict(SCRIPTED_ONLY)
+    replace.update(replace_extra or {})
     if quiz_max is not None:
         expl = 'explanation = "Everyone in the meeting must place it in the same slot in the same round."'
         replace[expl] = expl + f"\nmax_attempts = {quiz_max}"
@@ -224,6 +225,33 @@ async def test_an_answer_draft_is_exported_kept_blank_deleted_and_withdrawn(tmp_
         await db.keep_answer_draft("P001", step, "pre", "why", "Again")
         assert (await db.withdraw("P001"))["study_answer_drafts"] == 1
         assert await db.answer_drafts("P001") == []
+
+
+class AfterGameTypist(Person):
+    """Answers everything until the first after-game questionnaire, types into its written
+    item and quits there."""
+
+    async def questionnaire(self, q, *, game=None, prior=(), record=None, drafts=None, keep=None):
+        if q.id != "game":
+            return await super().questionnaire(q, game=game, prior=prior, record=record)
+        self.game_id = game.game_id
+        await keep("notes", "We agreed fast")
+        raise Quit()
+
+
+async def test_an_after_game_answer_draft_names_its_game(tmp_path):
+    from lab.study.export import study_rows
+
+    notes = ('{ id = "notes", text = "Anything about this game?", type = "text", optional = true },\n  '
+             '{ id = "satisfied",')
+    study = _study(tmp_path, replace_extra={'{ id = "satisfied",': notes})
+    async with await Store.open(tmp_path / "s.db") as store:
+        drv = AfterGameTypist(study, "P001")
+        _, how = await _run(study, store, "P001", drv)
+        assert how == "quit" and drv.game_id
+        rows = (await study_rows(study, store, reveal=True))["drafts.csv"]
+        assert [(x["kind"], x["questionnaire"], x["item"], x["text"], x["game_id"]) for x in rows] == \
+            [("answer", "game", "notes", "We agreed fast", drv.game_id)]
 
 
 async def _quit_at_game(ctx):
