@@ -23,6 +23,10 @@ STUDY_TABLES = ("study_participants", "study_steps", "study_answers", "study_bel
                 "study_drafts", "study_answer_drafts")
 
 
+_DELETE_ANSWER_DRAFT = ("DELETE FROM study_answer_drafts WHERE study_id = ? AND participant = ? AND step = ? "
+                       "AND questionnaire = ? AND item = ?")
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
@@ -250,8 +254,7 @@ class StudyStore:
                                  "item, response, attempt, correct, game_id, answered_at) "
                                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             # an answer given takes the place of what was being typed for it
-            await db.executemany("DELETE FROM study_answer_drafts WHERE study_id = ? AND participant = ? AND step = ? "
-                                 "AND questionnaire = ? AND item = ?",
+            await db.executemany(_DELETE_ANSWER_DRAFT,
                                  [(self.study_id, participant, step, questionnaire, a["item"]) for a in answers])
 
     async def keep_answer_draft(self, participant: str, step: int, questionnaire: str, item: str, text: str, *,
@@ -265,9 +268,7 @@ class StudyStore:
                                  (self.study_id, participant, step, questionnaire, item, game_id,
                                   redact(str(text)), _now()))
             else:
-                await db.execute("DELETE FROM study_answer_drafts WHERE study_id = ? AND participant = ? AND "
-                                 "step = ? AND questionnaire = ? AND item = ?",
-                                 (self.study_id, participant, step, questionnaire, item))
+                await db.execute(_DELETE_ANSWER_DRAFT, (self.study_id, participant, step, questionnaire, item))
 
     async def add_beliefs(self, participant: str, game_id: str, round_: int, observer: int,
                           grid: dict[int, list[int | None]]) -> None:

@@ -270,10 +270,10 @@ class QuestionnaireScreen(Screen):
     async def save_draft(self) -> None:
         """Copy the written answer being typed to the store (``keep``) when it changed since the
         last copy; nothing on a choice or scale item, or once the item is answered."""
-        if self.keep is None or self._busy or self.index >= len(self.q.items) or self.item.type != "text":
+        if self.keep is None:
             return
-        async with self._lock:
-            if self._busy or self.index >= len(self.q.items) or self.item.type != "text":
+        async with self._lock:  # an answer being stored holds it: the item it was for is then done
+            if self.index >= len(self.q.items) or self.item.type != "text":
                 return
             item = self.item.id
             try:
