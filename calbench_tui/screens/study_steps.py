@@ -346,7 +346,7 @@ class ThanksScreen(Screen):
             body.append("\n\nYou earned:  ")
             body.append(f" {cur}{p['total']:.2f} ", style="bold reverse")
             body.append(f"\n  {cur}{p['show_up']:.2f} for taking part + {cur}{p['bonus']:.2f} bonus "
-                        f"({p['meetings']} meeting{'s' if p['meetings'] != 1 else ''} scheduled)")
+                        f"({p['meetings']} of your meetings scheduled)")
         if self.return_link:
             body.append("\n\nTo finish, open this link (it takes you back and credits you):\n")
             body.append(self.return_link, style=f"bold underline link {self.return_link}")

@@ -197,6 +197,8 @@ async def test_timeout_and_rejections_in_the_participants_words_and_the_thanks_s
                 if isinstance(app.screen, ThanksScreen):
                     text = screen_text(app)
                     assert "You earned" in text and "£" in text
+                    # the bonus counts the participant's own meetings (a game's end counts them all)
+                    assert " of your meetings scheduled)" in " ".join(text.split())
                     assert f"https://pool.example/done?cc={app.code}" in text
                 await step_by_keys(pilot, app, seen)
         assert picked, "no decision without a preselected slot came up"
