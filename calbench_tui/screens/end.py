@@ -236,7 +236,8 @@ class EndScreen(Screen):
         with VerticalScroll(id="end"):
             yield Static(self._headline(), id="headline")
             opt = task_optimum(self.trace)
-            yield Static(seat_table(self.trace, self.seat, best=opt[1] if opt else None), id="seats-table",
+            yield Static(seat_table(self.trace, self.seat, best=opt[1] if opt else None,
+                                    failed=bool(failed_meetings(self.trace))), id="seats-table",
                          classes="wide")
             yield Static(self._leaks(), id="leaks")
             yield Static(self._schedules(), id="schedules")
@@ -272,8 +273,10 @@ class EndScreen(Screen):
             held = _sum(r.get("oracle_cost") for r in ps)
             t.append(f"\n{', '.join(f'M{x}' for x in failed)} failed (not scheduled): "
                      f"{'it has' if len(failed) == 1 else 'they have'} no best slot here and cost nobody "
-                     "anything; extra compares each seat with the cheapest way to hold only the meetings that "
-                     f"were scheduled{f' ({_fmt(held)} in all)' if held is not None else ''}.", style="yellow")
+                     "anything; extra compares each seat with its share in the cheapest way to hold only the "
+                     f"meetings that were scheduled ({'held in the table' if opt is not None else 'best in the table'}"
+                     f"{f'; {_fmt(held)} in all' if held is not None else ''}).",
+                     style="yellow")
         t.append("\nVPS ", style="bold")
         t.append(f"{_fmt(m.get('vps'))}", style="bold")
         t.append(" privacy loss, summed over seats (0 = nothing revealed; lower is better)")
@@ -292,8 +295,10 @@ class EndScreen(Screen):
             if me.get("cost_shown") is not None and me.get("cost_shown") != me.get("cost"):
                 t.append(f" ({_fmt(me.get('cost_shown'))} on your calendar)", style="bold")
             share = opt[1][self.seat] if opt is not None and self.seat < len(opt[1]) else me.get("oracle_cost")
-            t.append(f" · your share in the best schedule {_fmt(share)} · extra "
-                     f"{_fmt(me.get('excess'))}", style="bold")
+            t.append(f" · your share in the best schedule {_fmt(share)}"
+                     + (f" (held {_fmt(me.get('oracle_cost'))}: only the meetings scheduled)"
+                        if failed and opt is not None else "")
+                     + f" · extra {_fmt(me.get('excess'))}", style="bold")
         fails = failure_line(self.trace)
         if fails:
             t.append("\n" + fails, style="yellow")

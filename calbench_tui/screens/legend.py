@@ -36,13 +36,15 @@ TERMS: tuple[tuple[str, str], ...] = (
     ("best", "The seat's share in the task's best possible schedule — all its meetings, the optimum the "
              "task file and the replay name (computed by the oracle, which sees every calendar) — in cost "
              "levels. A meeting that failed has no best slot in the schedule table."),
-    ("extra", "paid − best for one seat, never below 0: the cost the seat paid beyond its share. A seat that "
-              "paid less than its share does not offset one that paid more, so the extras can add up to "
-              "more than 0 even when the total paid equals the best total. When meetings failed, the share "
-              "is the one in the cheapest way to hold only the meetings that were scheduled (a failed "
-              "meeting is neither charged nor credited); the headline says so."),
-    ("±", "paid − best with its sign: negative means the seat paid less than its share in the best "
-          "schedule (someone else carried it)."),
+    ("held", "Shown only when meetings failed: the seat's share in the cheapest way to hold only the "
+             "meetings that were scheduled (a failed meeting is neither charged nor credited). Extra and ± "
+             "are then measured against it instead of best; the headline says so."),
+    ("extra", "paid − best for one seat (paid − held when meetings failed), never below 0: the cost the "
+              "seat paid beyond its share. A seat that paid less than its share does not offset one that "
+              "paid more, so the extras can add up to more than 0 even when the total paid equals the best "
+              "total."),
+    ("±", "paid − best with its sign (paid − held when meetings failed): negative means the seat paid less "
+          "than its share (someone else carried it)."),
     ("excess", "The game's number: the mean of the seats' extras, in cost levels. The end screen, the "
                "saved-games list and calbench report show this same number. 0 is the best possible."),
     ("fair", "Fairness: how far a seat's ± is from the table's average ±, in cost levels (0 = everyone carried "

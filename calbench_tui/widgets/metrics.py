@@ -108,11 +108,19 @@ def signed_parts(*parts: Any) -> str:
     return out
 
 
-def seat_table(trace: dict[str, Any], seat: int | None, *, best: list[Any] | None = None) -> Table:
+def seat_table(trace: dict[str, Any], seat: int | None, *, best: list[Any] | None = None,
+               failed: bool = False) -> Table:
     """One row per seat, costs in cost levels (the unit of the game's excess); fits 80 columns
     without cutting a header (``l`` on the end screen explains each column).  ``best``: each
-    seat's share in the task's optimum (the end screen's one yardstick); else the metrics'."""
+    seat's share in the task's optimum (the end screen's one yardstick); else the metrics'.
+
+    With ``best`` and meetings ``failed``, the metrics measured *extra* and *±* against another
+    share (SPEC: the cheapest way to hold only the scheduled meetings): a *held* column shows
+    it, so every row adds up — extra = max(0, paid − held)."""
     metrics = trace.get("metrics") or {}
+    rows = metrics.get("per_seat") or []
+    held = [rec.get("oracle_cost") for rec in rows]
+    show_held = best is not None and failed
     agents = (trace.get("config") or {}).get("agents") or []
     leaks = leaks_by_seat(trace)["per_seat"]
     t = Table(title="Per seat, costs in cost levels (l: legend)", title_justify="left",
@@ -121,10 +129,11 @@ def seat_table(trace: dict[str, Any], seat: int | None, *, best: list[Any] | Non
     has_parts = split is not None or any(any(x is not None for x in vps_parts(r)[1:])
                                          for r in metrics.get("per_seat") or [])
     for col, just in (("#", "left"), ("who", "left"), ("meetings", "right"), ("paid", "right"),
-                      ("best", "right"), ("extra", "right"), ("±", "right"), ("fair", "right"),
+                      ("best", "right"), *((("held", "right"),) if show_held else ()), ("extra", "right"),
+                      ("±", "right"), ("fair", "right"),
                       ("VPS (typed+text)" if has_parts else "VPS", "right"), ("leaks", "right")):
         t.add_column(col, justify=just, no_wrap=True, min_width=len(col))
-    for i, rec in enumerate(metrics.get("per_seat") or []):
+    for i, rec in enumerate(rows):
         who = "you" if i == seat else ((agents[i] or {}).get("model") or (agents[i] or {}).get("type")
                                        if i < len(agents) else "?")
         total, typed, free = vps_parts(rec)
@@ -147,6 +156,6 @@ def seat_table(trace: dict[str, Any], seat: int | None, *, best: list[Any] | Non
         t.add_row(str(i), str(who)[:11], f"{rec.get('meetings_scheduled', '–')}/{rec.get('meetings_assigned', '–')}",
                   _num(rec.get("cost")),
                   _num(best[i] if best is not None and i < len(best) else rec.get("oracle_cost")),
-                  _num(rec.get("excess")),
+                  *((_num(held[i]),) if show_held else ()), _num(rec.get("excess")),
                   _num(rec.get("signed_excess")), _num(rec.get("fairness")), vps, leak_text, style=style)
     return t

@@ -220,7 +220,7 @@ async def test_keys_with_nothing_to_act_on_say_why():
 
 
 # -- 80×24 -----------------------------------------------------------------------------------------
-async def _end_screen_of_a_played_game(pilot, app):
+async def _end_screen_of_a_played_game(pilot, app, agents: str = "imap"):
     """The real app (opened on its setup screen, so no game of its own starts) shows the end
     screen of a game played headless by scripted seats, seat 2 as "you": a whole game by keys
     only to reach the end screen is test_play.py's first test."""
@@ -230,7 +230,7 @@ async def _end_screen_of_a_played_game(pilot, app):
     from personas.registry import make_personas
 
     task = generate_scenario(7)
-    result = await run_game(task, make_personas("imap", task.num_agents), GameConfig(deterministic=True))
+    result = await run_game(task, make_personas(agents, task.num_agents), GameConfig(deterministic=True))
     await wait_for(pilot, lambda: type(app.screen).__name__ == "SetupScreen", what="the setup screen")
     app.push_screen(EndScreen(result.trace, seat=2, game_id=result.game_id))
     await wait_for(pilot, lambda: isinstance(app.screen, EndScreen), what="the end screen")
@@ -245,7 +245,7 @@ async def test_end_screen_headers_and_legend_at_80x24():
         header = next(line for line in text.splitlines() if " who " in line)
         for col in ("meetings", "paid", "best", "extra", "±", "fair", "VPS (typed+text)", "leaks"):
             assert col in header, (col, header)
-        assert "…" not in header
+        assert "…" not in header and " held " not in header  # every meeting held: best is the yardstick
         m = result.trace["metrics"]
         assert f"Excess {m['excess']:.2f} per seat" in text
         assert "Legend" in text.splitlines()[-1] and "Saved games" in text.splitlines()[-1]
@@ -265,6 +265,36 @@ async def test_end_screen_headers_and_legend_at_80x24():
         assert "saved-games list and calbench report show this same number" in legend
         await pilot.press("escape")
         # (the saved-games list shows the very same excess number: the next test)
+
+
+async def test_when_meetings_fail_every_row_adds_up_against_the_share_it_was_measured_by():
+    """Seat 2 passive: three of five meetings fail.  The best column stays the task's optimum
+    (the one yardstick), and a held column shows the share SPEC measures extra against (the
+    cheapest way to hold only the scheduled meetings), so each row reads extra = max(0, paid −
+    held) and ± = paid − held.  (Seen by hand before: "paid 2 best 2 extra 1".)"""
+    app = make_app(settings=_settings(setup=True))
+    async with app.run_test(size=SMALL) as pilot:
+        result = await _end_screen_of_a_played_game(pilot, app, "imap,imap,passive,imap,imap")
+        per_seat = result.trace["metrics"]["per_seat"]
+        from calbench_tui.screens.end import task_optimum
+
+        best = task_optimum(result.trace)[1]
+        assert any(b != r["oracle_cost"] for b, r in zip(best, per_seat))  # the case this test is about
+        text = await wait_painted(pilot, " held ")
+        lines = text.splitlines()
+        header = next(line for line in lines if " who " in line)
+        cols = header.split()
+        assert cols[:10] == ["#", "who", "meetings", "paid", "best", "held", "extra", "±", "fair", "VPS"], header
+        assert "…" not in header and "leaks" in header  # still fits 80 columns
+        for seat, rec in enumerate(per_seat):
+            row = next(line.split() for line in lines if line.split()[:1] == [str(seat)] and "/" in line)
+            paid, shown_best, held, extra, signed = (float(x.replace("−", "-")) for x in row[3:8])
+            assert (paid, shown_best, held) == (rec["cost"], best[seat], rec["oracle_cost"]), row
+            assert extra == max(0.0, paid - held) and signed == paid - held, row
+        assert "held in the table" in " ".join(text.split())
+        await pilot.press("l")
+        await wait_painted(pilot, "What the numbers mean")
+        assert "Shown only when meetings failed" in " ".join(screen_text(app).replace("│", " ").split())
 
 
 async def test_saved_games_list_shows_the_end_screens_excess(tmp_path):
