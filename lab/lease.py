@@ -173,6 +173,37 @@ class OtherRunActive(Exception):
     """A second run of the same suite into the same database, without ``--resume``."""
 
 
+class OtherSuite(Exception):
+    """``--resume`` of a suite whose task ids name other tasks in the database (one line)."""
+
+
+def same_task(row: str | dict[str, Any], task: Any) -> bool:
+    """Whether a saved game's task row (JSON text or parsed) holds the same scenario as
+    ``task``: the same calendars, meetings, cost values and slots
+    (``lab.oracle_cache.task_hash``; the row's other fields — labels, annotations, key
+    order — do not decide)."""
+    import orjson
+
+    from engine.model import Task
+    from lab.oracle_cache import task_hash
+
+    try:
+        saved = Task.from_row(orjson.loads(row) if isinstance(row, (str, bytes)) else row)
+    except Exception:  # noqa: BLE001 - a row this version cannot read is not the same task
+        return False
+    return task_hash(saved) == task_hash(task)
+
+
+async def other_content(store, key: str, tasks: Sequence[Any]) -> list[str]:
+    """The ids of ``tasks`` whose completed games under ``key`` were all played on another
+    scenario with the same task id (a game saved without its row counts as the same)."""
+    if not tasks:
+        return []
+    rows = await store.completed_task_rows(key)
+    return [t.task_id for t in tasks
+            if rows.get(t.task_id) and not any(same_task(r, t) for r in rows[t.task_id])]
+
+
 async def prepare_resume_claims(store, key: str, tasks: Sequence[Any], ids: Sequence[str]
                                 ) -> tuple[list[int], ResumeReport]:
     """``--resume`` bookkeeping: which task indexes are left to play, and what was found.
@@ -191,6 +222,13 @@ async def prepare_resume_claims(store, key: str, tasks: Sequence[Any], ids: Sequ
         await store.mark_status(gid, "stopped")
         report.marked_stopped += 1
     done = set(await store.completed_task_ids(key))
+    other = await other_content(store, key, [t for t in tasks if t.task_id in done])
+    if other:
+        shown = ", ".join(other[:2]) + (", …" if len(other) > 2 else "")
+        raise OtherSuite(
+            f"{len(other)} task(s) of this suite ({shown}) are completed in {store.path} under the same agents "
+            "and settings but on other calendars or meetings (another task file that uses the same task ids?); "
+            "resuming would mix the two suites' games: use another --db")
     units = units_of(tasks)
     by_unit = {c["unit"]: c for c in claims}
     keep = []

@@ -412,9 +412,12 @@ async def _check_other_runs(store, key: str, resume: bool) -> None:
 
 
 async def _resume_claims(store, key, tasks, ids):
-    from lab.lease import prepare_resume_claims
+    from lab.lease import OtherSuite, prepare_resume_claims
 
-    return await prepare_resume_claims(store, key, tasks, ids)
+    try:
+        return await prepare_resume_claims(store, key, tasks, ids)
+    except OtherSuite as exc:
+        raise RunError(str(exc)) from None
 
 
 async def _play_all(tasks: list[Task], ids: list[str], agents_spec: str | AgentsSpec | SeatFactory, *, store,

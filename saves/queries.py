@@ -143,6 +143,17 @@ class Queries:
                                     "status = 'completed' AND task_id IS NOT NULL", (settings_key,)) as cur:
             return {r[0] for r in await cur.fetchall()}
 
+    async def completed_task_rows(self, settings_key: str) -> dict[str, set[str]]:
+        """Task id -> the distinct task rows (JSON text) its completed games under
+        ``settings_key`` were played on (a game saved without its row adds nothing)."""
+        out: dict[str, set[str]] = {}
+        async with self._db.execute("SELECT DISTINCT task_id, task_row FROM games WHERE settings_key = ? AND "
+                                    "status = 'completed' AND task_id IS NOT NULL AND task_row IS NOT NULL",
+                                    (settings_key,)) as cur:
+            for tid, row in await cur.fetchall():
+                out.setdefault(tid, set()).add(row)
+        return out
+
     async def running_game_ids(self, settings_key: str | None = None) -> list[str]:
         where, args = self._filters(status="running", settings_key=settings_key)
         async with self._db.execute(f"SELECT game_id FROM games {where} ORDER BY started_at, game_id", args) as cur:

@@ -15,7 +15,7 @@ from typing import Any
 
 from .stats import GROUP_BY
 
-__all__ = ["ReportError", "SavedReport", "check_plot_path", "load_games", "report_from_db", "task_ids"]
+__all__ = ["ReportError", "SavedReport", "check_plot_path", "load_games", "report_from_db", "suite_tasks"]
 
 
 class ReportError(Exception):
@@ -30,33 +30,47 @@ class SavedReport:
     written: list[str] = field(default_factory=list)  # the plot files written
 
 
-def task_ids(ref: str | None) -> list[str] | None:
-    """The task ids a reference names (None: every task)."""
+def suite_tasks(ref: str | None) -> list[Any] | None:
+    """The tasks a reference names (None: every task)."""
     if ref is None:
         return None
     from engine.taskref import TaskRefError, resolve_tasks
 
     try:
-        tasks = resolve_tasks(ref)
+        return resolve_tasks(ref)
     except TaskRefError as exc:
         raise ReportError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise ReportError(f"--tasks {ref}: {exc}") from None
-    return sorted({t.task_id for t in tasks})
 
 
-def load_games(db: str, ids: list[str] | None,
-               include_unverified: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(game_results rows, traces of those games) from the database at ``db``."""
+def load_games(db: str, ids: list[str] | None, include_unverified: bool = False, *,
+               tasks: list[Any] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(game_results rows, traces of those games) from the database at ``db``.
+
+    With ``tasks`` (a suite), only the games played on those very tasks: a game whose task
+    id is the suite's but whose saved row holds another scenario (another task file that
+    reuses the ids) is left out; a game saved without its row is kept on its id."""
     from lab.archive import with_store
+    from lab.lease import same_task
     from saves.guard import admit
+
+    by_id = None if tasks is None else {t.task_id: t for t in tasks}
+    if by_id is not None and ids is None:
+        ids = sorted(by_id)
+
+    def ours(trace: dict[str, Any]) -> bool:
+        if by_id is None or not isinstance(trace.get("task"), dict):
+            return True
+        task = by_id.get(trace.get("task_id") or trace["task"].get("task_id"))
+        return task is None or same_task(trace["task"], task)
 
     async def main(store):
         rows = await store.game_results(task_id=ids, include_unverified=include_unverified)
         gids = list(dict.fromkeys(r["game_id"] for r in rows))
         traces = [await store.load_trace(g) for g in gids]
         # the one guard: a game a person is still playing never reaches a report
-        keep = {t["game_id"] for t in traces if admit(t, reveal=False)}
+        keep = {t["game_id"] for t in traces if admit(t, reveal=False) and ours(t)}
         return [r for r in rows if r["game_id"] in keep], [t for t in traces if t["game_id"] in keep]
 
     return with_store(db, main)
@@ -96,7 +110,8 @@ def report_from_db(db: str, *, tasks: str | None = None, group_by: str = "person
             price_table = load_prices(prices)
         except PricesError as exc:
             raise ReportError(str(exc)) from None
-    rows, traces = load_games(db, task_ids(tasks), include_unverified)
+    suite = suite_tasks(tasks)
+    rows, traces = load_games(db, None, include_unverified, tasks=suite)
     report = build_report(rows, traces, group_by=group_by, with_leaderboard=leaderboard)
     llm = llm_report(traces, price_table)
     if llm["rows"]:

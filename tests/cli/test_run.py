@@ -557,3 +557,44 @@ def test_zero_temperature_and_llm_retries_reach_the_settings(monkeypatch):
     base, per_seat = run_cmd.build_llm_settings(args, "llm:m")
     assert base.temperature == 0.0 and base.retries == 0 and per_seat is None
     assert args.retries == 5  # the decision retry budget stays apart
+
+
+def test_resume_and_report_never_take_another_suites_games_that_reuse_its_task_ids(tmp_path, capsys):
+    """Two task files that name different scenarios with the same ids (``suite generate``
+    names tasks by their cell, as the authors do): ``--resume`` of the second into the
+    database of the first refuses in one line instead of taking the first suite's games as
+    its own, and ``report --tasks`` counts only the games played on the file's own tasks.
+    The same rows written in another key order are the same suite."""
+    from engine.generate import generate_scenario
+
+    def write(path, seeds, *, sort_keys=False):
+        rows = []
+        for n, seed in enumerate(seeds, 1):
+            row = generate_scenario(seed).to_row()
+            row["task_id"] = f"cell_{n}"
+            rows.append(json.dumps(row, sort_keys=sort_keys))
+        path.write_text("\n".join(rows) + "\n")
+        return str(path)
+
+    a = write(tmp_path / "a.jsonl", [11, 12])
+    b = write(tmp_path / "b.jsonl", [13, 14])
+    a_again = write(tmp_path / "a2.jsonl", [11, 12], sort_keys=True)
+    db = str(tmp_path / "x.db")
+    first = run_json(capsys, "--tasks", a, "--agents", "imap", "--db", db)
+    assert len(first["games"]) == 2
+
+    rc = main(["run", "--tasks", b, "--agents", "imap", "--db", db, "--resume", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and not out
+    assert "2 task(s) of this suite (cell_1, cell_2)" in err and "use another --db" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert len(saved(db)) == 2  # nothing played, nothing taken
+
+    again = run_json(capsys, "--tasks", a_again, "--agents", "imap", "--db", db, "--resume")
+    assert {g["game_id"] for g in again["games"]} == {g["game_id"] for g in first["games"]}
+    assert len(saved(db)) == 2
+
+    assert main(["report", "--db", db, "--tasks", b]) == 0
+    assert "0 games" in capsys.readouterr().out
+    assert main(["report", "--db", db, "--tasks", a, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["games"] == 2
