@@ -56,6 +56,8 @@ def _seat_rows(game_id: str, trace: dict[str, Any], agents_spec: str) -> list[tu
             a = i
         if len(spec) == len(seats) and 0 <= a < len(spec):
             persona = spec[a]
+        elif len(spec) == 1 and spec[0]:  # one entry: every seat's persona (personas.spec.AgentsSpec)
+            persona = spec[0]
         else:
             persona = cfg_agents[a].get("type") if 0 <= a < len(cfg_agents) else None
         model = s.get("model") or (cfg_agents[a].get("model") if 0 <= a < len(cfg_agents) else None)

@@ -44,6 +44,21 @@ def test_report_rows_group_by_llm_setting_with_latency_retries_and_failure_kinds
     assert rc == 0 and "LLM calls by setting" in out and "Failures by kind" in out
 
 
+def test_one_model_for_every_seat_is_its_own_row_in_the_report(cli, threaded_mock, tmp_path):
+    """``--agents llm:X`` (one entry: every seat) files each seat under ``llm:X``, as the
+    list ``llm:X,llm:X,...`` does; two models are two rows, never one ``llm`` row (found by
+    hand: both models' 40 seats in one row named ``llm``)."""
+    url, _server = threaded_mock()
+    db = str(tmp_path / "r.db")
+    for spec in ("llm:tiny", "llm:small", ",".join(["llm:small"] * 5)):
+        rc, _out, err = cli("run", "--tasks", "canonical:0", "--agents", spec, "--base-url", url, "--db", db)
+        assert rc == 0, err
+    rc, out, err = cli("report", "--json", "--db", db)
+    assert rc == 0, err
+    groups = {r["group"]: r["seats"] for r in json.loads(out)["table"]}
+    assert groups == {"llm:tiny": 5, "llm:small": 10}, groups
+
+
 def test_a_rejected_batch_is_reported_by_its_rule(cli, threaded_mock, tmp_path):
     url, server = threaded_mock()
     server.inject("invalid_batch", count=2, phase="DECISION")
