@@ -72,9 +72,20 @@ def print_summary(task) -> None:
     opt = (row.get("optimal") or {}).get("cost")
     con.print(f"[bold]{task.task_id}[/]  seed={task.seed}  agents={task.num_agents}  slots={task.num_slots}  "
               f"meetings={len(task.meetings)}  cost={task.cost_mode} {list(task.cost_values)}")
-    ff = (cb.get("oracle") or {}).get("feasible_fraction", row.get("difficulty_score"))
+    ff = (cb.get("oracle") or {}).get("feasible_fraction")
+    scorer = row.get("difficulty_scorer")
+    score = ""
+    if ff is None and scorer not in (None, "feasible_fraction"):
+        # the row's difficulty_score is another scorer's (the authors': optimal_cost_per_participant_slot)
+        score = f"  difficulty score={row.get('difficulty_score')} ({scorer})"
+    if ff is None and scorer in (None, "feasible_fraction"):
+        ff = row.get("difficulty_score")
+    if ff is None:
+        from engine.oracle import feasible_fraction
+
+        ff = feasible_fraction(task).value  # SPEC §3, on the initial calendars
     ff_text = f"{ff:.4g}" if isinstance(ff, float) else ff  # the --json row keeps every digit
-    con.print(f"difficulty={row.get('difficulty')}  feasible fraction={ff_text}  "
+    con.print(f"difficulty={row.get('difficulty')}{score}  feasible fraction={ff_text}  "
               f"optimal cost={opt}  greedy cost={(row.get('greedy') or {}).get('cost')}  "
               f"witness cost={(row.get('witness_solution') or {}).get('cost')}")
     mt = Table(title="Meetings", show_lines=False)

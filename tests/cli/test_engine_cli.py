@@ -42,6 +42,18 @@ def test_scenario_summary_and_task_reference():
     assert "canonical-007" in out and "Meetings" in out
 
 
+def test_scenario_of_an_authors_row_names_its_difficulty_score_and_gives_the_feasible_fraction(authors_tasks_path):
+    """The authors' rows score difficulty with another scorer (optimal cost per participant
+    slot): that number is shown as theirs, and the feasible fraction is SPEC §3's, the same the
+    oracle command gives (found by hand: "feasible fraction=0.4" for a row whose fraction is 1)."""
+    out = calbench("scenario", "--task", f"{authors_tasks_path}:b108_hard_5a_5p_d1p0_c1_4").stdout
+    text = " ".join(out.split())
+    assert "difficulty score=0.4 (optimal_cost_per_participant_slot)" in text
+    assert "feasible fraction=1 " in text
+    oracle = json.loads(calbench("oracle", f"{authors_tasks_path}:b108_hard_5a_5p_d1p0_c1_4", "--json").stdout)
+    assert oracle["tasks"][0]["feasible_fraction"] == 1.0
+
+
 @pytest.mark.parametrize("args, words", [
     (["scenario", "--density", "1.5"], "density"),
     (["scenario", "--task", "canonical:999"], "canonical"),
