@@ -62,6 +62,8 @@ GENERATOR_VERSION = "generator-1"
 #: Largest agents / slots / meetings a scenario may have (the oracle and the feasible
 #: fraction are benchmarked up to N=50, S=96, M=50; beyond a few hundred nothing is usable).
 MAX_SIZE = 500
+#: the seats of a generated scenario when none are asked for (``calbench-play`` with no task)
+DEFAULT_AGENTS = 5
 #: Shown cost values of a varied scenario (paper §3).
 DEFAULT_VARIED_COSTS: tuple[int, ...] = (1, 10, 100)
 _EPS = 1e-9
@@ -572,7 +574,7 @@ def annotate(task: Task, *, difficulty: str | None = None, fraction: Any = None)
 # ---------------------------------------------------------------------------------
 def generate_scenario(
     seed: int,
-    num_agents: int = 5,
+    num_agents: int = DEFAULT_AGENTS,
     num_slots: int = 16,
     num_meetings: int = 5,
     density: float | Sequence[float] = 0.8,

@@ -26,6 +26,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from engine import protocols
 from engine.channels import CHANNEL_LABEL
+from engine.generate import DEFAULT_AGENTS
 from personas.spec import PASSIVE, SCRIPTED_NAMES, AgentsSpec, PersonaSpecError
 
 from ..widgets.keybar import KeyBar
@@ -227,6 +228,8 @@ class SetupScreen(Screen):
         if task is not None and seed_of_ref(task) is not None:
             seed = seed_of_ref(task)  # seed:N is a generated scenario: the costs chosen here apply
             task = None
+        # the seats of the game to start: the named task's, else a generated scenario's
+        num_agents = DEFAULT_AGENTS
         if task is not None:
             try:
                 from engine.taskref import resolve_tasks
@@ -238,11 +241,14 @@ class SetupScreen(Screen):
             if len(tasks) != 1:
                 err.update(f"[red]{task!r} names {len(tasks)} tasks; pick one (e.g. canonical:7).[/red]")
                 return
-            if tasks[0].num_agents != self.num_agents and not 0 <= seat < tasks[0].num_agents:
-                err.update(f"[red]That task has {tasks[0].num_agents} seats; pick a seat below it.[/red]")
-                return
+            num_agents = tasks[0].num_agents
+        if not 0 <= seat < num_agents:
+            err.update(f"[red]That task has {num_agents} seats; pick a seat below it.[/red]")
+            return
+        # a seat this screen has no row for (the task has more seats) gets the default partner
         spec = ",".join("human" if i == seat else personas.get(i, protocols.default_seat())
-                        for i in range(self.num_agents))
+                        for i in range(num_agents))
+        personas = {i: p for i, p in personas.items() if i < num_agents}
         self.dismiss(self.settings.with_(task=task, seed=seed, cost=str(self.query_one("#cost", Select).value),
                                          seat=seat, channels=channels, seat_personas=personas, agents=spec,
                                          setup=False))

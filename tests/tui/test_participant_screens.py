@@ -3,6 +3,8 @@ app by keys, at 160×50 or 80×24, and reads the screen as text."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from calbench_tui.app import make_app, screen_text
@@ -142,6 +144,39 @@ async def test_setup_focus_starts_on_the_first_field_and_tab_walks_the_fields():
         # every protocol at the table is described in words, and the LLM seats' absence is explained
         await wait_painted(pilot, "imap: asks everyone's cost per slot",
                            "LLM seats appear here when an endpoint is configured")
+
+
+async def test_setup_starts_a_task_with_more_seats_than_its_rows_and_then_a_new_scenario(tmp_path):
+    """A task typed into setup with another number of seats starts (seats the screen had no
+    row for get the default partner); it used to close the app with "--agents names 5 seats
+    but the task has 7", and back from a 7-seat game a new scenario (5 seats) did the same."""
+    from textual.widgets import Input
+
+    from calbench_tui.screens.setup import SetupScreen
+    from engine.generate import generate_scenario
+
+    row = generate_scenario(3, num_agents=7, num_slots=10, num_meetings=4).to_row()
+    (tmp_path / "t7.jsonl").write_text(json.dumps(row) + "\n")
+    app = make_app(settings=_settings(setup=True))
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SetupScreen), what="the setup screen")
+        app.screen.query_one("#task", Input).value = str(tmp_path / "t7.jsonl")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.game_task is not None and app.game_task.num_agents == 7,
+                       what="the 7-seat game to start")
+        assert app.is_running and app.settings.agents.split(",")[2] == "human"
+        assert len(app.settings.agents.split(",")) == 7
+        await wait_painted(pilot, "6:imap")  # the seat the setup screen had no row for, seated
+
+    app = make_app(settings=_settings(setup=True))
+    async with app.run_test(size=WIDE) as pilot:  # a setup of three rows (after a 3-seat game); no task: 5 seats
+        await wait_for(pilot, lambda: isinstance(app.screen, SetupScreen), what="the setup screen")
+        app.push_screen(SetupScreen(app.settings, num_agents=3, again=True), callback=app._setup_done)
+        await wait_for(pilot, lambda: isinstance(app.screen, SetupScreen) and app.screen.num_agents == 3,
+                       what="the 3-row setup")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.game_task is not None, what="the new scenario to start")
+        assert app.is_running and app.game_task.num_agents == 5 and len(app.settings.agents.split(",")) == 5
 
 
 async def test_setup_varied_costs_apply_to_seed_refs_and_are_flagged_for_fixed_tasks():
