@@ -251,11 +251,11 @@ class DecisionScreen(Screen):
 
     def _words(self, message: str) -> str:
         """The engine's message, or in a study the participant's words for it (calbench_tui/wording.py)."""
-        if getattr(self.app, "participant_words", False):
-            from ..wording import participant_words
+        from ..wording import participant_words, play_words
 
+        if getattr(self.app, "participant_words", False):
             return participant_words(str(message))
-        return str(message)
+        return play_words(str(message))
 
     def action_submit(self) -> None:
         out = self.plan.check()

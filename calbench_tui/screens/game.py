@@ -350,12 +350,14 @@ class GameScreen(Screen):
             return
         if t == "batch_rejected" and agent == self.seat:
             why = ev.get("conflict_description")
+            from ..wording import participant_words, play_words
+
             if self.participant_words:
                 if self.model.timed_out_round == self.model.round:
                     return  # the timeout's own note said what happened (no move); no engine words
-                from ..wording import participant_words
-
                 why = participant_words(str(why))
+            else:
+                why = play_words(str(why))
             self.chat.note(Text(f"Your batch was rejected: {why}", style="red"))
             return
         if t == "batch_rolled_back" and agent == self.seat:

@@ -296,3 +296,16 @@ async def test_resume_refuses_a_tampered_prefix():
     with pytest.raises(ValueError, match="does not fold"):
         await run_game(task, make_personas("imap", 5), GameConfig(deterministic=True),
                        resume_events=[e for e in events if e["seq"] <= last])
+
+
+def test_play_words_keep_the_engines_words_and_add_the_key_where_they_name_none():
+    """calbench-play shows the engine's rejection (a researcher reads the same in the trace);
+    the two count rules, whose words name no key, get what to press (found by hand: "✗
+    Expected exactly 1 schedule action, got 0" beside rule messages that say what broke)."""
+    from calbench_tui.wording import play_words
+
+    assert play_words("Expected exactly 1 schedule action, got 0") == (
+        "Expected exactly 1 schedule action, got 0 — pick a slot for the meeting first: enter on a slot")
+    assert play_words("Expected exactly 1 schedule action, got 2").endswith("enter on the slot you want")
+    rule7 = "Rule 7 (schedule slot not free): slot 3 holds Errand #4"
+    assert play_words(rule7) == rule7
