@@ -96,7 +96,7 @@ def share_costs(seat: int, meeting_id: int, costs: dict[int, int | None], *, cha
     items = sorted(costs.items())
     free = [s for s, c in items if c == 0]
     parts = [f"My costs for meeting M{meeting_id}: free at {slots_phrase(free)}" if free
-             else f"My costs for meeting M{meeting_id}: no free slot"]
+             else f"My costs for meeting M{meeting_id}: none of these slots is free"]
     for value in sorted({c for _, c in items if c}):
         parts.append(f"{slots_phrase([s for s, c in items if c == value])} cost {value}")
     bad = [s for s, c in items if c is None]
@@ -107,7 +107,8 @@ def share_costs(seat: int, meeting_id: int, costs: dict[int, int | None], *, cha
     return _send(channel, to, content, payload)
 
 
-_SHARED_COSTS = re.compile(r"^My costs for meeting M-?\d+: (?:free at (?P<free>[^;]+)|no free slot)"
+_SHARED_COSTS = re.compile(r"^My costs for meeting M-?\d+: (?:free at (?P<free>[^;]+)|none of these slots is free"
+                           r"|no free slot)"  # (the words before 0.3: they read as the whole calendar)
                            r"(?P<rest>(?:; [^;]+)*)\.$")
 _COST_PART = re.compile(r"^(?P<slots>slots? [^;]+) cost (?P<cost>\d+)$")
 

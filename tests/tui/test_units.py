@@ -309,3 +309,16 @@ def test_play_words_keep_the_engines_words_and_add_the_key_where_they_name_none(
     assert play_words("Expected exactly 1 schedule action, got 2").endswith("enter on the slot you want")
     rule7 = "Rule 7 (schedule slot not free): slot 3 holds Errand #4"
     assert play_words(rule7) == rule7
+
+
+def test_costs_shared_for_slots_none_of_which_is_free_do_not_say_the_calendar_has_no_free_slot():
+    """Sharing costs for marked slots (or the slots asked about) speaks of those slots only:
+    "no free slot" read as the whole calendar (found by hand with four free slots elsewhere).
+    The sentence still reads back as the costs it states, and so does the older wording."""
+    from personas import quick
+
+    (msg,) = quick.share_costs(2, 1, {1: None, 3: 1}, channel="dm", to=[0], protocol=None)
+    assert msg.content == "My costs for meeting M1: none of these slots is free; slot 3 cost 1; I can't do slot 1."
+    assert quick.read_shared_costs(msg.content, 16) == {3: 1, 1: None}
+    old = "My costs for meeting M1: no free slot; slot 3 cost 1; I can't do slot 1."
+    assert quick.read_shared_costs(old, 16) == {3: 1, 1: None}
