@@ -479,9 +479,9 @@ def beliefs_renderable(model: ReplayModel, i: int) -> Text:
     else:
         out.append("This event moves no belief.\n", style="dim")
     pair, per_target = model.vps_so_far(i)
-    r = model.round_of[i]
+    r = _played_round(model, i)
     n = model.num_agents
-    if isinstance(r, int) and 0 <= r:
+    if r is not None:
         out.append(f"\nRound {_rn(r)} so far: VPS of each observer (row) about each target (column)\n", style="bold")
         out.append(f"{'observer':>8}" + "".join(f"{'A' + str(t):>8}" for t in range(n)) + "\n", style="bold")
         for o in range(n):
@@ -742,9 +742,9 @@ class ReplayScreen(Screen):
         t = Text()
         t.append_text(m.badge())
         t.append("\n")
-        r = m.round_of[i]
+        r = _played_round(m, i)
         t.append(f"event {i + 1}/{len(m)} (seq {m.seqs[i]})", style="bold")
-        if isinstance(r, int) and r >= 0:
+        if r is not None:
             t.append(f" · round {_rn(r)}/{len(m.round_starts) or '?'}")
         if d.get("phase"):
             t.append(f" · {d.get('phase')}")
@@ -864,6 +864,15 @@ class ReplayScreen(Screen):
         if i is not None and i != self.pos:
             self.pos = i
             self.show()
+
+
+def _played_round(model: Any, i: int) -> int | None:
+    """The round event ``i`` belongs to, or None before the first and after the last one
+    (``game_end`` carries the number of rounds as its round: "round 6/5" on a 5-round game)."""
+    r = model.round_of[i]
+    if not isinstance(r, int) or r < 0 or (model.round_starts and r >= len(model.round_starts)):
+        return None
+    return r
 
 
 def _rn(r: Any) -> Any:

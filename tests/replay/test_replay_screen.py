@@ -123,6 +123,12 @@ async def test_steps_round_jumps_and_ends(ours):
         assert s.pos == starts[1]
         await pilot.press("end")
         assert s.pos == n - 1 and ours["events"][s.pos]["type"] == "game_end"
+        # game_end carries the number of rounds as its round: no "round 6/5" (found by hand)
+        status = str(s.status_text())
+        assert f"event {n}/{n}" in status and "round" not in status.split("\n")[-1], status
+        await pilot.press("left")  # the last round's last event
+        assert " · round 5/5 · " in str(s.status_text())
+        await pilot.press("end")
         await pilot.press("right", "right_square_bracket")
         assert s.pos == n - 1  # nothing after the end
         await pilot.press("home")
