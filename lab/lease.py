@@ -138,6 +138,7 @@ class ResumeReport:
     total: int = 0
     completed: int = 0
     marked_stopped: int = 0
+    set_aside: int = 0  # completed games with infrastructure failures, marked stopped to be played again
     stale_claims: int = 0
     held_by_others: int = 0
     other_pids: list[int] = field(default_factory=list)
@@ -147,6 +148,9 @@ class ResumeReport:
         parts = [f"{self.completed} of {self.total} tasks completed already"]
         if self.marked_stopped:
             parts.append(f"{self.marked_stopped} game(s) a crash left running marked stopped")
+        if self.set_aside:
+            parts.append(f"{self.set_aside} game(s) whose endpoint failed set aside (marked stopped) "
+                         "to be played again")
         if self.stale_claims:
             parts.append(f"{self.stale_claims} task(s) claimed by a run that is gone, taken over")
         if self.held_by_others:
@@ -221,6 +225,11 @@ async def prepare_resume_claims(store, key: str, tasks: Sequence[Any], ids: Sequ
             continue
         await store.mark_status(gid, "stopped")
         report.marked_stopped += 1
+    for gid in await store.infra_failed_game_ids(key):
+        # the endpoint failed in it (down, timing out): its scores do not measure the agents;
+        # kept (stopped, out of every report) and its task played again
+        await store.mark_status(gid, "stopped")
+        report.set_aside += 1
     done = set(await store.completed_task_ids(key))
     other = await other_content(store, key, [t for t in tasks if t.task_id in done])
     if other:

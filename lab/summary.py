@@ -145,6 +145,7 @@ class GameSummary:
         fairness = sum(s.get("fairness") or 0 for s in seats)
         total = len(task.meetings)
         coord = g.get("coordination")
+        fails = g.get("failures") if isinstance(g.get("failures"), dict) else {}
         return cls(
             game_id=g["game_id"], task_id=str(g["task_id"]), cost_mode=g.get("cost_mode") or task.cost_mode,
             agents=g.get("agents") or "", status=g.get("status") or "completed", coordination=coord,
@@ -152,7 +153,9 @@ class GameSummary:
             excess_cost=excess / n if n else None, messages_per_meeting=sent / spm if spm else float(sent),
             fairness=fairness / n if n else None, vps=sum(s.get("vps") or 0 for s in seats),
             seats=n, excess_sum=excess, fairness_sum=fairness, messages=sent, scheduled_participant_meetings=spm,
-            infra_failures=None, agent_failures=None, config_failures=None,  # the per-seat results keep no events
+            # games.failures (migration 10); None for a game saved before it (no events are read here)
+            infra_failures=fails.get("infra"), agent_failures=fails.get("agent"),
+            config_failures=fails.get("configuration"),
         )
 
 
@@ -183,8 +186,9 @@ def summarise(games: Iterable[GameSummary]) -> list[dict[str, Any]]:
     ``excess`` and ``fairness`` are means over seats (levels), ``messages_per_meeting``
     is pooled (Σ messages / Σ scheduled participant-meetings) and ``vps`` is the mean
     game VPS.  ``failed`` counts games that could not be played.  ``infra_failures``,
-    ``config_failures`` (context overflows) and ``agent_failures`` sum the games' counts (played and failed games;
-    games read back for ``--resume`` add nothing), and ``games_with_infra_failures``
+    ``config_failures`` (context overflows) and ``agent_failures`` sum the games' counts (played and failed games,
+    and those read back for ``--resume``: ``games.failures``; one saved before migration 10 adds nothing), and
+    ``games_with_infra_failures``
     counts the games with at least one infrastructure failure.
     """
     groups: dict[tuple[str, str], list[GameSummary]] = {}

@@ -143,6 +143,15 @@ class Queries:
                                     "status = 'completed' AND task_id IS NOT NULL", (settings_key,)) as cur:
             return {r[0] for r in await cur.fetchall()}
 
+    async def infra_failed_game_ids(self, settings_key: str) -> list[str]:
+        """Completed games under ``settings_key`` with a seat call the infrastructure failed
+        (``games.failures``, migration 10: an endpoint down, a timeout) — their scores do not
+        measure the agents; ``--resume`` sets them aside and plays their tasks again."""
+        async with self._db.execute("SELECT game_id FROM games WHERE settings_key = ? AND status = 'completed' "
+                                    "AND json_extract(failures, '$.infra') > 0 ORDER BY started_at, game_id",
+                                    (settings_key,)) as cur:
+            return [r[0] for r in await cur.fetchall()]
+
     async def completed_task_rows(self, settings_key: str) -> dict[str, set[str]]:
         """Task id -> the distinct task rows (JSON text) its completed games under
         ``settings_key`` were played on (a game saved without its row adds nothing)."""
@@ -181,7 +190,7 @@ class Queries:
         if not include_unverified:
             where = (where + " AND " if where else "WHERE ") + "g.verification IS NOT 'unverified'"
         gcols = ("game_id", "task_id", "agents", "settings_key", "status", "source", "cost_mode", "coordination",
-                 "excess_cost", "started_at")
+                 "excess_cost", "started_at", "failures")
         scols = ("agent_id", "persona", "model", *_SEAT_COLUMNS)
         sql = (f"SELECT {', '.join('g.' + c for c in gcols)}, {', '.join('s.' + c for c in scols)}, s.data "
                f"FROM games g JOIN seat_results s ON s.game_id = g.game_id {where} "
@@ -191,6 +200,7 @@ class Queries:
             for r in await cur.fetchall():
                 d = dict(zip(gcols + scols, r[:-1]))
                 d["seat"] = _loads(r[-1], d["game_id"], f"seat {d['agent_id']} record", dict)
+                d["failures"] = _loads(d["failures"], d["game_id"], "failures", dict) if d["failures"] else None
                 for k in ("agents", "task_id", "persona", "model"):
                     if d[k] is not None and not isinstance(d[k], str):
                         raise _damaged(d["game_id"], k, f"is a {type(d[k]).__name__}, not text")

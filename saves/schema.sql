@@ -249,3 +249,9 @@ CREATE TABLE study_answer_drafts (
     PRIMARY KEY (study_id, participant, step, questionnaire, item),
     FOREIGN KEY (study_id, participant) REFERENCES study_participants (study_id, participant) ON DELETE CASCADE
 );
+
+-- migration 10: a finished game's failed seat calls by class, {"infra", "configuration", "agent"}
+-- (engine.usage.failure_counts), so that --resume reads them without the events: a game whose
+-- endpoint failed (infra > 0) is set aside and played again, and a resumed suite's failure
+-- counts cover the games it did not play again.  NULL for games saved before, and imports.
+ALTER TABLE games ADD COLUMN failures TEXT;

@@ -33,8 +33,19 @@ _SEAT_COLUMNS = ("meetings_assigned", "meetings_scheduled", "success", "cost", "
 
 _INSERT_GAME = ("INSERT INTO games (game_id, task_id, task_row, config, agents, settings_key, status, started_at, "
                 "ended_at, final_state, metrics, cost_mode, source, calbench_version, coordination, excess_cost, "
-                "extra, verification, verification_problems) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?, ?)")
+                "extra, verification, verification_problems, failures) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def failures_json(trace: dict[str, Any], status: str) -> str | None:
+    """``games.failures`` of a finished game of ours: its failed seat calls by class (migration
+    10); None for another status or another program's trace (their events are not ours to class)."""
+    if status != "completed" or "metrics" not in trace:
+        return None
+    from engine.usage import failure_counts
+
+    f = failure_counts(trace.get("events") or [])
+    return _dumps({"infra": f["infra"], "configuration": f["configuration"], "agent": f["agent"]})
 
 
 def agents_of(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -146,7 +157,7 @@ def _game_rows(trace: dict[str, Any], status: str, verification: str | None, pro
             _dumps(trace["final_state"]) if "final_state" in trace else None,
             _dumps(trace["metrics"]) if "metrics" in trace else None,
             cost_mode, source, trace.get("calbench_version"), coord, excess, _dumps(extra) if extra else None,
-            verification, _dumps(problems) if problems else None)
+            verification, _dumps(problems) if problems else None, failures_json(trace, status))
     events = trace.get("events") or []
     blob, rows = None, []
     if encoded is not None:

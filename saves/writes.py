@@ -18,7 +18,7 @@ from engine.trace import cost_mode_of_row, headline
 from .codec import (_INSERT_BLOB, _INSERT_EVENT, _ROWS_PER_STATEMENT, BLOB_STATUSES, _dumps, _event_row,
                     _insert_events_sql, _loads, _now, _seq_key, _text, decode_events, encode_events)
 from .errors import GameNotFound, StoreError
-from .traces import (_INSERT_GAME, _INSERT_SEAT, _KNOWN_KEYS, STATUSES, PreparedGame, _game_rows,
+from .traces import (_INSERT_GAME, _INSERT_SEAT, _KNOWN_KEYS, STATUSES, PreparedGame, _game_rows, failures_json,
                      _insert_seats_sql, _seat_rows, prepare_game)
 
 
@@ -178,11 +178,11 @@ class GameWrites:
             await db.execute(
                 "UPDATE games SET status = ?, started_at = COALESCE(?, started_at), ended_at = ?, "
                 "final_state = ?, metrics = ?, config = ?, coordination = ?, excess_cost = ?, extra = ?, "
-                "calbench_version = COALESCE(?, calbench_version), cost_mode = ? WHERE game_id = ?",
+                "calbench_version = COALESCE(?, calbench_version), cost_mode = ?, failures = ? WHERE game_id = ?",
                 (status, trace.get("started_at"), trace.get("ended_at") or _now(), _dumps(trace.get("final_state")),
                  _dumps(trace.get("metrics")), _dumps(trace.get("config") or {}), coord, excess,
                  _dumps(extra) if extra else None, trace.get("calbench_version"),
-                 cost_mode or cost_mode_of_row(task), game_id))
+                 cost_mode or cost_mode_of_row(task), failures_json(trace, status), game_id))
             if status in BLOB_STATUSES:
                 row = await db.execute_fetchall("SELECT task_row FROM games WHERE game_id = ?", (game_id,))
                 await self._pack_events(db, game_id, _loads(row[0][0]) if row else None)

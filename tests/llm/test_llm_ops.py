@@ -198,3 +198,37 @@ def test_transport_settings_do_not_change_a_runs_key_but_sampling_does():
 
     assert key() == key(stream=False, request_deadline=5, timeout=3)
     assert key() != key(top_p=0.5) and key() != key(seed=3) and key() != key(stop=["END"])
+
+
+def test_resume_plays_again_a_game_whose_endpoint_failed_and_counts_the_games_it_kept(cli, threaded_mock, tmp_path):
+    """A game whose endpoint failed past its retries is completed with infrastructure
+    failures: its scores do not measure the agent.  ``--resume`` once the endpoint is back
+    sets it aside (kept, marked stopped, out of every report) and plays its task again, and
+    the resumed suite's failure counts include the games it did not play again (found by
+    hand: "2 of 2 tasks completed already; playing 0", exit 0, the failures gone)."""
+    url, server = threaded_mock()
+    db = str(tmp_path / "r.db")
+    args = ("run", "--tasks", "canonical:0-1", "--agents", AGENTS, "--base-url", url, "--db", db,
+            "--llm-retries", "0", "--json")
+    server.inject("500", count=1, phase="CHEAP_TALK")  # the first game's first call: an endpoint failure
+    rc, out, err = cli(*args)
+    first = {g["task_id"]: g for g in json.loads(out)["games"]}
+    assert rc == 1 and "infrastructure failures" in err
+    assert sorted(g["infra_failures"] for g in first.values()) == [0, 1]
+    bad, good = sorted(first, key=lambda t: -first[t]["infra_failures"])
+
+    rc, out, err = cli(*args, "--resume")
+    assert rc == 0, err
+    assert "1 of 2 tasks completed already" in err and "1 game(s) whose endpoint failed set aside" in err
+    doc = json.loads(out)
+    again = {g["task_id"]: g for g in doc["games"]}
+    assert again[bad]["game_id"] != first[bad]["game_id"] and again[bad]["infra_failures"] == 0  # played again
+    assert again[good]["game_id"] == first[good]["game_id"]  # kept, read back...
+    assert again[good]["agent_failures"] == first[good]["agent_failures"] is not None  # ...with its counts
+    assert doc["summary"][0]["infra_failures"] == 0
+
+    rc, out, _ = cli("games", "--db", db, "--json")
+    status = {g["game_id"]: g["status"] for g in json.loads(out)["games"]}
+    assert status[first[bad]["game_id"]] == "stopped"  # kept, out of the reports
+    rc, out, _ = cli("report", "--db", db, "--json")
+    assert json.loads(out)["games"] == 2
