@@ -159,11 +159,15 @@ class ResumeReport:
         return "resume: " + "; ".join(parts) + f"; playing {self.to_play}"
 
 
-async def check_other_runs(store, key: str, *, resume: bool, db: str) -> list[dict[str, Any]]:
-    """Live claims of other runs under ``key``; without ``resume`` any is :class:`OtherRunActive`
-    (the caller shows it as one line)."""
+async def check_other_runs(store, key: str, *, resume: bool, db: str,
+                           units: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Live claims of other runs under ``key`` (on ``units``, this run's tasks, when given: the
+    other shard of a suite, ``--shard 2/2`` beside ``1/2``, plays other tasks and is no
+    conflict); without ``resume`` any is :class:`OtherRunActive` (the caller shows it as one line)."""
     me = os.getpid()
-    live = [c for c in await store.claims(key) if c["alive"] and c["run_pid"] != me and c["pid"] != me]
+    mine = None if units is None else set(units)
+    live = [c for c in await store.claims(key) if c["alive"] and c["run_pid"] != me and c["pid"] != me
+            and (mine is None or c["unit"] in mine)]
     if live and not resume:
         pids = sorted({c["run_pid"] or c["pid"] for c in live})
         raise OtherRunActive(

@@ -290,7 +290,7 @@ async def run_suite(
     tasks = list(tasks)
     ids = _game_ids(key, tasks, settings.deterministic)
     units = _units(tasks)
-    await _check_other_runs(store, key, resume)
+    await _check_other_runs(store, key, resume, units)
     if resume:
         keep, _ = await _resume_claims(store, key, tasks, ids)
         tasks, ids, units = [tasks[i] for i in keep], [ids[i] for i in keep], [units[i] for i in keep]
@@ -402,11 +402,11 @@ def _units(tasks):
     return units_of(tasks)
 
 
-async def _check_other_runs(store, key: str, resume: bool) -> None:
+async def _check_other_runs(store, key: str, resume: bool, units: list[str] | None = None) -> None:
     from lab.lease import OtherRunActive, check_other_runs
 
     try:
-        await check_other_runs(store, key, resume=resume, db=store.path)
+        await check_other_runs(store, key, resume=resume, db=store.path, units=units)
     except OtherRunActive as exc:
         raise RunError(str(exc)) from None
 
@@ -577,7 +577,7 @@ async def _prepare(tasks: list[Task], agents_spec: str | AgentsSpec, *, db: str,
     units = _units(tasks)
     store = await _open_store(db)
     try:
-        await _check_other_runs(store, key, resume)
+        await _check_other_runs(store, key, resume, units)
         if resume:
             keep, report = await _resume_claims(store, key, tasks, ids)
             todo = [tasks[i] for i in keep]

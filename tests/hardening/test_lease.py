@@ -215,3 +215,27 @@ async def test_resume_leaves_a_live_runs_game_running_and_stops_a_dead_ones(tmp_
         if other.poll() is None:
             other.kill()
             other.wait()
+
+
+async def test_the_other_shard_of_a_suite_played_at_once_is_no_conflict(tmp_path):
+    """Two shards of one suite into one database at the same time (``--shard 1/2`` and
+    ``2/2``): the live claims of the other shard are on other tasks, so no ``--resume`` is
+    needed; a live claim on one of this run's own tasks still refuses it in one line (found
+    by hand: the second shard was refused as "another calbench run ... is playing this suite")."""
+    from saves.lease import Owner, process_start
+    from lab.lease import OtherRunActive, check_other_runs
+
+    db = str(tmp_path / "r.db")
+    other = subprocess.Popen([sys.executable, "-c", SLEEPER])
+    try:
+        owner = Owner(current_owner().host, other.pid, process_start(other.pid), other.pid)
+        async with await Store.open(db) as store:
+            await store.claim_units("k", [("t1#0", "t1", "g1")], owner)  # shard 1/2 plays t1
+            assert await check_other_runs(store, "k", resume=False, db=db, units=["t2#0"]) == []
+            with pytest.raises(OtherRunActive, match=f"pid {other.pid}"):
+                await check_other_runs(store, "k", resume=False, db=db, units=["t1#0", "t2#0"])
+            with pytest.raises(OtherRunActive):  # no units given: any live claim under the key
+                await check_other_runs(store, "k", resume=False, db=db)
+    finally:
+        other.kill()
+        other.wait()
