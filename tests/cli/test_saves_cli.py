@@ -149,6 +149,11 @@ def test_games_json_shape(tmp_path, cli):
     assert g["excess_cost"] == trace["metrics"]["excess"] and g["task_id"] == trace["task"]["task_id"]
     rc, table, _ = cli("games", "--db", db)
     assert rc == 0 and trace["game_id"][:8] in table and "completed" in table
+    # a filter that matches none of the saved games says so, not "No saved games" (found by hand)
+    rc, out, _ = cli("games", "--db", db, "--status", "failed")
+    assert rc == 0 and "No saved game with status failed" in out and "it holds others" in out
+    rc, out, _ = cli("games", "--db", db, "--task", "nope")
+    assert rc == 0 and "No saved game with task 'nope'" in out
 
 
 def test_trace_json_shape_and_tampering(tmp_path, cli):
