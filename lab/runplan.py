@@ -169,6 +169,32 @@ def check_spec(spec: AgentsSpec, tasks: Sequence[Task], settings: runner.RunSett
             raise SetupError(f"--agents {spec}: {exc}") from None
 
 
+def check_llm_endpoints(spec: AgentsSpec, tasks: Sequence[Task], settings: runner.RunSettings) -> None:
+    """Before any game: every endpoint an LLM seat (or the judge) will call answers — one line
+    naming it otherwise, instead of a suite of games whose every call fails after its retries
+    (found by hand: 4 min 27 s for two games against a closed port).  An endpoint that fails
+    later, mid-suite, is recorded as infrastructure failures and ``--resume`` plays those games
+    again."""
+    if not spec.uses_llm and settings.judge is None:
+        return
+    import asyncio
+
+    from personas.llm.restore import check_endpoints
+    from personas.llm.settings import LLMConfigError
+
+    seats = max((t.num_agents for t in tasks), default=0)
+    kinds = [spec.seats[0].kind] * seats if len(spec.seats) == 1 else [s.kind for s in spec.seats]
+    used = [(settings.personas or {}).get(i) or settings.llm for i, kind in enumerate(kinds) if kind == "llm"]
+    used += [settings.judge] if settings.judge is not None else []
+    used = [u for u in used if u is not None]
+    if not used:
+        return
+    try:
+        asyncio.run(check_endpoints(used))
+    except LLMConfigError as exc:
+        raise SetupError(str(exc)) from None
+
+
 def game_slots(concurrency: int | None, scripted: bool, tasks: int, cpus: int) -> tuple[int, int]:
     """``(games in flight in this process, worker processes)``.
 
@@ -200,6 +226,7 @@ def play_run(plan: RunPlan, *, db: str, llm: Any = None, personas: dict[int, Any
                                   deterministic=plan.deterministic, llm=llm, personas=personas, judge=judge,
                                   fidelity=fid)
     check_spec(plan.spec, plan.tasks, settings)
+    check_llm_endpoints(plan.spec, plan.tasks, settings)
     tasks = runner.shard(plan.tasks, *plan.shard) if plan.shard else plan.tasks
     in_flight, processes = game_slots(plan.concurrency, not plan.spec.uses_llm, len(tasks), os.cpu_count() or 1)
     executor = plan.executor

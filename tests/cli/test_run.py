@@ -479,11 +479,28 @@ def test_llm_settings_are_recorded_and_the_key_is_nowhere(tmp_path, capsys, monk
     assert "pw@" not in out.read_text()
 
 
-def test_dead_endpoint_counts_infra_failures_and_exits_1(tmp_path, capsys, monkeypatch):
+def test_a_dead_endpoint_is_refused_before_any_game(tmp_path, capsys, monkeypatch):
+    """An endpoint that does not answer at the start is one line before any game is played
+    (it used to play the suite, every call failing after its retries: 4 min 27 s for two games
+    against a closed port, found by hand)."""
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     db = str(tmp_path / "r.db")
+    rc = main(["run", "--tasks", "canonical:0-1", "--agents", "llm:m,imap,imap,imap,imap", "--db", db,
+               "--base-url", "http://127.0.0.1:1/v1"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "the LLM endpoint http://127.0.0.1:1/v1 does not answer" in err and "--base-url" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "r.db").exists() or not saved(db)
+
+
+def test_an_endpoint_failing_mid_suite_counts_infra_failures_and_exits_1(tmp_path, capsys, monkeypatch,
+                                                                       threaded_mock):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    url, server = threaded_mock()
+    server.inject("500", count=10_000)  # it answers the check, then fails every call
+    db = str(tmp_path / "r.db")
     rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m,imap,imap,imap,imap", "--db", db,
-               "--base-url", "http://127.0.0.1:1/v1", "--llm-retries", "0", "--max-turns", "2", "--json"])
+               "--base-url", url, "--llm-retries", "0", "--max-turns", "2", "--json"])
     out, err = capsys.readouterr()
     assert rc == 1, err
     assert "1 game(s) had infrastructure failures" in err and "Traceback" not in err
@@ -500,7 +517,7 @@ def test_dead_endpoint_counts_infra_failures_and_exits_1(tmp_path, capsys, monke
     assert row["infra_failures"] == len(timeouts) and row["games_with_infra_failures"] == 1
     # The table shows the column.
     rc = main(["run", "--tasks", "canonical:0", "--agents", "llm:m,imap,imap,imap,imap", "--db", db,
-               "--base-url", "http://127.0.0.1:1/v1", "--llm-retries", "0", "--max-turns", "2"])
+               "--base-url", url, "--llm-retries", "0", "--max-turns", "2"])
     out, _ = capsys.readouterr()
     assert rc == 1 and "Infra fail." in out
 
