@@ -600,7 +600,7 @@ class CalBenchApp(ReadableKeys, App):
         self._close_batch_builder()
         m = self.seat_model
         self.decision_screen = DecisionScreen(request, suggested=m.agreed_slot() if m else None,
-                                              talk=m.talked_slots() if m else [])
+                                              talk=m.talked_slots() if m else [], apart=m.apart if m else ())
         self.push_screen(self.decision_screen)
 
     def on_game_screen_open_batch(self, message: GameScreen.OpenBatch) -> None:

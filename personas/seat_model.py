@@ -211,6 +211,7 @@ class SeatModel:
         self.calendar: list[Any] = []
         self.penalty = 0
         self.round_cost = 0  # what my own batches cost this round
+        self.apart: set[int] = set()  # my meetings that ended apart (not coordinated): nothing to break
         self._changed: set[int] = set()  # slots where an item of my calendar landed this round
         self.pending = None  # HumanRequest (speak) waiting for "end turn"
         self.batch_request = None  # HumanRequest (decide / volunteer) waiting for the batch builder
@@ -284,6 +285,8 @@ class SeatModel:
             self.penalty += ev.get("cost") or 0
             self.round_cost += ev.get("cost") or 0
         elif t == "resolution":
+            if ev.get("participant") and isinstance(ev.get("meeting_id"), int):
+                (self.apart.discard if ev.get("coordinated") else self.apart.add)(ev["meeting_id"])
             cal = ev.get("my_calendar")
             if isinstance(cal, list):
                 self._changed |= self._differs(cal)

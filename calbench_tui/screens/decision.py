@@ -19,7 +19,7 @@ an already scheduled meeting out of its slot — which breaks it for its other p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -46,8 +46,12 @@ def agents_words(seats: list[int]) -> str:
 
 
 def batch_warnings(plan: BatchPlan, *, talk: list[int], seat: int,
-                   participants: dict[int, tuple[int, ...]], decision: bool) -> list[str]:
-    """What a valid batch may still get wrong for the table, in plain words."""
+                   participants: dict[int, tuple[int, ...]], decision: bool,
+                   apart: Iterable[int] = ()) -> list[str]:
+    """What a valid batch may still get wrong for the table, in plain words.  ``apart``: my
+    meetings that ended apart (not coordinated) — moving my copy of one breaks nothing, and
+    where the others' copies are is not mine to know (SPEC §5)."""
+    apart = set(apart)
     out: list[str] = []
     if decision and plan.target is not None and talk and plan.target not in talk:
         said = ", ".join(map(str, talk))
@@ -56,7 +60,11 @@ def batch_warnings(plan: BatchPlan, *, talk: list[int], seat: int,
                    "slot.")
     for f, t in plan.moves.items():
         item = plan.calendar[f]
-        if isinstance(item, MeetingCopy):
+        if isinstance(item, MeetingCopy) and item.meeting_id in apart:
+            out.append(f"M{item.meeting_id} was not coordinated: moving your copy from slot {f} to slot {t} "
+                       f"costs {item.cost} and does not make it count unless every participant's copy ends in "
+                       "one slot.")
+        elif isinstance(item, MeetingCopy):
             others = [p for p in participants.get(item.meeting_id, ()) if p != seat]
             who = agents_words(others) if others else "its other participants"
             out.append(f"Moving M{item.meeting_id} from slot {f} to slot {t} breaks it: {who} keep "
@@ -91,9 +99,11 @@ class DecisionScreen(Screen):
         Binding("t", "back_to_talk", "Talk", id="back_to_talk", tooltip="look at the conversation (b comes back)"),
     ]
 
-    def __init__(self, request, *, suggested: int | None = None, talk: list[int] | None = None) -> None:
+    def __init__(self, request, *, suggested: int | None = None, talk: list[int] | None = None,
+                 apart: Iterable[int] = ()) -> None:
         super().__init__()
         self.request = request
+        self.apart = set(apart)  # my meetings that ended apart (personas.seat_model.SeatModel.apart)
         obs = request.obs
         self.obs = obs
         self.decision = request.kind == "decide"
@@ -162,7 +172,8 @@ class DecisionScreen(Screen):
         self.query_one("#plan", Static).update(lines)
         out = plan.check()
         self.warnings = batch_warnings(plan, talk=self.talk, seat=self.obs.view.seat,
-                                       participants=dict(self.obs.view.prior_meetings), decision=self.decision)
+                                       participants=dict(self.obs.view.prior_meetings), decision=self.decision,
+                                       apart=self.apart)
         if isinstance(out, BatchOutcome) and not self.warnings:
             ok = Text("✓ valid: the engine would accept this batch", style="bold green")
         elif isinstance(out, BatchOutcome):

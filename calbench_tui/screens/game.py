@@ -429,6 +429,7 @@ class GameScreen(Screen):
                                also_active=True)
 
     def _resolution(self, ev: dict[str, Any], hints: list[Hint] = ()) -> None:
+        self.calendar.apart = set(self.model.apart)
         self.calendar.set_calendar(self.model.calendar)
         if ev.get("participant"):
             mid = ev.get("meeting_id")

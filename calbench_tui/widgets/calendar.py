@@ -69,6 +69,7 @@ class CalendarView(Widget, can_focus=True):
         self.calendar: tuple = ()
         self.labels = None
         self.participants: dict[int, tuple[int, ...]] = {}
+        self.apart: set[int] = set()  # my meetings that ended apart (the game screen sets it at resolution)
         self.marks: set[int] = set()
         self.highlight: set[int] = set()
         self.moved: set[int] = set()  # slots changed this game (own batches)
@@ -167,7 +168,10 @@ class CalendarView(Widget, can_focus=True):
             who = self.participants.get(item.meeting_id)
             t.append(f"meeting M{item.meeting_id}" + (f" with {', '.join(map(str, who))}" if who else ""),
                      style="bold cyan")
-            t.append(f" · moving it costs {item.cost} and breaks it unless the others move too")
+            if item.meeting_id in self.apart:
+                t.append(" · not coordinated: its copies are apart")
+            else:
+                t.append(f" · moving it costs {item.cost} and breaks it unless the others move too")
         elif isinstance(item, Errand):
             t.append("blocked errand (cannot move)" if item.blocked else f"errand, cost {item.cost} to move",
                      style="red" if item.blocked else "")

@@ -322,3 +322,32 @@ def test_costs_shared_for_slots_none_of_which_is_free_do_not_say_the_calendar_ha
     assert quick.read_shared_costs(msg.content, 16) == {3: 1, 1: None}
     old = "My costs for meeting M1: no free slot; slot 3 cost 1; I can't do slot 1."
     assert quick.read_shared_costs(old, 16) == {3: 1, 1: None}
+
+
+def test_a_meeting_that_ended_apart_is_not_said_to_break_when_moved():
+    """The person's seat model remembers the meetings of theirs that ended apart (from their
+    own resolution events); moving their copy of one is not said to "break it: Agents 1 and 3
+    keep their copies at slot 5" — where the others' copies are is not the seat's to know
+    (found by hand: the others' copies were at slot 2)."""
+    from calbench_tui.screens.decision import batch_warnings
+    from calbench_tui.widgets.batch import BatchPlan
+    from engine.model import MeetingCopy
+    from personas.seat_model import SeatModel
+
+    m = SeatModel(2, ("dm",), 5)
+    m.apply({"type": "resolution", "round": 0, "meeting_id": 1, "participant": True, "coordinated": False,
+             "my_slot": 5})
+    m.apply({"type": "resolution", "round": 1, "meeting_id": 2, "participant": True, "coordinated": True,
+             "my_slot": 7})
+    assert m.apart == {1}
+    cal = [None] * 8
+    cal[5], cal[7] = MeetingCopy(1), MeetingCopy(2)
+    plan = BatchPlan(cal, meeting_id=3)
+    plan.set_target(0)
+    plan.add_move(5)
+    plan.add_move(7)
+    words = batch_warnings(plan, talk=[0], seat=2, participants={1: (1, 2, 3), 2: (0, 2, 4)}, decision=True,
+                           apart=m.apart)
+    ghost = next(w for w in words if w.startswith("M1"))
+    assert "was not coordinated" in ghost and "keep" not in ghost
+    assert any(w.startswith("Moving M2 from slot 7") and "breaks it: Agents 0 and 4 keep" in w for w in words)
