@@ -31,7 +31,9 @@ slot a participant announces in English ("let's meet at 7", "confirmed: 7") when
 it.  A ``decision`` from a peer whose ``cost_request`` it never had (a person's quick key
 ``p``), or for a slot its costs ruled out, is a proposal: answered with an ``answer`` ("Slot 7
 works for me." / "I can't do slot 7, but I could do slot 3, 4 or 9 (slot 9 costs 10 for
-me)."), taken only if it can hold it (docs/protocols.md, "Partners that answer a person").
+me)."), taken only if it can hold it and it comes from the participant who leads; the
+initiator decides again for a slot proposed to it that every participant can hold, else
+repeats its decision to the proposer (docs/protocols.md, "Partners that answer a person").
 """
 
 from __future__ import annotations
@@ -93,14 +95,20 @@ class IMAPPersona(ProtocolPersona):
             return []
         if kind == "decision":
             s = as_int(p.get("slot"))
-            if s is None or not 0 <= s < self.num_slots or self.is_initiator:
+            if s is None or not 0 <= s < self.num_slots:
                 return []
+            if self.is_initiator:
+                # never an IMAP responder's: a person's proposal (quick key p) or an LLM's
+                self.outsiders.add(msg.sender)
+                return self._proposed_to_me(msg.sender, s)
             if msg.sender not in st["asked_by"] or msg.sender in self.outsiders or self.cost(s) is None:
                 # No cost_request came first, or a slot my costs ruled out: never an IMAP
                 # initiator's, but a person's proposal (quick key p) or an LLM's.  Answer it;
-                # take it only if I can hold it.
+                # take it only if I can hold it and it comes from the one who leads the meeting
+                # (a participant who does not lead proposes to the initiator, whose decision
+                # stands until it decides again: two slots taken at once make a ghost meeting).
                 self.outsiders.add(msg.sender)
-                if self.cost(s) is not None:
+                if self.cost(s) is not None and msg.sender == min(self.meeting.participants):
                     self.rs.agreed, self.rs.failed = s, False
                 return self.answer_offer(msg.sender, [s])
             self.rs.agreed = s
@@ -110,6 +118,35 @@ class IMAPPersona(ProtocolPersona):
             self.rs.failed = True
             self.rs.agreed = None
         return []
+
+    def _proposed_to_me(self, sender: int, slot: int) -> list[Message]:
+        """The initiator hears a participant outside the protocol propose ``slot`` (a person's
+        quick key p).  Before my decision, it is what that peer can do (the decision answers
+        it).  After it: the decided slot is acknowledged; another slot that every participant
+        can hold, as far as I know their costs, becomes my new decision, sent to every
+        responder (at most :data:`MAX_REDECISIONS` a round); else my decision is sent to that
+        peer again, so nobody is left holding a slot the others do not (a ghost meeting)."""
+        st = self.rs.extra
+        if sender in self.responders:
+            st["said_ok"].setdefault(sender, {})[slot] = st["said_ok"].get(sender, {}).get(slot, 0)
+            st["said_no"].setdefault(sender, set()).discard(slot)
+            st["heard"].add(sender)
+        decided = st["decided"]
+        if decided is None or self.rs.failed:
+            return []
+        if slot == decided:
+            return self.answer_offer(sender, [slot])
+        everyone = slot in st["my"] and self.cost(slot) is not None and all(
+            r == sender or self._responder_cost(r, slot) not in (None, UNKNOWN_COST) for r in self.responders)
+        if everyone and st["redecisions"] < MAX_REDECISIONS:
+            st["redecisions"] += 1
+            st["objection"] = False
+            st["decided"] = slot
+            self.rs.agreed, self.rs.failed = slot, False
+            text = f"Decision for meeting M{self.meeting.id}: slot {slot}. Please schedule it there."
+            return [self.msg(to, "decision", text, slot=slot) for to in self.responders]
+        text = f"Decision for meeting M{self.meeting.id}: slot {decided}. Please schedule it there."
+        return [self.msg(sender, "decision", text, slot=decided)]
 
     def _answer_request(self, sender: int, slots: Any) -> list[Message]:
         st = self.rs.extra

@@ -365,3 +365,52 @@ async def test_person_like_leads_with_a_free_slot_and_gets_its_meetings(protocol
     assert task.calendars[2][first["slot"]] is None  # a slot free for it
     mine = [m for m in task.meetings if 2 in m.participants]
     assert sum(scheduled_at(res, m.id, m.participants) is not None for m in mine) >= 2
+
+
+# -- a person who does not lead proposes after the IMAP initiator's decision --------------------------
+def _propose_after_the_decision(slot):
+    """Seat 1 (not the leader): at the first turn that brings the initiator's decision, press p
+    on ``slot``; in DECISION, schedule the initiator's latest decision to it."""
+    def script(keys, obs):
+        if not keys.proposed and any(read_text(t, 8).decided is not None or "Decision" in t
+                                     for t in keys.turns[-1][2]):
+            keys.press_p(slot)
+    return script
+
+
+async def test_imap_initiator_takes_up_a_slot_a_non_leading_person_proposes_when_everyone_can_hold_it():
+    """Before: the initiator ignored a typed proposal (quick key p) from a participant who does
+    not lead, and the other responder took the person's slot — the meeting ended as a ghost
+    (copies at 2 and 5, found by hand).  Now the initiator decides again for the proposed slot
+    when every participant can hold it, and the responder follows the initiator."""
+    task = free_table()
+    person = Keys(1, _propose_after_the_decision(5))  # in DECISION: the slot it proposed
+    res = await play(task, "imap", person)
+    assert person.proposed == [5]
+    first = proposal_seqs(res.trace, 1)[-1]
+    again = [d for d in answers_to(res.trace, 1, 0, first) if d["payload"]["kind"] == "decision"]
+    assert again and again[0]["payload"]["slot"] == 5  # the initiator's new decision
+    assert scheduled_at(res, 1, (0, 1, 2)) == 5
+
+
+async def test_imap_initiator_keeps_its_decision_when_a_proposed_slot_does_not_suit_everyone():
+    """Agent 2 cannot hold slot 5: the initiator tells the person its decision again, Agent 2
+    does not take the person's slot, and the meeting is held at the decision (no ghost)."""
+    task = free_table(blocked={2: [5]})
+    decided: list[int] = []
+
+    def script(keys, obs):
+        for t in keys.turns[-1][2]:
+            r = read_text(t, 8)
+            if r.decided is not None:
+                decided.append(r.decided)
+        _propose_after_the_decision(5)(keys, obs)
+
+    person = Keys(1, script, slot=lambda: decided[-1])
+    res = await play(task, "imap", person)
+    first = proposal_seqs(res.trace, 1)[-1]
+    again = [d for d in answers_to(res.trace, 1, 0, first) if d["payload"]["kind"] == "decision"]
+    assert again and again[0]["payload"]["slot"] == decided[0] != 5
+    no = answers_to(res.trace, 1, 2, first)
+    assert no and no[0]["payload"]["cannot"] == [5]
+    assert scheduled_at(res, 1, (0, 1, 2)) == decided[0]
