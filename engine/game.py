@@ -590,6 +590,14 @@ class _Game:
                                        status="failed", **_extra(reply)))
                 continue
             attempt += 1
+            if reply.error == "infra_error":
+                # lost again, past the re-asks above: it uses a decision retry, but no rule
+                # refused a batch (none was written) — a failed call, not a rejection
+                events.append(log.make("decide_end", round=r, turn=turn, phase="DECISION", agent_id=seat,
+                                       tool_calls=[], text=reply.text, thinking=reply.thinking, usage=reply.usage,
+                                       latency_ms=reply.latency_ms, raw_api_response=reply.raw,
+                                       retry_count=attempt - 1, status="failed", **_extra(reply)))
+                continue
             outcome: BatchOutcome | Rejection
             if reply.error:
                 outcome = Rejection(0, f"Your reply could not be used: {reply.error_detail or reply.error}")

@@ -313,7 +313,7 @@ class PromptBook:
 
         m = obs.meeting
         facts = talk_facts(obs, own)
-        if obs.attempt > 0:
+        if obs.attempt > 0 and obs.rejection:  # (a call the endpoint lost used an attempt, refused nothing)
             if self.decision_mode == "slot":  # the rule's words, then the slots the seat can take
                 return self._retry(obs, "DECISION", self._fill("what_slot", meeting_id=m.id),
                                    more=reach_words(obs.view.calendar) + self._decision_example(obs, facts) + "\n")
@@ -357,7 +357,7 @@ class PromptBook:
 
     def _voluntary(self, obs: VoluntaryObservation, *, seen: int) -> str:
         m = obs.meeting
-        if obs.attempt > 0:
+        if obs.attempt > 0 and obs.rejection:
             return self._retry(obs, "VOLUNTARY", self._frag("what_voluntary"))
         unread = self.messages_block(obs.round_messages[seen:], "unread_header", None)
         return self._fill("voluntary", header=self.header(obs.round, "VOLUNTARY", m.id), meeting_id=m.id,

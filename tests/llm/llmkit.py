@@ -66,8 +66,11 @@ def decisions_as_named(trace) -> list[dict]:
         row = {"seat": seat, "round": rnd, "named": named, "sent": sent, "status": d.get("status"),
                "decision": extra.get("decision")}
         where = f"seat {seat}, round {rnd}, retry {d.get('retry_count')}: {d.get('text')!r:.300}"
-        if d.get("status") == "failed":  # lost to the endpoint: no batch, asked again
-            assert rejected is None and nxt < len(later), f"a lost DECISION call not asked again ({where})"
+        if d.get("status") == "failed":  # lost to the endpoint: no batch, no rule refused one; asked again
+            assert rejected is None, f"a lost DECISION call recorded as a rejected batch ({where})"
+            # ...unless it was the last attempt (the decision retries used up: the seat has no batch)
+            assert nxt < len(later) or not any(x["type"] == "batch_applied" for x in later), \
+                f"a lost DECISION call not asked again ({where})"
             row["outcome"] = "lost"
         elif d.get("status") == "rejected" or rejected is not None:
             assert rejected is not None, f"a rejected reply without batch_rejected ({where})"

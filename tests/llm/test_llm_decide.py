@@ -295,6 +295,32 @@ async def test_a_decision_timeout_leaves_the_rejection_retries(make_settings):
     decisions_as_named(res.trace)
 
 
+async def test_decision_calls_lost_past_the_re_asks_are_failed_calls_never_rejected_batches(make_settings):
+    """An endpoint that keeps failing in DECISION: after the re-asks that spare the decision
+    retries, each further loss uses a retry but is a failed call — no ``batch_rejected`` "rule
+    0" (counted as a rejected batch and told to the model as "Your batch was rejected"; found
+    by hand: 12 rejected batches and rejected:0 12 for a seat whose endpoint was down)."""
+    task = small_task(3)
+    seat = task.meetings[0].participants[0]
+    async with MockLLMServer(policy="cooperative") as server:
+        server.inject("500", count=50, seat=seat, phase="DECISION")  # every DECISION call of the seat fails
+        settings = make_settings(server, retries=0)
+        seats = [make_llm_persona("llm:mock", settings) for _ in range(task.num_agents)]
+        res = await run_game(task, seats, GameConfig(deterministic=True, decision_retries=2))
+    mine = [e["data"] for e in events(res, "decide_end") if e["data"]["agent_id"] == seat
+            and e["data"]["round"] == 0]
+    assert [d["status"] for d in mine] == ["failed"] * 5  # 2 re-asks, then the 3 attempts
+    assert not [e for e in events(res, "batch_rejected") if e["data"]["agent_id"] == seat]
+    from engine.usage import call_counts
+
+    row = call_counts(res.trace["events"])["per_seat"][str(seat)]
+    lost = [e for e in events(res, "decide_end") if e["data"]["agent_id"] == seat and e["data"]["status"] == "failed"]
+    assert row["rejected_batches"] == 0 and row["lost_decisions"] == len(lost) >= 5
+    starts = [e["data"]["prompt_sent"] for e in events(res, "decide_start") if e["data"]["agent_id"] == seat
+              and e["data"]["round"] == 0]
+    assert len(starts) == 5 and not [p for p in starts if "Your batch was rejected" in str(p)]
+
+
 # -- counting: requests, retries, capped turns, rejected batches -----------------------------
 async def test_calls_capped_turns_and_retries_are_named_apart(make_settings, tmp_path):
     import importlib.util

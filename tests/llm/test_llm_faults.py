@@ -181,7 +181,10 @@ async def test_faults_in_a_game(mock, make_settings, task):
     assert total["infra_failures"] == 1 + 7 and total["parse_errors"] == 1 and total["server_errors"] == 2 + 14
     lost = [e["data"] for e in ev if e["type"] == "decide_end" and e["data"]["agent_id"] == other1
             and e["data"]["status"] == "failed"]
-    assert [d["retry_count"] for d in lost] == [0, 0, 0]
+    # three re-asks that use no decision retry, then the four attempts — failed calls, not
+    # rejected batches (no rule refused one: none was written)
+    assert [d["retry_count"] for d in lost] == [0, 0, 0, 0, 1, 2, 3]
+    assert not [e for e in ev if e["type"] == "batch_rejected" and e["data"]["agent_id"] == other1]
     assert mock.pending_faults == 0
 
 
