@@ -185,6 +185,19 @@ def test_system_prompt_has_the_nine_sections_and_names_the_seat():
     assert '"type": "all_groupchat"' in both
 
 
+@pytest.mark.parametrize("profile", ["full", "compact"])
+def test_the_private_rules_name_the_costs_action_as_the_one_way_costs_go_out(profile):
+    """The prompt said "Do not quote your cost numbers" (compact: "costs are private. Never tell
+    them") and then taught the `costs` action and a worked round that sends them (found by
+    hand: an evaluator reading it cannot tell what the model was asked to keep).  Now words
+    never carry a cost, and the `costs` action, answering a request, is the one way out."""
+    text = PromptBook(briefing(small_task(), 2), None, profile).system_prompt()
+    private = text.split("## 2.")[1].split("## 3.")[0] if profile == "full" else text
+    assert "Do not quote your cost numbers" not in text and "costs are private. Never tell them" not in text
+    assert "`costs` action" in private and "request" in private.split("`costs` action")[1][:60]
+    assert '{"type": "costs"}' in text  # the action itself is still taught
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_variants_are_appended_verbatim(variant):
     task = small_task()
