@@ -158,6 +158,12 @@ def check_spec(spec: AgentsSpec, tasks: Sequence[Task], settings: runner.RunSett
         if beyond:
             raise SetupError(f"--personas: [seats.{beyond[0]}] names no seat of these games (seats 0-{most - 1}); "
                              "remove it or number it from 0")
+        kinds = [spec.seats[0]] * most if len(spec.seats) == 1 else list(spec.seats)
+        scripted = sorted(s for s in settings.personas if s < len(kinds) and kinds[s].kind != "llm")
+        if scripted:  # its settings would be ignored without a word (found by hand)
+            s = scripted[0]
+            raise SetupError(f"--personas: [seats.{s}] gives LLM settings, but seat {s} is {kinds[s].name} in "
+                             f"--agents {spec}; remove the table, or make that seat an llm seat")
     for n, tid in sorted({t.num_agents: t.task_id for t in reversed(tasks)}.items()):
         try:
             runner.make_seats_for(spec, n, settings)

@@ -232,3 +232,14 @@ def test_resume_plays_again_a_game_whose_endpoint_failed_and_counts_the_games_it
     assert status[first[bad]["game_id"]] == "stopped"  # kept, out of the reports
     rc, out, _ = cli("report", "--db", db, "--json")
     assert json.loads(out)["games"] == 2
+
+
+def test_personas_settings_for_a_seat_that_is_no_llm_are_refused_in_one_line(cli, tmp_path):
+    """``[seats.1]`` in a personas file for a seat ``--agents`` makes ``imap``: its settings
+    would be ignored without a word (found by hand), so the run says so before any game."""
+    path = tmp_path / "p.toml"
+    path.write_text('[seats.1]\nmodel = "x"\ntemperature = 0.2\n')
+    rc, _out, err = cli("run", "--tasks", "canonical:0", "--agents", "llm:m,imap,imap,llm:m,imap",
+                        "--base-url", "http://127.0.0.1:9/v1", "--personas", str(path))
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "[seats.1] gives LLM settings, but seat 1 is imap" in err
