@@ -55,16 +55,40 @@ At the end of each game you see how many of its meetings were scheduled.
 _NUMBERS = {2: "Two", 3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten"}
 
 
-def game_text(blind: bool, *, num_agents: int | None = None, study: bool = False) -> str:
+def partners_text(names: list[str]) -> str | None:
+    """The paragraph about the other seats when they are not all IMAP (the default one says
+    IMAP): each protocol at the table in its one line (``engine.protocols.Seat.words``)."""
+    from engine import protocols
+
+    distinct = list(dict.fromkeys(n for n in names if n and n != "human"))
+    if not distinct or distinct == ["imap"]:
+        return None
+    lines = []
+    for name in distinct:
+        found = protocols.seat(name)
+        if found is not None:
+            lines.append(f"• {name}: {found[0].words}")
+        elif name.startswith("llm"):
+            lines.append(f"• {name}: a language model, reading and writing messages like you")
+        else:
+            lines.append(f"• {name}")
+    return "The other seats here play:\n" + "\n".join(lines) + "\n"
+
+
+def game_text(blind: bool, *, num_agents: int | None = None, study: bool = False,
+              partners: list[str] | None = None) -> str:
     """The game in a few lines; ``blind`` (a study game): nothing about the partners' protocol.
     ``num_agents``: the seats of the task at hand (else "The agents"); ``study``: the end of a
-    game is said as the study shows it (the meetings scheduled), not the play app's figures."""
+    game is said as the study shows it (the meetings scheduled), not the play app's figures;
+    ``partners``: the persona name of every seat (the paragraph about them names the protocols
+    at the table when they are not all IMAP)."""
     agents = ("The agents" if not num_agents else f"{_NUMBERS.get(num_agents, num_agents)} agents")
     text = GAME.replace("{agents}", agents)
-    if blind:
+    mixed = None if blind or not partners else partners_text(partners)
+    if blind or mixed:
         start = text.index("The other seats follow")
         end = text.index("At the end you see")
-        text = text[:start] + PARTNERS + "\n" + text[end:]
+        text = text[:start] + (PARTNERS if blind else mixed) + "\n" + text[end:]
     if study:
         text = text[:text.index("At the end you see")] + STUDY_END
     return text
@@ -139,9 +163,20 @@ class HelpScreen(ModalScreen):
             task = getattr(self.app, "game_task", None)
             yield Static(Text(game_text(bool(getattr(self.app, "blind_partners", False)),
                                         num_agents=getattr(task, "num_agents", None),
-                                        study=getattr(self.app, "study", None) is not None)), id="help-game")
+                                        study=getattr(self.app, "study", None) is not None,
+                                        partners=self._partners(task))), id="help-game")
             yield Static(keys_text(self.app), id="help-keys")
             yield Static(self._closing_words(), id="help-close")
+
+    def _partners(self, task) -> list[str] | None:
+        """The persona name of every seat of the game at hand, when the app knows them."""
+        spec = getattr(self.app, "agents_spec", None)
+        if task is None or not callable(spec):
+            return None
+        try:
+            return spec(task.num_agents).split(",")
+        except Exception:  # noqa: BLE001 - a spec the game could not seat: the default paragraph
+            return None
 
     def _closing_words(self) -> Text:
         t = Text()

@@ -351,3 +351,17 @@ def test_a_meeting_that_ended_apart_is_not_said_to_break_when_moved():
     ghost = next(w for w in words if w.startswith("M1"))
     assert "was not coordinated" in ghost and "keep" not in ghost
     assert any(w.startswith("Moving M2 from slot 7") and "breaks it: Agents 0 and 4 keep" in w for w in words)
+
+
+def test_the_help_names_the_protocols_at_the_table_not_always_imap():
+    """The help said "The other seats follow IMAP by default: ..." at a table of SD-MAP seats
+    (found by hand); it now names each protocol there in its one line.  An all-IMAP table keeps
+    the IMAP paragraph, and a blinded study game still names no protocol."""
+    from calbench_tui.screens.help import game_text
+
+    mixed = game_text(False, num_agents=5, partners=["sdmap", "sdmap", "human", "dsm-private", "sdmap"])
+    assert "follow IMAP" not in mixed and "• sdmap: proposes one slot at a time" in mixed
+    assert "• dsm-private:" in mixed and mixed.count("• sdmap") == 1 and "human" not in mixed
+    assert "follow IMAP by default" in game_text(False, partners=["imap", "imap", "human", "imap", "imap"])
+    blind = game_text(True, partners=["sdmap", "sdmap", "human", "dsm-private", "sdmap"])
+    assert "sdmap" not in blind and "Your partners are the other seats" in blind
