@@ -262,6 +262,15 @@ class SeatModel:
         """A DECISION / VOLUNTARY batch is waiting for the person."""
         return self.batch_request is not None and not self.batch_request.done
 
+    @property
+    def talk_left(self) -> bool:
+        """Whether a message queued now can still be sent: False once the last round's talk
+        is over (its batch is asked for) or the game is over."""
+        if self.game_over:
+            return False
+        last = self.num_rounds > 0 and self.round >= self.num_rounds - 1
+        return not (last and self.batch_request is not None)
+
     def decision_timed_out(self) -> None:
         self.timed_out_round = self.round
 

@@ -529,7 +529,10 @@ class GameScreen(Screen):
 
     def _queued(self) -> None:
         self._outbox_changed()
-        if self.model.pending is None:
+        if self.model.pending is None and not self.model.talk_left:
+            self.notify("Queued, but the last round's talk is over: nothing more is sent in this game. "
+                        "u takes it back.", severity="warning", timeout=6)
+        elif self.model.pending is None:
             self.notify("Queued: it is sent on your next turn to talk (in a later round if this round's "
                         "talk is over). u takes it back.", timeout=5)
         self.sync_bindings()

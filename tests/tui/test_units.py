@@ -365,3 +365,21 @@ def test_the_help_names_the_protocols_at_the_table_not_always_imap():
     assert "follow IMAP by default" in game_text(False, partners=["imap", "imap", "human", "imap", "imap"])
     blind = game_text(True, partners=["sdmap", "sdmap", "human", "dsm-private", "sdmap"])
     assert "sdmap" not in blind and "Your partners are the other seats" in blind
+
+
+def test_a_message_queued_after_the_last_rounds_talk_is_not_promised_a_later_round():
+    """Writing in the last round's DECISION said "sent on your next turn ... in a later round",
+    and there is none (found by hand): the seat model knows the talk is over for good."""
+    from personas.seat_model import SeatModel
+
+    m = SeatModel(2, ("dm",), 5, num_rounds=2)
+    m.apply({"type": "round_start", "round": 0, "meeting": {"id": 1, "participants": [0, 2, 4],
+                                                            "speaker_order": [0, 2, 4]}})
+    m.batch(object())
+    assert m.talk_left  # round 1 of 2: a later round's talk comes
+    m.batch_request = None
+    m.apply({"type": "round_start", "round": 1, "meeting": {"id": 2, "participants": [1, 2, 3],
+                                                            "speaker_order": [1, 2, 3]}})
+    assert m.talk_left  # the last round's talk is on
+    m.batch(object())
+    assert not m.talk_left  # its DECISION: nothing more is sent
