@@ -211,6 +211,25 @@ class CalBenchApp(ReadableKeys, App):
                                          llm_available=self.settings.llm_available), callback=self._setup_done)
         else:
             self.start_game()
+        if not self.settings.resume and self.store is not None:
+            self.run_worker(self._mention_stopped(), exit_on_error=False)
+
+    async def _mention_stopped(self) -> None:
+        """A player who quit a game and starts calbench-play again is told it can be continued
+        (found by hand: a new game started without a word about the stopped one)."""
+        try:
+            games = await self.store.list_games(status="stopped")
+        except Exception:  # noqa: BLE001 - a note, never a reason not to play
+            return
+        mine = [g for g in games if "human" in str(g.get("agents") or "").split(",")]
+        if mine:
+            import shlex
+
+            cmd = ["calbench-play", "--resume", mine[-1]["game_id"][:8]]
+            cmd += ["--db", str(self.store_path)] if self.store_path else []
+            more = f" ({len(mine)} in all)" if len(mine) > 1 else ""
+            self.notify(f"A game you stopped can be continued{more}: quit (ctrl+q) and run {shlex.join(cmd)}, "
+                        "or open Saved games (g at the end of a game).", timeout=12)
 
     async def on_unmount(self) -> None:
         if self.status == "running":

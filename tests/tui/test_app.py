@@ -212,3 +212,25 @@ async def test_a_failing_game_is_saved_failed_with_its_error_and_traceback(tmp_p
     assert games[gid]["status"] == "failed"
     assert "RuntimeError: seat 0 broke" in trace.get("error", "")
     assert "Traceback" in trace.get("error_traceback", "") and "seat 0 broke" in trace["error_traceback"]
+
+
+async def test_a_new_game_says_that_a_stopped_game_of_yours_can_be_continued(tmp_path):
+    """calbench-play started again after a quit began a new game without a word about the
+    stopped one (found by hand); it now says how to continue it.  A stopped game without a
+    person's seat (a suite's) is not mentioned."""
+    from saves.store import Store
+
+    store = await Store.open(tmp_path / "games.db")
+    try:
+        for gid, agents in (("aaaa1111-0000", "imap,imap,imap,imap,imap"), ("bbbb2222-0000", "imap,imap,human,imap,imap")):
+            await store.create_game(gid, task_row={"task_id": "t"}, config={}, agents=agents, settings_key="k",
+                                    started_at="2026-01-01T00:00:00+00:00")
+            await store.mark_status(gid, "stopped")
+        app = make_app(settings=Settings(seat=2, seed=7, deterministic=True), store=store)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: any("can be continued" in n.message for n in app._notifications),
+                           what="the note about the stopped game")
+            note = next(n.message for n in app._notifications if "can be continued" in n.message)
+            assert "calbench-play --resume bbbb2222" in note and "aaaa1111" not in note
+    finally:
+        await store.close()
