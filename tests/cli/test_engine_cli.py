@@ -54,6 +54,14 @@ def test_scenario_of_an_authors_row_names_its_difficulty_score_and_gives_the_fea
     assert oracle["tasks"][0]["feasible_fraction"] == 1.0
 
 
+def test_a_mistyped_option_is_refused_with_the_commands_own_usage():
+    """``run ... --sahrd 1/2`` printed the top-level usage (``calbench [-h] COMMAND``) under the
+    error; now the usage of ``run`` (found by hand)."""
+    proc = calbench("run", "--tasks", "canonical:0", "--agents", "imap", "--sahrd", "1/2", check=False)
+    assert proc.returncode == 2 and "unrecognized arguments: --sahrd 1/2" in proc.stderr
+    assert proc.stderr.startswith("usage: calbench run ") and "calbench run: error:" in proc.stderr
+
+
 @pytest.mark.parametrize("args, words", [
     (["scenario", "--density", "1.5"], "density"),
     (["scenario", "--task", "canonical:999"], "canonical"),
