@@ -351,6 +351,8 @@ class CalBenchEnv(AECEnv):
                                             "phase": _METHOD_PHASE[req.method]}
 
     def step(self, action) -> None:
+        if not hasattr(self, "_pending"):  # never reset (it raised a bare AttributeError)
+            raise RuntimeError("call env.reset() before env.step(): the game starts at reset")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)

@@ -138,3 +138,15 @@ def test_scripted_seats_beside_controlled_ones_and_menu_play():
         assert trace["metrics"]["meetings_total"] == len(env.task.meetings)
     finally:
         env.close()
+
+
+def test_step_before_reset_says_to_reset_first():
+    """``env.step()`` before ``env.reset()`` raised a bare AttributeError (found by hand)."""
+    import calbench
+
+    env = calbench.env(task="canonical:0")
+    try:
+        with pytest.raises(RuntimeError, match=r"call env.reset\(\) before env.step\(\)"):
+            env.step(0)
+    finally:
+        env.close()
