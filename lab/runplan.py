@@ -122,6 +122,8 @@ def plan_run(tasks_ref: str, agents: str, *, channels: Sequence[str], max_turns:
     """The first step of ``calbench run``: every option checked, the tasks and the spec read."""
     if retries < 0:
         raise SetupError("--retries must be 0 or more")
+    if max_turns < 1:
+        raise SetupError("--max-turns must be at least 1")
     if concurrency is not None and concurrency < 1:
         raise SetupError("--concurrency must be at least 1")
     ray = _ray(executor, address)

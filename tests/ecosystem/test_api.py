@@ -54,6 +54,8 @@ def test_a_mistake_is_one_line():
 
     with pytest.raises(SetupError, match="unknown persona|valid"):
         calbench.run(tasks="canonical:0", agents="nobody")
+    with pytest.raises(SetupError, match="--max-turns must be at least 1"):  # it was the engine's ValueError
+        calbench.run(tasks="canonical:0", agents="imap", max_turns=0)
 
 
 def test_import_calbench_loads_no_textual_and_no_extra():
