@@ -45,6 +45,17 @@ def require_terminal(what: str) -> None:
         raise UserError(f"{what} needs an interactive terminal, but standard input or output is not one")
 
 
+def seed_arg(text: str) -> int:
+    """``--seed N``: a whole number, 0 or more (as ``seed:N`` in a task reference)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid seed {text!r}: a whole number, 0 or more") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"invalid seed {n}: a seed is 0 or more (as in seed:N)")
+    return n
+
+
 def add_db_option(parser) -> None:
     parser.add_argument("--db", metavar="PATH", default=None,
                         help="SQLite database (default: $CALBENCH_DB, else the platform's user data directory)")

@@ -16,7 +16,7 @@ import os
 
 from engine import protocols
 
-from . import ArgumentParser, UserError, add_db_option, db_path, game_options, require_terminal
+from . import ArgumentParser, UserError, add_db_option, db_path, game_options, require_terminal, seed_arg
 
 
 def code_argv(argv: list[str]) -> list[str]:
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"entry per seat (default: {protocols.default_seat()})")
     p.add_argument("--task", metavar="REF",
                    help="task reference: seed:7, canonical:12, FILE.jsonl[:ID] (default: a new generated scenario)")
-    p.add_argument("--seed", type=int, metavar="N", help="seed of the generated scenario (default: random)")
+    p.add_argument("--seed", type=seed_arg, metavar="N", help="seed of the generated scenario (default: random)")
     p.add_argument("--cost", choices=("uniform", "varied"), default="uniform",
                    help="costs of a generated scenario (default: uniform)")
     p.add_argument("--channel", default="dm", metavar="dm|participant|all|...",

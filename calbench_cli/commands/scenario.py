@@ -8,6 +8,7 @@ import json
 import sys
 
 from ..lab_errors import one_line
+from . import seed_arg
 
 
 def _number_or_list(kind):
@@ -28,7 +29,7 @@ def register(sub) -> None:
                     "and print its task row: a readable summary, or the JSON row with --json.",
     )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--seed", type=int, default=None, help="generate from this seed (default 0)")
+    src.add_argument("--seed", type=seed_arg, default=None, help="generate from this seed (default 0)")
     src.add_argument("--task", metavar="REF", help="show an existing task: canonical:7, seed:7, FILE.jsonl:ID, ...")
     p.add_argument("--agents", type=int, default=5, help="number of agents N (default 5)")
     p.add_argument("--slots", type=int, default=16, help="calendar slots S (default 16)")

@@ -64,6 +64,7 @@ def test_a_mistyped_option_is_refused_with_the_commands_own_usage():
 
 @pytest.mark.parametrize("args, words", [
     (["scenario", "--density", "1.5"], "density"),
+    (["scenario", "--seed", "-1"], "a seed is 0 or more"),  # as seed:-1 is (it made task seed--1)
     (["scenario", "--task", "canonical:999"], "canonical"),
     (["scenario", "--agents", "two"], "invalid int"),
     (["scenario", "--bogus"], "unrecognized"),
