@@ -414,12 +414,71 @@ def _number(v: Any) -> Any:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+@dataclass
+class PlayedLevels:
+    """What a trace's seats paid and owed, in cost levels (:func:`played_levels`)."""
+
+    fold: Any  # the FoldResult's fold the levels were read from
+    by_round: dict[tuple[int, int], int]  # (round, agent) -> levels that agent's applied batches cost
+    cost_levels: list[int]  # per agent, over the game
+    scheduled: list[int]  # meeting ids held at the end
+    oracle: Any  # the scheduled-only oracle's result (engine.oracle.OracleResult), None when nothing held
+
+    @property
+    def oracle_levels(self) -> list[int] | None:
+        """Each agent's share of the scheduled-only optimum (all 0 when nothing was held)."""
+        if not self.scheduled:
+            return [0] * len(self.cost_levels)
+        return list(self.oracle.agent_costs_levels) if self.oracle.feasible else None
+
+    @property
+    def excess(self) -> float | None:
+        """The game's excess (mean over seats of max(0, paid - share)), in cost levels."""
+        owed = self.oracle_levels
+        if owed is None or not self.cost_levels:
+            return None
+        return sum(max(0, c - o) for c, o in zip(self.cost_levels, owed)) / len(self.cost_levels)
+
+
+def played_levels(trace: dict[str, Any], task: Task | None = None) -> PlayedLevels | None:
+    """Fold a trace (ours or the authors') and count, in cost levels, what each agent's batches
+    cost and its share of the cheapest way to hold the meetings held; None when it cannot be
+    folded.  The report and the saved-games headline of the authors' traces read it."""
+    from .metrics import oracle_cached
+    from .state import batch_cost_levels, is_scheduled
+
+    task = task or task_for_trace(trace)
+    if task is None:
+        return None
+    try:
+        fold = fold_trace(trace).fold
+    except TraceError:
+        return None
+    n = task.num_agents
+    by_round: dict[tuple[int, int], int] = {}
+    for _seq, a, r, outcome in fold.batches:
+        if 0 <= a < n:
+            by_round[(r, a)] = by_round.get((r, a), 0) + batch_cost_levels(task, outcome)
+    cost_levels = [0] * n
+    for (_r, a), c in by_round.items():
+        cost_levels[a] += c
+    scheduled = [m.id for m in task.meetings if is_scheduled(fold.calendars, m.participants, m.id)]
+    oracle = oracle_cached(task, tuple(scheduled)) if scheduled else None
+    return PlayedLevels(fold, by_round, cost_levels, scheduled, oracle)
+
+
 def headline(trace: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(coordination, excess cost) of a game: our metrics, else the authors' mean excess burden."""
+    """(coordination, excess cost in levels) of a game: our metrics; else, for the authors'
+    traces, their mean excess burden when costs are uniform (levels are the shown costs) and
+    the levels folded from the trace when they vary (their burden is in shown units: 160.4
+    where the report said 0.80)."""
     metrics = trace.get("metrics") if isinstance(trace.get("metrics"), dict) else {}
     fs = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
     coord = _number(metrics.get("coordination_rate"))
     excess = _number(metrics.get("excess"))
+    if excess is None and cost_mode(trace) == "varied":
+        levels = played_levels(trace)
+        return coord, (levels.excess if levels is not None else None)
     if excess is None:
         burden = metrics.get("per_agent_excess_burden") or fs.get("per_agent_excess_burden")
         if isinstance(burden, list):
@@ -483,5 +542,5 @@ def errand_cost_values(calendars: Calendars) -> list[int]:
     return sorted({it.cost for cal in calendars for it in cal if isinstance(it, Errand)})
 
 
-__all__ = ["FoldResult", "TraceError", "cost_mode", "cost_mode_of_row", "errand_cost_values", "fold_trace",
-           "headline", "initial_calendars", "seat_results", "task_for_trace"]
+__all__ = ["FoldResult", "PlayedLevels", "TraceError", "cost_mode", "cost_mode_of_row", "errand_cost_values",
+           "fold_trace", "headline", "initial_calendars", "played_levels", "seat_results", "task_for_trace"]

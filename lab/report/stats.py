@@ -203,17 +203,16 @@ def trace_facts(trace: dict[str, Any], task=None) -> dict[str, Any] | None:
     """
     from engine.model import Errand
     from engine.privacy import vps_sums
-    from engine.trace import TraceError, fold_trace
-    from engine.state import batch_cost_levels, is_scheduled
+    from engine.trace import played_levels
 
     task = task or task_for_trace(trace)
     if task is None:
         return None
     events = [e for e in trace.get("events") or [] if isinstance(e, dict)]
-    try:
-        fold = fold_trace(trace).fold  # the one fold (engine.fold)
-    except TraceError:
+    levels = played_levels(trace, task)  # the one fold (engine.fold), in cost levels
+    if levels is None:
         return None
+    fold = levels.fold
     n = task.num_agents
     # the rounds played: their meetings as the round_start events gave them
     rounds = {r: fold.meetings[r] for r in fold.round_starts if r in fold.meetings}
@@ -221,24 +220,9 @@ def trace_facts(trace: dict[str, Any], task=None) -> dict[str, Any] | None:
         rounds = {r: m.to_json() for r, m in enumerate(task.meetings)}
     # VPS per (round, target): the engine's one reduction of the belief updates.
     vps_rt, per_target = vps_sums(task, events)
-    # Levels each agent's applied batches cost, per round (the fold's batches).
-    real: dict[tuple[int, int], int] = defaultdict(int)
-    for _seq, a, r, outcome in fold.batches:
-        if 0 <= a < n:
-            real[(r, a)] += batch_cost_levels(task, outcome)
-    cost_levels = [0] * n
-    for (_r, a), c in real.items():
-        cost_levels[a] += c
-    final = fold.calendars
-    scheduled = [m.id for m in task.meetings if is_scheduled(final, m.participants, m.id)]
-    oracle = None
-    oracle_levels: list[int] | None = [0] * n
-    if scheduled:
-        from engine.metrics import oracle_cached
-
-        res = oracle_cached(task, tuple(scheduled))
-        oracle = res.assignments if res.feasible else None
-        oracle_levels = list(res.agent_costs_levels) if res.feasible else None
+    real, cost_levels, scheduled = levels.by_round, levels.cost_levels, levels.scheduled
+    oracle = levels.oracle.assignments if levels.oracle is not None and levels.oracle.feasible else None
+    oracle_levels = levels.oracle_levels
     rows = []
     for r in sorted(rounds):
         m = rounds[r]

@@ -98,6 +98,16 @@ def test_authors_traces_import_and_fold(tmp_path, compat_dir, cli):
             assert out["verified"] is True and out["problems"] == []
             assert out["final_calendars"] == trace["final_state"]["calendars"]
             assert out["game_id"] == trace["game_id"] and out["metrics"] == trace["metrics"]
+    # the saved-games list and the report give one excess, in cost levels, for every one of
+    # them (the varied trace's list showed their shown-unit burden, 160.40, beside the
+    # report's 0.80: found by hand)
+    listed = {g["game_id"]: g["excess_cost"] for g in json.loads(cli("games", "--db", db, "--json")[1])["games"]}
+    rc, out, _ = cli("report", "--db", db, "--json")
+    by_mode = {r["cost_mode"]: r for r in json.loads(out)["table"]}
+    varied = [json.loads(Path(f).read_text())["game_id"] for f in files if "varied" in f]
+    assert by_mode["varied"]["games"] == 1 and len(varied) == 1
+    assert listed[varied[0]] == pytest.approx(by_mode["varied"]["excess"])
+    assert listed[varied[0]] < 10  # levels (1/2/3), not the calendar's 1/10/100
 
 
 def test_duplicates_skipped_and_a_broken_file_named(tmp_path):
