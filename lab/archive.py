@@ -76,6 +76,17 @@ def list_games(db: str, *, status: str | None = None, task: str | None = None) -
     return with_store(db, go)
 
 
+def no_games_words(db: str | None, *, status: str | None = None, task: str | None = None) -> str:
+    """What ``calbench games`` says when it lists nothing: that the filters matched none of the
+    games saved (it said "No saved games" then too), else how to make some."""
+    if db and (status or task) and list_games(db):
+        asked = " and ".join(f for f in (f"status {status}" if status else "",
+                                         f"task {task!r}" if task else "") if f)
+        return f"No saved game with {asked} in {db} (it holds others: 'calbench games --db {db}' lists them)."
+    return ("No saved games. Play one with 'calbench-play', run a suite with 'calbench run', "
+            "or load traces with 'calbench import'.")
+
+
 # -- export ------------------------------------------------------------------------------------
 
 def check_output_folder(path: str, option: str) -> None:

@@ -293,12 +293,24 @@ async def load_resume(store: Any, ref: str, *, llm: Any = None, overrides: Mappi
     return out
 
 
+async def endpoints_answer(settings: Sequence[Any], what: str = "") -> None:
+    """Every endpoint these LLM settings call answers, else :class:`SetupError` — one line,
+    after ``what`` — naming the one that does not (before a resumed game, before a suite)."""
+    from personas.llm.restore import check_endpoints
+    from personas.llm.settings import LLMConfigError
+
+    try:
+        await check_endpoints(list(settings))
+    except LLMConfigError as exc:
+        raise SetupError(f"{what}{exc}") from None
+
+
 async def _resume_llm(gid: str, cfg: Mapping[str, Any], llm: Any, overrides: Mapping[str, Any] | None,
                       check: bool) -> dict[int, Any]:
     """The saved LLM settings per seat, and (``check``) every endpoint answering."""
     if not isinstance(cfg.get("llm"), list):
         return {}
-    from personas.llm.restore import check_endpoints, saved_llm_settings
+    from personas.llm.restore import saved_llm_settings
     from personas.llm.settings import LLMConfigError, LLMSettings
 
     base = llm if isinstance(llm, LLMSettings) else LLMSettings()
@@ -306,8 +318,8 @@ async def _resume_llm(gid: str, cfg: Mapping[str, Any], llm: Any, overrides: Map
         overrides = {"base_url": base.base_url} if base.base_url else {}
     try:
         out = saved_llm_settings(cfg, base, overrides=overrides)
-        if out and check:
-            await check_endpoints(list(out.values()))
     except LLMConfigError as exc:
         raise SetupError(f"cannot resume game {gid[:8]}: {exc}") from None
+    if out and check:
+        await endpoints_answer(out.values(), f"cannot resume game {gid[:8]}: ")
     return out

@@ -187,8 +187,7 @@ def check_llm_endpoints(spec: AgentsSpec, tasks: Sequence[Task], settings: runne
         return
     import asyncio
 
-    from personas.llm.restore import check_endpoints
-    from personas.llm.settings import LLMConfigError
+    from .gamespec import endpoints_answer
 
     seats = max((t.num_agents for t in tasks), default=0)
     kinds = [spec.seats[0].kind] * seats if len(spec.seats) == 1 else [s.kind for s in spec.seats]
@@ -197,10 +196,7 @@ def check_llm_endpoints(spec: AgentsSpec, tasks: Sequence[Task], settings: runne
     used = [u for u in used if u is not None]
     if not used:
         return
-    try:
-        asyncio.run(check_endpoints(used))
-    except LLMConfigError as exc:
-        raise SetupError(str(exc)) from None
+    asyncio.run(endpoints_answer(used))
 
 
 def game_slots(concurrency: int | None, scripted: bool, tasks: int, cpus: int) -> tuple[int, int]:

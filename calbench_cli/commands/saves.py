@@ -127,7 +127,7 @@ GAME_KEYS = ("game_id", "task_id", "agents", "status", "started_at", "ended_at",
 
 
 def handle_games(args) -> int:
-    from lab.archive import list_games
+    from lab.archive import list_games, no_games_words
 
     with one_line():
         db = reading_db(args.db)
@@ -136,13 +136,8 @@ def handle_games(args) -> int:
         print(json.dumps({"games": [{**{k: g.get(k) for k in GAME_KEYS},
                                      **({"stored_status": g["stored_status"]} if "stored_status" in g else {})}
                                     for g in games]}, indent=2))
-    elif not games and (args.status or args.task) and db and list_games(db):
-        asked = " and ".join(f for f in (f"status {args.status}" if args.status else "",
-                                         f"task {args.task!r}" if args.task else "") if f)
-        print(f"No saved game with {asked} in {db} (it holds others: 'calbench games --db {db}' lists them).")
     elif not games:
-        print("No saved games. Play one with 'calbench-play', run a suite with 'calbench run', "
-              "or load traces with 'calbench import'.")
+        print(no_games_words(db, status=args.status, task=args.task))
     else:
         _print_games(games)
     return 0

@@ -61,7 +61,7 @@ def partners_text(names: list[str]) -> str | None:
     from engine import protocols
 
     distinct = list(dict.fromkeys(n for n in names if n and n != "human"))
-    if not distinct or distinct == ["imap"]:
+    if not distinct or distinct == [protocols.default_seat()]:  # the paragraph above says it
         return None
     lines = []
     for name in distinct:

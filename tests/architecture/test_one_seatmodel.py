@@ -26,9 +26,10 @@ PACKAGES = ("engine", "personas", "lab", "saves", "calbench_tui")
 #: What each screen may assign on ``self``: nothing of the game (that is the model's).
 SCREEN_ATTRIBUTES = {
     "GameScreen": {"model", "blind", "participant_words", "seat", "_arm", "_binding_state", "_ready", "_backlog"},
-    # the batch being built is the builder's own editing state, not the game's
-    "DecisionScreen": {"request", "obs", "decision", "plan", "talk", "armed_invalid", "armed_warning", "warnings",
-                       "_had_moves"},
+    # the batch being built is the builder's own editing state, not the game's; talk and apart
+    # are what the seat model said of this decision when it opened (read-only snapshots)
+    "DecisionScreen": {"request", "obs", "decision", "plan", "talk", "apart", "armed_invalid", "armed_warning",
+                       "warnings", "_had_moves"},
 }
 
 #: What an app may touch of its screens beyond Textual's Screen API.
