@@ -216,24 +216,15 @@ async def prepare_resume_claims(store, key: str, tasks: Sequence[Any], ids: Sequ
                                 ) -> tuple[list[int], ResumeReport]:
     """``--resume`` bookkeeping: which task indexes are left to play, and what was found.
 
-    Games a crash left ``running`` are marked stopped — except those a live process still
-    plays.  Tasks completed under ``key`` are dropped.  Claims are only inspected here
-    (each worker claims its own chunks as it goes).
+    Refused (:class:`OtherSuite`, nothing changed) when the database holds these task ids
+    under ``key`` played on other scenarios.  Games a crash left ``running`` are marked
+    stopped — except those a live process still plays — and so are this suite's completed
+    games whose endpoint failed (their tasks are played again).  Tasks completed under
+    ``key`` are dropped.  Claims are only inspected here (each worker claims its own chunks
+    as it goes).
     """
     report = ResumeReport(total=len(tasks))
-    claims = await store.claims(key)
-    me = os.getpid()
-    live_games = {c["game_id"] for c in claims if c["alive"] and c["pid"] != me}
-    for gid in await store.running_game_ids(key):
-        if gid in live_games:
-            continue
-        await store.mark_status(gid, "stopped")
-        report.marked_stopped += 1
-    for gid in await store.infra_failed_game_ids(key):
-        # the endpoint failed in it (down, timing out): its scores do not measure the agents;
-        # kept (stopped, out of every report) and its task played again
-        await store.mark_status(gid, "stopped")
-        report.set_aside += 1
+    # first, before anything is changed: is this the suite the database holds under these ids?
     done = set(await store.completed_task_ids(key))
     other = await other_content(store, key, [t for t in tasks if t.task_id in done])
     if other:
@@ -242,6 +233,22 @@ async def prepare_resume_claims(store, key: str, tasks: Sequence[Any], ids: Sequ
             f"{len(other)} task(s) of this suite ({shown}) are completed in {store.path} under the same agents "
             "and settings but on other calendars or meetings (another task file that uses the same task ids?); "
             "resuming would mix the two suites' games: use another --db")
+    claims = await store.claims(key)
+    me = os.getpid()
+    live_games = {c["game_id"] for c in claims if c["alive"] and c["pid"] != me}
+    for gid in await store.running_game_ids(key):
+        if gid in live_games:
+            continue
+        await store.mark_status(gid, "stopped")
+        report.marked_stopped += 1
+    ours = {t.task_id for t in tasks}  # (another shard's games are its own resume's)
+    for gid, tid in await store.infra_failed_games(key):
+        if tid in ours:
+            # the endpoint failed in it (down, timing out): its scores do not measure the agents;
+            # kept (stopped, out of every report) and its task played again
+            await store.mark_status(gid, "stopped")
+            report.set_aside += 1
+    done = set(await store.completed_task_ids(key))
     units = units_of(tasks)
     by_unit = {c["unit"]: c for c in claims}
     keep = []

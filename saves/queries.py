@@ -143,14 +143,15 @@ class Queries:
                                     "status = 'completed' AND task_id IS NOT NULL", (settings_key,)) as cur:
             return {r[0] for r in await cur.fetchall()}
 
-    async def infra_failed_game_ids(self, settings_key: str) -> list[str]:
-        """Completed games under ``settings_key`` with a seat call the infrastructure failed
-        (``games.failures``, migration 10: an endpoint down, a timeout) — their scores do not
-        measure the agents; ``--resume`` sets them aside and plays their tasks again."""
-        async with self._db.execute("SELECT game_id FROM games WHERE settings_key = ? AND status = 'completed' "
-                                    "AND json_extract(failures, '$.infra') > 0 ORDER BY started_at, game_id",
-                                    (settings_key,)) as cur:
-            return [r[0] for r in await cur.fetchall()]
+    async def infra_failed_games(self, settings_key: str) -> list[tuple[str, str | None]]:
+        """``(game_id, task_id)`` of the completed games under ``settings_key`` with a seat call
+        the infrastructure failed (``games.failures``, migration 10: an endpoint down, a
+        timeout) — their scores do not measure the agents; ``--resume`` sets them aside and
+        plays their tasks again."""
+        async with self._db.execute("SELECT game_id, task_id FROM games WHERE settings_key = ? AND "
+                                    "status = 'completed' AND json_extract(failures, '$.infra') > 0 "
+                                    "ORDER BY started_at, game_id", (settings_key,)) as cur:
+            return [(r[0], r[1]) for r in await cur.fetchall()]
 
     async def completed_task_rows(self, settings_key: str) -> dict[str, set[str]]:
         """Task id -> the distinct task rows (JSON text) its completed games under
