@@ -476,7 +476,8 @@ def headline(trace: dict[str, Any]) -> tuple[float | None, float | None]:
     fs = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
     coord = _number(metrics.get("coordination_rate"))
     excess = _number(metrics.get("excess"))
-    if excess is None and cost_mode(trace) == "varied":
+    theirs = not isinstance(trace.get("task"), dict) and "calbench_version" not in trace  # the authors' harness
+    if excess is None and theirs and cost_mode(trace) == "varied":
         levels = played_levels(trace)
         return coord, (levels.excess if levels is not None else None)
     if excess is None:
