@@ -160,12 +160,6 @@ def check_spec(spec: AgentsSpec, tasks: Sequence[Task], settings: runner.RunSett
         if beyond:
             raise SetupError(f"--personas: [seats.{beyond[0]}] names no seat of these games (seats 0-{most - 1}); "
                              "remove it or number it from 0")
-        kinds = [spec.seats[0]] * most if len(spec.seats) == 1 else list(spec.seats)
-        scripted = sorted(s for s in settings.personas if s < len(kinds) and kinds[s].kind != "llm")
-        if scripted:  # its settings would be ignored without a word (found by hand)
-            s = scripted[0]
-            raise SetupError(f"--personas: [seats.{s}] gives LLM settings, but seat {s} is {kinds[s].name} in "
-                             f"--agents {spec}; remove the table, or make that seat an llm seat")
     for n, tid in sorted({t.num_agents: t.task_id for t in reversed(tasks)}.items()):
         try:
             runner.make_seats_for(spec, n, settings)
@@ -175,6 +169,18 @@ def check_spec(spec: AgentsSpec, tasks: Sequence[Task], settings: runner.RunSett
             raise SetupError(f"{exc} (task {tid} has {n} agents)") from None
         except ValueError as exc:  # LLMConfigError and friends
             raise SetupError(f"--agents {spec}: {exc}") from None
+    if settings.personas and tasks:
+        kinds = _seat_specs(spec, tasks)
+        scripted = sorted(s for s in settings.personas if s < len(kinds) and kinds[s].kind != "llm")
+        if scripted:  # its settings would be ignored without a word (found by hand)
+            s = scripted[0]
+            raise SetupError(f"--personas: [seats.{s}] gives LLM settings, but seat {s} is {kinds[s].name} in "
+                             f"--agents {spec}; remove the table, or make that seat an llm seat")
+
+
+def _seat_specs(spec: AgentsSpec, tasks: Sequence[Task]) -> tuple:
+    """The spec of every seat of the suite's largest game (the spec is checked: ``check_spec``)."""
+    return spec.for_seats(max((t.num_agents for t in tasks), default=0), allow_bare_llm=True) if tasks else ()
 
 
 def check_llm_endpoints(spec: AgentsSpec, tasks: Sequence[Task], settings: runner.RunSettings) -> None:
@@ -189,9 +195,8 @@ def check_llm_endpoints(spec: AgentsSpec, tasks: Sequence[Task], settings: runne
 
     from .gamespec import endpoints_answer
 
-    seats = max((t.num_agents for t in tasks), default=0)
-    kinds = [spec.seats[0].kind] * seats if len(spec.seats) == 1 else [s.kind for s in spec.seats]
-    used = [(settings.personas or {}).get(i) or settings.llm for i, kind in enumerate(kinds) if kind == "llm"]
+    used = [(settings.personas or {}).get(i) or settings.llm for i, s in enumerate(_seat_specs(spec, tasks))
+            if s.kind == "llm"]
     used += [settings.judge] if settings.judge is not None else []
     used = [u for u in used if u is not None]
     if not used:
