@@ -579,25 +579,21 @@ class _Game:
             events.append(log.make("decide_start", round=r, turn=turn, phase="DECISION", agent_id=seat,
                                    calendar_snapshot_render=self.render(seat, snapshot), prompt_sent=prompt))
             reply = await self.call(seat, "decide", obs, round=r, turn=turn, phase="DECISION", buffer=events)
-            if reply.error == "infra_error" and lost < cfg.decision_retries:
+            if reply.error == "infra_error":
                 # The endpoint failed (timed out, unreachable) past its own retries: no batch was
-                # written, so no rule refused one — the decision retries stay for rejected batches.
-                # Bounded apart: at most decision_retries such calls per seat and round.
-                lost += 1
+                # written, so no rule refused one — a failed call, never a rejection.  Asked again
+                # without using a decision retry (those stay for rejected batches), at most
+                # decision_retries such calls per seat and round; after that each uses one.
                 events.append(log.make("decide_end", round=r, turn=turn, phase="DECISION", agent_id=seat,
                                        tool_calls=[], text=reply.text, thinking=reply.thinking, usage=reply.usage,
                                        latency_ms=reply.latency_ms, raw_api_response=reply.raw, retry_count=attempt,
                                        status="failed", **_extra(reply)))
+                if lost < cfg.decision_retries:
+                    lost += 1
+                else:
+                    attempt += 1
                 continue
             attempt += 1
-            if reply.error == "infra_error":
-                # lost again, past the re-asks above: it uses a decision retry, but no rule
-                # refused a batch (none was written) — a failed call, not a rejection
-                events.append(log.make("decide_end", round=r, turn=turn, phase="DECISION", agent_id=seat,
-                                       tool_calls=[], text=reply.text, thinking=reply.thinking, usage=reply.usage,
-                                       latency_ms=reply.latency_ms, raw_api_response=reply.raw,
-                                       retry_count=attempt - 1, status="failed", **_extra(reply)))
-                continue
             outcome: BatchOutcome | Rejection
             if reply.error:
                 outcome = Rejection(0, f"Your reply could not be used: {reply.error_detail or reply.error}")

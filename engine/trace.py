@@ -467,6 +467,11 @@ def played_levels(trace: dict[str, Any], task: Task | None = None) -> PlayedLeve
     return PlayedLevels(fold, by_round, cost_levels, scheduled, oracle)
 
 
+def from_authors(trace: dict[str, Any]) -> bool:
+    """Whether a trace came from the paper authors' harness: ours carry the task row or our version."""
+    return not isinstance(trace.get("task"), dict) and "calbench_version" not in trace
+
+
 def headline(trace: dict[str, Any]) -> tuple[float | None, float | None]:
     """(coordination, excess cost in levels) of a game: our metrics; else, for the authors'
     traces, their mean excess burden when costs are uniform (levels are the shown costs) and
@@ -476,8 +481,7 @@ def headline(trace: dict[str, Any]) -> tuple[float | None, float | None]:
     fs = trace.get("final_state") if isinstance(trace.get("final_state"), dict) else {}
     coord = _number(metrics.get("coordination_rate"))
     excess = _number(metrics.get("excess"))
-    theirs = not isinstance(trace.get("task"), dict) and "calbench_version" not in trace  # the authors' harness
-    if excess is None and theirs and cost_mode(trace) == "varied":
+    if excess is None and from_authors(trace) and cost_mode(trace) == "varied":
         levels = played_levels(trace)
         return coord, (levels.excess if levels is not None else None)
     if excess is None:
@@ -544,4 +548,4 @@ def errand_cost_values(calendars: Calendars) -> list[int]:
 
 
 __all__ = ["FoldResult", "PlayedLevels", "TraceError", "cost_mode", "cost_mode_of_row", "errand_cost_values",
-           "fold_trace", "headline", "initial_calendars", "played_levels", "seat_results", "task_for_trace"]
+           "fold_trace", "from_authors", "headline", "initial_calendars", "played_levels", "seat_results", "task_for_trace"]

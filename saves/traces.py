@@ -15,7 +15,7 @@ import orjson
 
 from engine.model import COST_MODES
 from engine.trace import cost_mode as trace_cost_mode
-from engine.trace import headline, seat_results
+from engine.trace import from_authors, headline, seat_results
 
 from .checks import check_trace
 from .codec import BLOB_STATUSES, _dumps, _event_row, _loads, _num, _text, encode_events
@@ -141,7 +141,7 @@ def _game_rows(trace: dict[str, Any], status: str, verification: str | None, pro
     config = trace.get("config") if isinstance(trace.get("config"), dict) else {}
     task = trace.get("task") if isinstance(trace.get("task"), dict) else None
     saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}
-    source = saved.get("source") or ("calbench" if task is not None or "calbench_version" in trace else "authors")
+    source = saved.get("source") or ("authors" if from_authors(trace) else "calbench")
     agents = saved.get("agents")
     if not isinstance(agents, str):
         agents = ",".join(str(a.get("type")) for a in agents_of(config))

@@ -76,11 +76,10 @@ def print_summary(task) -> None:
     ff = (cb.get("oracle") or {}).get("feasible_fraction")
     scorer = row.get("difficulty_scorer")
     score = ""
-    if ff is None and scorer not in (None, "feasible_fraction"):
-        # the row's difficulty_score is another scorer's (the authors': optimal_cost_per_participant_slot)
-        score = f"  difficulty score={row.get('difficulty_score')} ({scorer})"
     if ff is None and scorer in (None, "feasible_fraction"):
         ff = row.get("difficulty_score")
+    elif ff is None:  # the row's difficulty_score is another scorer's (the authors': optimal_cost_per_participant_slot)
+        score = f"  difficulty score={row.get('difficulty_score')} ({scorer})"
     if ff is None:
         from engine.oracle import feasible_fraction
 

@@ -44,20 +44,18 @@ def suite_tasks(ref: str | None) -> list[Any] | None:
         raise ReportError(f"--tasks {ref}: {exc}") from None
 
 
-def load_games(db: str, ids: list[str] | None, include_unverified: bool = False, *,
-               tasks: list[Any] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(game_results rows, traces of those games) from the database at ``db``.
-
-    With ``tasks`` (a suite), only the games played on those very tasks: a game whose task
-    id is the suite's but whose saved row holds another scenario (another task file that
-    reuses the ids) is left out; a game saved without its row is kept on its id."""
+def load_games(db: str, tasks: list[Any] | None = None,
+               include_unverified: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(game_results rows, traces of those games) from the database at ``db``: every game, or
+    with ``tasks`` (a suite) only the games played on those very tasks — a game whose task id
+    is the suite's but whose saved row holds another scenario (another task file that reuses
+    the ids) is left out; a game saved without its row is kept on its id."""
     from lab.archive import with_store
     from lab.lease import same_task
     from saves.guard import admit
 
     by_id = None if tasks is None else {t.task_id: t for t in tasks}
-    if by_id is not None and ids is None:
-        ids = sorted(by_id)
+    ids = None if by_id is None else sorted(by_id)
 
     def ours(trace: dict[str, Any]) -> bool:
         if by_id is None or not isinstance(trace.get("task"), dict):
@@ -110,8 +108,7 @@ def report_from_db(db: str, *, tasks: str | None = None, group_by: str = "person
             price_table = load_prices(prices)
         except PricesError as exc:
             raise ReportError(str(exc)) from None
-    suite = suite_tasks(tasks)
-    rows, traces = load_games(db, None, include_unverified, tasks=suite)
+    rows, traces = load_games(db, suite_tasks(tasks), include_unverified)
     report = build_report(rows, traces, group_by=group_by, with_leaderboard=leaderboard)
     llm = llm_report(traces, price_table)
     if llm["rows"]:

@@ -128,7 +128,7 @@ class IMAPPersona(ProtocolPersona):
         peer again, so nobody is left holding a slot the others do not (a ghost meeting)."""
         st = self.rs.extra
         if sender in self.responders:
-            st["said_ok"].setdefault(sender, {})[slot] = st["said_ok"].get(sender, {}).get(slot, 0)
+            st["said_ok"].setdefault(sender, {}).setdefault(slot, 0)  # it can do the slot it proposes
             st["said_no"].setdefault(sender, set()).discard(slot)
             st["heard"].add(sender)
         decided = st["decided"]
