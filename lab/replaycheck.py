@@ -145,16 +145,24 @@ class Recorded:
 
 
 class _Until:
-    """The re-play's sink: keeps the events, stops the game once it has passed the record."""
+    """The re-play's sink: keeps the events, stops the game at the first event that differs
+    from the record (what :func:`_compare` reports is the first difference, so nothing after
+    it is needed) or once it has passed the record."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, record: list[dict[str, Any]]) -> None:
         self.events: list[dict[str, Any]] = []
-        self.limit = limit
+        self.record = record
 
     async def emit(self, event: dict[str, Any]) -> None:
         self.events.append(event)
-        if len(self.events) > self.limit:
+        if event.get("type") in _NOT_REPLAYED:
+            return
+        i = self.replayed
+        self.replayed += 1
+        if i >= len(self.record) or _project(event) != _project(self.record[i]):
             raise _OutOfRecord()
+
+    replayed = 0
 
 
 def _names(trace: dict[str, Any]) -> list[Any]:
@@ -297,7 +305,7 @@ async def _replay(trace: dict[str, Any], task: Any, fidelity: str) -> tuple[list
                          channels=tuple(cfg.get("channels") or ("dm",)), seat_timeout=cfg.get("seat_timeout"),
                          nosy=tuple(cfg.get("nosy_agent_ids") or ()), deterministic=True)
     kept = [e for e in events if e.get("type") not in _NOT_REPLAYED]
-    sink = _Until(len(kept))
+    sink = _Until(kept)
     try:
         await play_game(task, seats, config, sink, game_id=trace.get("game_id"))
     except _OutOfRecord:

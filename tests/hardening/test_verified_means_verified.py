@@ -23,6 +23,11 @@ from .helpers import our_trace
 CALLS = ("turn_start", "turn_end", "decide_start", "decide_end")
 
 
+def clone(trace):
+    """A deep copy (a trace is JSON; this is several times faster than copy.deepcopy)."""
+    return json.loads(json.dumps(trace))
+
+
 def renumber(t):
     for i, e in enumerate(t["events"]):
         e["seq"] = i
@@ -30,20 +35,20 @@ def renumber(t):
 
 
 def removed(trace, i):
-    t = copy.deepcopy(trace)
+    t = clone(trace)
     del t["events"][i]
     return renumber(t)
 
 
 def doubled(trace, i):
-    t = copy.deepcopy(trace)
-    t["events"].insert(i + 1, copy.deepcopy(t["events"][i]))
+    t = clone(trace)
+    t["events"].insert(i + 1, clone(t["events"][i]))
     return renumber(t)
 
 
 def relabelled(trace, *, prompts=False, label=False):
     """Every seat an LLM: config, game_start and agent_registered (and the saved label)."""
-    t = copy.deepcopy(trace)
+    t = clone(trace)
     n = len(t["config"]["agents"])
     for a in t["config"]["agents"]:
         a.update(type="llm", kind="llm", model="llm:gpt-4o")
@@ -59,7 +64,7 @@ def relabelled(trace, *, prompts=False, label=False):
 
 
 def edited(trace, how):
-    t = copy.deepcopy(trace)
+    t = clone(trace)
     ev = t["events"]
     first = lambda typ: next(e for e in ev if e["type"] == typ)  # noqa: E731
     if how == "message text":
@@ -126,14 +131,14 @@ def corpus(trace):
 
 def verdicts(items):
     async def go():
-        return [(name, (await verify_game(json.loads(json.dumps(t)))).verified) for name, t in items]
+        return [(name, (await verify_game(t)).verified) for name, t in items]
     return asyncio.run(go())
 
 
 @pytest.mark.parametrize("agents", ["imap", "imap,sdmap,dsm-welfare,dsm-private,imap"])
 def test_every_edit_of_a_real_game_is_caught(agents):
     trace = our_trace(3, agents)
-    assert verdicts([("as played", trace)]) == [("as played", True)]
+    assert verdicts([("as played", clone(trace))]) == [("as played", True)]
     items = corpus(trace)
     got = verdicts(items)
     passed = [name for name, ok in got if ok]
