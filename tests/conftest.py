@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+# Textual paints a screen's changes at most TEXTUAL_FPS times a second (60 by default).  A
+# test reads what is painted and waits for it, so fewer frames change no outcome, only how
+# much painting the apps under test do: measured on tests/tui's three longest files, one
+# process, 95 -> 62 s of wall and 67 -> 39 CPU-s at 5 frames; 10 here (docs/testing.md).  The
+# workers and every app process a test starts inherit it.
+os.environ.setdefault("TEXTUAL_FPS", "10")
 # Bytecode caches are written even where the shell sets PYTHONDONTWRITEBYTECODE: else each
 # pytest-xdist worker rewrites and compiles every test module again, and every command the
 # suite starts as a process of its own compiles the project from source again.  Measured on

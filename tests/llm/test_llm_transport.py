@@ -200,7 +200,7 @@ def test_calbench_run_plays_a_slow_streaming_model_and_drops_a_dripping_endpoint
     url, server = threaded_mock(slowgen=0.02)
     db = str(tmp_path / "slow.db")
     rc, out, err = cli("run", "--tasks", "canonical:0", "--agents", "imap,llm:slow,imap,imap,imap", "--base-url", url,
-                       "--timeout", "0.5", "--llm-retries", "0", "--max-turns", "2", "--db", db, "--json")
+                       "--timeout", "0.5", "--llm-retries", "0", "--max-turns", "1", "--db", db, "--json")
     assert rc == 0, err
     (game,) = __import__("json").loads(out)["games"]
     assert game["status"] == "completed" and game["infra_failures"] == 0

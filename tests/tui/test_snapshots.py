@@ -11,7 +11,7 @@ from calbench_tui.app import make_app
 from calbench_tui.screens.decision import DecisionScreen
 from calbench_tui.settings import Settings
 
-from .helpers import play_to_end, speak_turn, wait_for
+from .helpers import play_to_end, speak_turn, wait_for, wait_painted
 
 SIZE = (80, 24)
 
@@ -34,6 +34,7 @@ def test_game_screen_after_the_first_answers(snap_compare):
         await speak_turn(pilot, app)  # r, e
         await wait_for(pilot, lambda: app.game_screen.pending is not None and app.game_screen.model.reported)
         await pilot.press("p")
+        await wait_painted(pilot, "Let's meet at slot 11")  # the queued proposal, painted
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
