@@ -109,8 +109,8 @@ async def test_saved_games_list_opens_replay_and_report(db):
             await wait_until(pilot, lambda: isinstance(app.screen, SavedGamesScreen))
             await pilot.press("r")
             await wait_until(pilot, lambda: isinstance(app.screen, ReportScreen)
-                             and "Report over 2 completed game(s), 10 seats" in screen_text(app))
-            assert "Table 1" in screen_text(app)
+                             and "Report over 2 completed game(s), 10 seats" in screen_text(app)
+                             and "Table 1" in screen_text(app))
     finally:
         await store.close()
 

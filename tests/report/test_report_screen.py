@@ -55,13 +55,11 @@ async def test_report_screen_shows_tables_and_charts_and_regroups():
             # The fairness bars: llm:a · uniform has mean fairness 1.25 (hand-computed in test_reporting).
             assert "llm:a · uniform" in plain and "1.250" in plain
             await pilot.press("g")
-            await wait_until(pilot, lambda: screen.report is not None and screen.report["group_by"] == "model")
-            await pilot.pause()
-            assert "grouped by model" in screen_text(app)
+            await wait_until(pilot, lambda: screen.report is not None and screen.report["group_by"] == "model"
+                             and "grouped by model" in screen_text(app))  # painted
             await pilot.press("g")
-            await wait_until(pilot, lambda: screen.report["group_by"] == "cost_mode")
-            await pilot.pause()
-            assert "grouped by cost mode" in screen_text(app)
+            await wait_until(pilot, lambda: screen.report["group_by"] == "cost_mode"
+                             and "grouped by cost mode" in screen_text(app))  # painted
     finally:
         await store.close()
 

@@ -23,7 +23,7 @@ from lab.study.example import EXAMPLE
 from lab.study.model import load_study
 from saves.store import Store
 
-from .helpers import PATIENCE, decide, speak_turn, wait_for
+from .helpers import PATIENCE, decide, speak_turn, wait_for, wait_painted
 
 
 def small_study(tmp_path, *, talk_seconds: str = "90") -> object:
@@ -59,7 +59,7 @@ async def step_by_keys(pilot, app, seen: list[str], *, quiz_wrong_first: bool = 
         if quiz_wrong_first and s.index == 0 and s.attempt == 1:
             seen.append("quiz")
             await pilot.press(str((q.answer + 1) % len(q.choices) + 1))
-            assert "Not quite" in screen_text(app) and q.explanation[:30] in screen_text(app)
+            await wait_painted(pilot, "Not quite", q.explanation[:30])
         else:
             await pilot.press(str(q.answer + 1))
     elif isinstance(s, QuestionnaireScreen):
