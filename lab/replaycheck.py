@@ -152,6 +152,7 @@ class _Until:
     def __init__(self, record: list[dict[str, Any]]) -> None:
         self.events: list[dict[str, Any]] = []
         self.record = record
+        self.replayed = 0  # events compared with the record so far
 
     async def emit(self, event: dict[str, Any]) -> None:
         self.events.append(event)
@@ -161,8 +162,6 @@ class _Until:
         self.replayed += 1
         if i >= len(self.record) or _project(event) != _project(self.record[i]):
             raise _OutOfRecord()
-
-    replayed = 0
 
 
 def _names(trace: dict[str, Any]) -> list[Any]:
