@@ -393,7 +393,7 @@ async def import_verified(store, trace: dict[str, Any], where: str, keep_unverif
                                            "check it with 'calbench trace', or add --keep-unverified to store it "
                                            "marked unverified")
     added = await store.import_trace(trace, verification="unverified" if problems else "verified",
-                                     problems=problems or None)
+                                     problems=problems or None, checked=True)  # checked above
     if not added:
         return ImportLine(where, "duplicate", gid)
     return ImportLine(where, "unverified" if problems else "imported", gid)

@@ -110,16 +110,20 @@ class PreparedGame:
 
 
 def prepare_game(trace: dict[str, Any], *, encoded: tuple | None = None, verification: str | None = None,
-                 problems: list[str] | None = None, task: Any = None, trusted: bool = False) -> PreparedGame:
+                 problems: list[str] | None = None, task: Any = None, trusted: bool = False,
+                 checked: bool = False) -> PreparedGame:
     """Check ``trace`` and turn it into the rows saving it writes (:class:`PreparedGame`).
 
     ``encoded``: its events already packed by :func:`encode_events`, with ``trace["events"]``
     empty.  Otherwise a finished game's events are packed here: ``task`` is its task when
     the caller has it (else it is read from the trace's row) and ``trusted`` says the
-    events were just made by this engine (``engine.lean.slim_events``).  A value the store
-    cannot hold is a :class:`StoreError`.
+    events were just made by this engine (``engine.lean.slim_events``).  ``checked``: the
+    caller has just run :func:`check_trace` on this very trace, unchanged since (the
+    importer checks before it folds), so it is not walked again.  A value the store cannot
+    hold is a :class:`StoreError`.
     """
-    check_trace(trace, trusted=trusted and encoded is None)
+    if not checked:
+        check_trace(trace, trusted=trusted and encoded is None)
     if encoded is not None and (len(encoded) != 4 or encoded[0] not in ("lean-zstd", "json-zstd")):
         raise StoreError("encoded events must be (codec, count, last_seq, blob) from encode_events")
     saved = trace.get("saved") if isinstance(trace.get("saved"), dict) else {}

@@ -214,16 +214,17 @@ class GameWrites:
 
     # -- import / export ------------------------------------------------------------------
     async def import_trace(self, trace: dict[str, Any], *, verification: str | None = None,
-                           problems: list[str] | None = None, encoded: tuple | None = None) -> bool:
+                           problems: list[str] | None = None, encoded: tuple | None = None,
+                           checked: bool = False) -> bool:
         """Save a JSON trace (ours or the authors'); False when its game id is saved already.
 
         ``verification`` ('verified' / 'unverified', with its ``problems``) is what the
         importer found when it folded the trace (``engine.verify.verify_trace``); None for
         a game this program just played.  Reports leave unverified games out by default.
         ``encoded``: the game's events already packed by :func:`encode_events`, with
-        ``trace["events"]`` empty.
+        ``trace["events"]`` empty.  ``checked``: see :func:`prepare_game`.
         """
-        game = prepare_game(trace, encoded=encoded, verification=verification, problems=problems)
+        game = prepare_game(trace, encoded=encoded, verification=verification, problems=problems, checked=checked)
         return (await self.write_games([game]))[0]
 
     async def write_games(self, games: Iterable[PreparedGame]) -> list[bool]:

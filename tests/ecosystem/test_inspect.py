@@ -12,19 +12,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+from importlib.util import find_spec
+
 import pytest
 
-pytest.importorskip("inspect_ai")
+import calbench
 
-from inspect_ai.log import read_eval_log  # noqa: E402
-
-import calbench  # noqa: E402
+# Skipped without the extra; Inspect AI (~580 modules) is imported by the tests that use it,
+# not at collection, where every worker would import (and on a fresh clone compile) it.
+pytestmark = [pytest.mark.extras, pytest.mark.skipif(find_spec("inspect_ai") is None,
+                                                     reason="Inspect AI is not installed (pip install 'calbench[inspect]')")]
 
 SCORED = {"coordination", "excess_cost", "fairness", "vps", "vps_typed", "vps_free_text", "leaks"}
 INSPECT = Path(sys.executable).with_name("inspect")
 
 
 def _only_log(folder: Path):
+    from inspect_ai.log import read_eval_log
+
     logs = sorted(folder.glob("*.eval"))
     assert len(logs) == 1, logs
     return read_eval_log(str(logs[0]))
@@ -68,6 +73,7 @@ def test_inspect_through_openai_api_at_the_loopback_mock_plays_the_game_calbench
     """Inspect's OpenAI-compatible provider pointed at `calbench mock-llm` (real HTTP): the LLM
     seat plays real turns, and each game is the one `calbench run` plays with the same endpoint."""
     from inspect_ai import eval as inspect_eval
+    from inspect_ai.log import read_eval_log
 
     from calbench.inspect_task import calbench as calbench_task
 

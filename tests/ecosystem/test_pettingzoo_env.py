@@ -8,16 +8,15 @@ engine's privacy boundary) and PettingZoo's own API test passes.
 from __future__ import annotations
 
 import json
+from importlib.util import find_spec
 
 import pytest
 
-pytest.importorskip("pettingzoo")
+import calbench
 
-import numpy as np  # noqa: E402
-from pettingzoo.test import api_test  # noqa: E402
-
-import calbench  # noqa: E402
-from calbench.pettingzoo_env import scripted_policy  # noqa: E402
+# Skipped without the extra; PettingZoo and Gymnasium are imported by the tests, not at collection.
+pytestmark = [pytest.mark.extras, pytest.mark.skipif(find_spec("pettingzoo") is None,
+                                                     reason="PettingZoo is not installed (pip install 'calbench[pettingzoo]')")]
 
 
 def _play(env, policies):
@@ -28,7 +27,15 @@ def _play(env, policies):
     return env.result.trace
 
 
+def scripted_policy(protocol: str):
+    from calbench.pettingzoo_env import scripted_policy as policy
+
+    return policy(protocol)
+
+
 def test_pettingzoo_api_test_passes():
+    from pettingzoo.test import api_test
+
     env = calbench.env(task="canonical:0")
     try:
         api_test(env, num_cycles=200)
@@ -60,6 +67,8 @@ def test_imap_policies_through_the_env_reproduce_calbench_run(tmp_path):
 
 
 def test_an_observation_is_the_seats_own_view_and_the_mask_is_legal():
+    import numpy as np
+
     env = calbench.env(task="canonical:0")
     try:
         env.reset()
@@ -122,6 +131,8 @@ def scripted_policy_for(env, agent):
 
 def test_scripted_seats_beside_controlled_ones_and_menu_play():
     """Two seats through the env (menu actions), three scripted IMAP seats: the game ends, is scored."""
+    import numpy as np
+
     env = calbench.env(task="canonical:1", seats=[0, 1], others="imap")
     try:
         assert env.possible_agents == ["seat_0", "seat_1"]

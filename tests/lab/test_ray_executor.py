@@ -1,28 +1,35 @@
 """The Ray executor: games as Ray tasks, the driver the only writer (lab/executors.py).
 
-A local Ray instance with 2 CPUs is started once for this module (skipped when Ray is not
-installed: ``pip install 'calbench[ray]'``).
+A local Ray instance with 2 CPUs is started once for this module (the tests that need it skip
+when Ray is not installed: ``pip install 'calbench[ray]'``).
 """
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 import pytest
 
-ray = pytest.importorskip("ray")
+from calbench_cli.cli import main
+from lab.executors import FAULT_ENV, RayOptions, gate_name, ray_executor
 
-from calbench_cli.cli import main  # noqa: E402
-from lab.executors import FAULT_ENV, RayOptions, gate_name, ray_executor  # noqa: E402
+from .helpers import game_rows, run, traces
 
-from .helpers import game_rows, run, traces  # noqa: E402
+# Ray is imported by the fixture, not at collection (where every worker would import it)
+pytestmark = pytest.mark.extras
+needs_ray = pytest.mark.skipif(find_spec("ray") is None, reason="Ray is not installed (pip install 'calbench[ray]')")
 
 
 @pytest.fixture(scope="module")
 def ray_local(tmp_path_factory):
+    import ray
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
+    yield ray
     ray.shutdown()
 
 
+@needs_ray
 def test_ray_plays_the_same_deterministic_games_as_local(ray_local, tmp_path, capsys):
     args = ["--tasks", "canonical:0-9", "--agents", "imap,imap,dsm-welfare,imap,sdmap", "--deterministic"]
     local = run(capsys, *args, "--db", str(tmp_path / "local.db"))
@@ -36,6 +43,7 @@ def test_ray_plays_the_same_deterministic_games_as_local(ray_local, tmp_path, ca
     assert len(game_rows(str(tmp_path / "ray.db"))) == 10
 
 
+@needs_ray
 def test_a_worker_killed_mid_suite_is_retried_without_a_duplicate_game(ray_local, tmp_path, capsys):
     from lab import runner
     from engine.taskref import resolve_tasks
@@ -75,6 +83,7 @@ def mock_url(threaded_mock):
     return threaded_mock(policy="cooperative", latency=0.02)
 
 
+@needs_ray
 def test_llm_request_limit_holds_across_the_cluster(ray_local, tmp_path, capsys, monkeypatch, mock_url):
     url, server = mock_url
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
@@ -85,6 +94,7 @@ def test_llm_request_limit_holds_across_the_cluster(ray_local, tmp_path, capsys,
     assert len(server.records) > 0
     # two Ray tasks (two games each) ran at once on two CPUs, yet one request at a time reached the endpoint
     assert server.max_in_flight == 1
+    ray = ray_local
     gate = ray.get_actor(gate_name(url), namespace="calbench")
     stats = ray.get(gate.stats.remote())
     assert stats["limit"] == 1 and stats["max_in_flight"] == 1 and stats["granted"] >= len(server.records)
