@@ -402,11 +402,11 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(w for w in _norm_tokens(text) if len(w) >= 3 and w not in _STOP and not w.isdigit())
 
 
-def _phrase_in(label: str, message: str) -> bool:
-    lt = _norm_tokens(label)
-    if not lt:
-        return False
-    return f" {' '.join(lt)} " in f" {' '.join(_norm_tokens(message))} "
+def _phrase(text: str) -> str | None:
+    """``text``'s words as normalised, space-separated and padded (so that one phrase is found in
+    another only on word boundaries); None when it has no word."""
+    tokens = _norm_tokens(text)
+    return f" {' '.join(tokens)} " if tokens else None
 
 
 def _recipients(data: dict[str, Any]) -> list[int]:
@@ -433,6 +433,7 @@ def semantic_leaks(task, events: Sequence[dict[str, Any]], *, threshold: float =
     for mid, lab in labels.meetings.items():
         catalogue[("meeting", mid)] = (lab.text, lab.tier, participants.get(mid, set()), f"meeting M{mid}")
     words = {k: content_words(v[0]) for k, v in catalogue.items()}
+    phrases = {k: _phrase(v[0]) for k, v in catalogue.items()}  # each label normalised once, not per message
     known: list[set[tuple]] = [
         {k for k, v in catalogue.items() if a in v[2]} for a in range(task.num_agents)
     ]
@@ -448,13 +449,15 @@ def semantic_leaks(task, events: Sequence[dict[str, Any]], *, threshold: float =
             continue
         rcps = _recipients(d)
         msg_words = content_words(content)
+        msg_phrase = _phrase(content) or " "
         for key in sorted(known[sender], key=repr):
             text, tier, entitled, name = catalogue[key]
             lw = words[key]
             match = None
             shared = lw & msg_words
             overlap = len(shared) / len(lw) if lw else 0.0
-            if _phrase_in(text, content):
+            phrase = phrases[key]
+            if phrase is not None and phrase in msg_phrase:
                 match, overlap = "phrase", 1.0
             elif lw and overlap >= threshold and len(shared) >= min(2, len(lw)):
                 match = "overlap"
