@@ -121,6 +121,12 @@ class ThreadLog(RichLog):
                 self.write(line, scroll_end=False)
             self.scroll_end(animate=False, immediate=False)
 
+    def on_mount(self) -> None:
+        # kept scrolled to the newest line through writes *and* resizes (the queued-messages box
+        # appearing under the thread shortens it: the last lines went out of sight below), until
+        # the person scrolls up; back at the bottom, it follows again (Textual's anchor)
+        self.anchor()
+
     def on_resize(self) -> None:
         self.call_after_refresh(self.catch_up)
 

@@ -53,6 +53,41 @@ async def test_messages_that_arrive_in_a_hidden_thread_wrap_at_the_pane_width():
         assert max(len(line.text.rstrip()) for line in log.lines) > 60
 
 
+async def test_a_thread_keeps_its_newest_line_in_sight_when_a_box_opens_under_it():
+    """The queued-messages box opening under the thread shortened it and left its last lines
+    (the hint "p proposes it") out of sight below; the thread now stays at its newest line
+    through a resize, and a person who scrolled up keeps their place."""
+    from rich.text import Text
+    from textual.app import App
+    from textual.widgets import Static
+
+    from calbench_tui.app import screen_text
+    from calbench_tui.widgets.chat import ThreadLog
+
+    class Pane(App):
+        CSS = "ThreadLog { height: 1fr; } #box { height: 6; display: none; }"
+
+        def compose(self):
+            yield ThreadLog(id="log")
+            yield Static("queued: 2 messages", id="box")
+
+    app = Pane()
+    async with app.run_test(size=(60, 16)) as pilot:
+        log = app.query_one(ThreadLog)
+        for i in range(40):
+            log.add(Text(f"line {i}"))
+        await wait_painted(pilot, "line 39")
+        app.query_one("#box").display = True  # the box opens: the thread is 6 lines shorter
+        # both painted (the bound only ends a broken test: before, line 39 stayed below for good)
+        await wait_painted(pilot, "queued: 2 messages", "line 39", timeout=20)
+        log.scroll_home(animate=False)  # the person scrolls up to read back ...
+        await wait_painted(pilot, "line 0")
+        app.query_one("#box").display = False
+        await wait_for(pilot, lambda: "queued" not in screen_text(app), what="the box closed")
+        text = screen_text(app)
+        assert "line 0" in text and "line 39" not in text  # ... and stays there through a resize
+
+
 async def _to_decision(pilot, app, *, round_: int = 0) -> DecisionScreen:
     """Play the talk by the IMAP routine until DECISION of round ``round_`` opens (deciding earlier rounds)."""
     from .helpers import decide, human_waiting

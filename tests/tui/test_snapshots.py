@@ -34,7 +34,9 @@ def test_game_screen_after_the_first_answers(snap_compare):
         await speak_turn(pilot, app)  # r, e
         await wait_for(pilot, lambda: app.game_screen.pending is not None and app.game_screen.model.reported)
         await pilot.press("p")
-        await wait_painted(pilot, "Let's meet at slot 11")  # the queued proposal, painted
+        # the queued proposal painted, and the messages pane scrolled down to its last line (at 10
+        # frames a second the scroll can land a frame after the proposal)
+        await wait_painted(pilot, "Let's meet at slot 11", "cursor is on it).")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
