@@ -10,9 +10,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
-
 from importlib.util import find_spec
+from pathlib import Path
 
 import pytest
 
