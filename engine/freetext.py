@@ -399,14 +399,18 @@ def _norm_tokens(text: str) -> list[str]:
 
 def content_words(text: str) -> frozenset[str]:
     """The words that carry a label's meaning (see the module docstring)."""
-    return frozenset(w for w in _norm_tokens(text) if len(w) >= 3 and w not in _STOP and not w.isdigit())
+    return _content(_norm_tokens(text))
 
 
-def _phrase(text: str) -> str | None:
-    """``text``'s words as normalised, space-separated and padded (so that one phrase is found in
-    another only on word boundaries); None when it has no word."""
+def _content(tokens: list[str]) -> frozenset[str]:
+    return frozenset(w for w in tokens if len(w) >= 3 and w not in _STOP and not w.isdigit())
+
+
+def _read(text: str) -> tuple[frozenset[str], str | None]:
+    """``text`` normalised once: its content words, and its words space-separated and padded
+    (one phrase is found in another only on word boundaries; None when it has no word)."""
     tokens = _norm_tokens(text)
-    return f" {' '.join(tokens)} " if tokens else None
+    return _content(tokens), (f" {' '.join(tokens)} " if tokens else None)
 
 
 def _recipients(data: dict[str, Any]) -> list[int]:
@@ -432,8 +436,7 @@ def semantic_leaks(task, events: Sequence[dict[str, Any]], *, threshold: float =
         catalogue[("errand", owner, eid)] = (lab.text, lab.tier, {owner}, f"errand {owner}:{eid}")
     for mid, lab in labels.meetings.items():
         catalogue[("meeting", mid)] = (lab.text, lab.tier, participants.get(mid, set()), f"meeting M{mid}")
-    words = {k: content_words(v[0]) for k, v in catalogue.items()}
-    phrases = {k: _phrase(v[0]) for k, v in catalogue.items()}  # each label normalised once, not per message
+    read = {k: _read(v[0]) for k, v in catalogue.items()}  # each label normalised once, not per message
     known: list[set[tuple]] = [
         {k for k, v in catalogue.items() if a in v[2]} for a in range(task.num_agents)
     ]
@@ -448,16 +451,14 @@ def semantic_leaks(task, events: Sequence[dict[str, Any]], *, threshold: float =
         if sender is None or not content.strip() or not 0 <= sender < task.num_agents:
             continue
         rcps = _recipients(d)
-        msg_words = content_words(content)
-        msg_phrase = _phrase(content) or " "
+        msg_words, msg_phrase = _read(content)
         for key in sorted(known[sender], key=repr):
             text, tier, entitled, name = catalogue[key]
-            lw = words[key]
+            lw, phrase = read[key]
             match = None
             shared = lw & msg_words
             overlap = len(shared) / len(lw) if lw else 0.0
-            phrase = phrases[key]
-            if phrase is not None and phrase in msg_phrase:
+            if phrase is not None and msg_phrase is not None and phrase in msg_phrase:
                 match, overlap = "phrase", 1.0
             elif lw and overlap >= threshold and len(shared) >= min(2, len(lw)):
                 match = "overlap"
