@@ -257,15 +257,32 @@ def _children(pid: int, depth: int = 99) -> list[int]:
         p, d = todo.pop()
         if d >= depth:
             continue
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    kids = [int(x) for x in fh.read().split()]
-                out += kids
-                todo += [(k, d + 1) for k in kids]
-        except OSError:
-            continue
+        kids = _kids(p)
+        out += kids
+        todo += [(k, d + 1) for k in kids]
     return [p for p in out if not (_parent(p) == pid and "calbench_tui.zygote" in _cmdline(p))]
+
+
+def _kids(pid: int) -> list[int]:
+    """``pid``'s direct children (Linux /proc); none once it is gone."""
+    kids: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                kids += [int(x) for x in fh.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def _wait_for_the_zygote(pid: int, timeout: float = 120.0) -> None:
+    """Until the server's zygote runs as itself: the server starts it in the background as it
+    starts, and a process forked a moment ago still reads as the server until it execs (so it
+    would count as an app process in :func:`_children`).  The bound only ends a broken test."""
+    t0 = time.monotonic()
+    while not any("calbench_tui.zygote" in _cmdline(k) for k in _kids(pid)):
+        assert time.monotonic() - t0 < timeout, "the server's zygote never started"
+        time.sleep(0.05)
 
 
 def _environ(pid: int) -> str:
@@ -284,6 +301,7 @@ def test_the_web_port_starts_no_app_process_without_a_valid_code(tmp_path):
     web = info["web"].rstrip("/")
     wsbase = web.replace("http://", "ws://")
     try:
+        _wait_for_the_zygote(proc.pid)
         async def main():
             async with aiohttp.ClientSession() as http:
                 async with http.get(web + "/") as r:  # the code form: a page, no process
