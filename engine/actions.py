@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from .quickinit import quick_init
+
 MESSAGE_TYPES = ("dm", "participant_groupchat", "all_groupchat")
 #: Short talk moves a seat expands into messages itself (``personas/llm/talk.py``):
 #: ``costs`` answers the latest cost request with my costs, ``propose`` (with ``slot``)
@@ -28,6 +30,7 @@ SHORT_ACTIONS = ("costs", "propose", "ask_costs")
 CHANNELS = MESSAGE_TYPES
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Message:
     """A message action: ``dm`` (with ``to``), ``participant_groupchat`` or ``all_groupchat``."""
@@ -47,6 +50,7 @@ class Message:
         return d
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Schedule:
     meeting_id: Any
@@ -57,6 +61,7 @@ class Schedule:
         return {"type": "schedule", "meeting_id": self.meeting_id, "slot": self.slot}
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Reschedule:
     item_id: Any

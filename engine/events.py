@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Protocol
 
+from .quickinit import quick_init
+
 
 class EventSink(Protocol):
     async def emit(self, event: dict[str, Any]) -> None: ...
@@ -201,6 +203,7 @@ def _int(v: Any) -> int | None:
 
 # Typed readers of the folded kinds.  Lenient: a trace read from outside may lack a key or
 # hold a wrong type; the reader gives None there and the fold says what it could not use.
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RoundStart:
     round: int | None
@@ -212,6 +215,7 @@ class RoundStart:
         return cls(_int(d.get("round")), m if isinstance(m, dict) else None)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class BatchApplied:
     round: Any  # as recorded (the fold names a bad one in its problem line)
@@ -228,6 +232,7 @@ class BatchApplied:
                    after if isinstance(after, list) else None, render if isinstance(render, str) else None)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Resolved:
     """A ``resolution`` event as recorded (what the round's end says happened)."""
@@ -253,6 +258,7 @@ class Resolved:
                    h if isinstance(h, str) else None, cals if isinstance(cals, list) else None)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MessageSent:
     round: int | None

@@ -23,6 +23,7 @@ from .observe import (
     TurnObservation,
     VoluntaryObservation,
     meeting_view,
+    seat_labels,
     seat_view,
 )
 from .redact import redact
@@ -152,6 +153,7 @@ class _Game:
         # round's starting calendars, messages sent; the loop advances it as it plays
         self.fold = Fold.for_task(task)
         self._views: dict[int, list] = {}  # seat -> [calendar, penalty, view, render or None]
+        self._labels: dict[int, Any] = {}  # seat -> the labels it may read (fixed for the game)
         self._lines: list[dict] = [{} for _ in seats]  # seat -> its rendered calendar lines by (slot, item)
         self.renders = renders  # False: events carry UNWRITTEN in place of calendar renders
         self._meeting_views: dict[tuple[int, int], Any] = {}  # (meeting id, seat) -> its MeetingView
@@ -177,8 +179,11 @@ class _Game:
         cal, pen = st.calendars[seat], st.costs[seat]
         hit = self._views.get(seat)
         if hit is None or hit[0] is not cal or hit[1] != pen:
+            own = self._labels.get(seat)
+            if own is None:
+                own = self._labels[seat] = seat_labels(seat, self.task.labels, self.task.meetings)
             view = seat_view(seat, st.calendars, self.task.labels, self.task.meetings, pen,
-                             self.task.cost_values, self.config.channels)
+                             self.task.cost_values, self.config.channels, own_labels=own)
             hit = self._views[seat] = [cal, pen, view, None]
         return hit
 

@@ -14,9 +14,11 @@ from typing import Any
 
 from .events import MESSAGE_EVENTS
 from .model import Calendar, Labels, Meeting
+from .quickinit import quick_init
 from .render import render_calendar
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Delivered:
     """A message as its recipient sees it."""
@@ -40,6 +42,7 @@ class Delivered:
         return d
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MeetingView:
     id: int
@@ -54,6 +57,7 @@ class MeetingView:
         return min(self.participants)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SeatView:
     """What every observation of one seat carries: its private world."""
@@ -75,6 +79,7 @@ class SeatView:
                                memo=memo)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SeatBriefing:
     """Given once, at registration."""
@@ -86,6 +91,7 @@ class SeatBriefing:
     variant: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TurnObservation:
     view: SeatView
@@ -106,6 +112,7 @@ class TurnObservation:
         return self.turn + 1 >= self.max_turns
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class VoluntaryObservation:
     view: SeatView
@@ -118,6 +125,7 @@ class VoluntaryObservation:
     phase: str = "VOLUNTARY"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class DecisionObservation:
     view: SeatView  # frozen snapshot taken when DECISION begins
@@ -147,13 +155,24 @@ def seat_view(
     penalty: int,
     cost_values: tuple[int, ...],
     channels: tuple[str, ...],
+    *,
+    own_labels: Labels | None = None,
 ) -> SeatView:
+    """``own_labels``: :func:`seat_labels` of this seat, when the caller keeps them (a game
+    builds a seat's view each time its calendar changes; its labels never do)."""
     cal = calendars[seat]
     mine = {m.id for m in meetings if seat in m.participants}
     on_cal = {it.meeting_id for it in cal if it is not None and hasattr(it, "meeting_id")}
     prior = {m.id: m.participants for m in meetings if m.id in on_cal and m.id in mine}
-    return SeatView(seat, len(calendars), len(cal), cal, labels.for_seat(seat, mine), prior,
-                    penalty, cost_values, channels)
+    if own_labels is None:
+        own_labels = labels.for_seat(seat, mine)
+    return SeatView(seat, len(calendars), len(cal), cal, own_labels, prior, penalty, cost_values, channels)
+
+
+def seat_labels(seat: int, labels: Labels, meetings: tuple[Meeting, ...]) -> Labels:
+    """The labels ``seat`` may read (SPEC §5): its own errands', and those of the meetings it
+    takes part in — what :func:`seat_view` puts in the seat's view."""
+    return labels.for_seat(seat, {m.id for m in meetings if seat in m.participants})
 
 
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 from .actions import Action, Message, Reschedule, Schedule
 from .model import Calendar, Errand, Item, MeetingCopy
+from .quickinit import quick_init
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Rejection:
     rule: int
@@ -24,6 +26,7 @@ class Rejection:
         return self.message
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Move:
     """One applied move: what moved, from where to where, and what it cost."""
@@ -34,6 +37,7 @@ class Move:
     cost: int
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class BatchOutcome:
     calendar: Calendar

@@ -15,9 +15,11 @@ from typing import Any
 import orjson
 
 from .model import Calendar, Errand, MeetingCopy, Task, calendar_to_json
+from .quickinit import quick_init
 from .rules import BatchOutcome
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Resolution:
     meeting_id: int
@@ -38,6 +40,7 @@ class Resolution:
         }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class GameState:
     calendars: tuple[Calendar, ...]
@@ -92,23 +95,44 @@ def scheduled_meetings(state: GameState, task: Task) -> list[int]:
     return [m.id for m in task.meetings if is_scheduled(state.calendars, m.participants, m.id)]
 
 
+def _meeting_slots(calendar: Calendar) -> dict[int, int]:
+    """Meeting id -> the first slot holding a copy of it (:func:`meeting_slot` for every meeting at once)."""
+    out: dict[int, int] = {}
+    for s, it in enumerate(calendar):
+        if isinstance(it, MeetingCopy) and it.meeting_id not in out:
+            out[it.meeting_id] = s
+    return out
+
+
 def resolve_round(state: GameState, task: Task, round_index: int) -> tuple[GameState, Resolution]:
     meeting = task.meetings[round_index]
-    per_agent = {a: meeting_slot(state.calendars[a], meeting.id) for a in meeting.participants}
+    where: dict[int, dict[int, int]] = {}  # seat -> its calendar's meeting slots, read once a round
+
+    def slot(a: int, meeting_id: int) -> int | None:
+        ix = where.get(a)
+        if ix is None:
+            ix = where[a] = _meeting_slots(state.calendars[a])
+        return ix.get(meeting_id)
+
+    def scheduled(m) -> bool:  # is_scheduled, through the index
+        if not m.participants:
+            return False
+        first = slot(m.participants[0], m.id)
+        return first is not None and all(slot(a, m.id) == first for a in m.participants)
+
+    per_agent = {a: slot(a, meeting.id) for a in meeting.participants}
     slots = set(per_agent.values())
     coordinated = len(slots) == 1 and None not in slots
     conflicts: dict[str, list[int]] = {}
     if not coordinated:
         for a, s in per_agent.items():
             conflicts.setdefault(str(s), []).append(a)
+    held = [m.id for m in task.meetings[: round_index + 1] if scheduled(m)]
     # A prior meeting is violated when it counted as scheduled at the previous
     # resolution but its copies no longer sit in one common slot.
-    violated = tuple(
-        m.id for m in task.meetings[:round_index]
-        if m.id in state.scheduled and not is_scheduled(state.calendars, m.participants, m.id)
-    )
-    now = frozenset(m.id for m in task.meetings[: round_index + 1]
-                    if is_scheduled(state.calendars, m.participants, m.id))
+    kept = set(held)
+    violated = tuple(m.id for m in task.meetings[:round_index] if m.id in state.scheduled and m.id not in kept)
+    now = frozenset(held)
     res = Resolution(meeting.id, per_agent, coordinated, conflicts, violated)
     return GameState(state.calendars, state.costs, state.costs_levels, round_index + 1,
                      state.resolutions + (res,), now), res

@@ -84,10 +84,13 @@ def cheapest_common_slot(mine: Mapping[int, int | None], peers: Iterable[int],
     return best
 
 
-def cheapest_slots(calendar: Calendar, reserved: Iterable[int] = (), exclude: Iterable[int] = ()) -> list[int]:
-    """This seat's feasible slots, cheapest first (ties: lowest slot)."""
+def cheapest_slots(calendar: Calendar, reserved: Iterable[int] = (), exclude: Iterable[int] = (), *,
+                   costs: list[int | None] | None = None) -> list[int]:
+    """This seat's feasible slots, cheapest first (ties: lowest slot); ``costs``:
+    ``insertion_costs(calendar, reserved)`` when the caller has it already."""
     ex = set(exclude) | set(reserved)
-    costs = insertion_costs(calendar, reserved)
+    if costs is None:
+        costs = insertion_costs(calendar, reserved)
     ok = [(c, s) for s, c in enumerate(costs) if c is not None and s not in ex]
     ok.sort()
     return [s for _, s in ok]

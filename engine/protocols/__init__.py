@@ -296,8 +296,10 @@ def load_factory(s: Seat) -> Callable[..., Any]:
 # ---------------------------------------------------------------------------------------
 def as_int(v: Any) -> int | None:
     """An int from an int, a (signed) digit string or a whole float; None otherwise (a bool too)."""
-    if type(v) is int:  # the common case, first
+    if type(v) is int:  # the common cases, first
         return v
+    if type(v) is str and v.isdigit():  # what the general test below accepts, without its copies
+        return int(v)
     if isinstance(v, bool):
         return None
     if isinstance(v, int):

@@ -107,6 +107,7 @@ class ProtocolPersona:
         self.rs: RoundState | None = None
         self.outsiders: set[int] = set()  # peers that spoke outside my protocol this game
         self._turn = -1  # the CHEAP_TALK turn being played (-1 outside one)
+        self._costs_memo: tuple | None = None  # (calendar, reserved, its insertion costs)
 
     #: Its seat calls never wait on anything (pure computation): the engine may await the
     #: participants' DECISION calls one after the other instead of gathering them as tasks
@@ -225,16 +226,25 @@ class ProtocolPersona:
             return None
         return insertion_cost(self.view.calendar, slot, self.rs.reserved)
 
+    def _insertion_costs(self) -> list[int | None]:
+        """``insertion_costs`` of my calendar with this round's reserved slots, worked out
+        again only when either has changed (a round asks for them many times).  Read only."""
+        cal, res = self.view.calendar, self.rs.reserved
+        memo = self._costs_memo
+        if memo is not None and memo[0] is cal and memo[1] == res:
+            return memo[2]
+        out = insertion_costs(cal, res)
+        self._costs_memo = (cal, set(res), out)
+        return out
+
     def costs_now(self) -> list[int | None]:
         """``cost`` for every slot, in one pass."""
         res = self.rs.reserved
-        out = insertion_costs(self.view.calendar, res)
-        if res:
-            out = [None if s in res else c for s, c in enumerate(out)]
-        return out
+        out = self._insertion_costs()
+        return [None if s in res else c for s, c in enumerate(out)] if res else list(out)
 
     def my_cheapest(self, limit: int | None = None) -> list[int]:
-        out = cheapest_slots(self.view.calendar, self.rs.reserved)
+        out = cheapest_slots(self.view.calendar, self.rs.reserved, costs=self._insertion_costs())
         return out if limit is None else out[:limit]
 
     # -- default behaviour (override in subclasses) ------------------------------------------

@@ -3,12 +3,16 @@
 * DECISION calls of seats that answer at once (the scripted protocols) are awaited one
   after the other in the game's own task; seats that may wait are still gathered.
 * The label bank is shuffled draw for draw as ``random.shuffle`` does.
+* A frozen dataclass with the quick ``__init__`` (``engine.quickinit``) is built, compared,
+  hashed and kept frozen as the dataclass's own ``__init__`` does it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
+from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import given, strategies as st
@@ -16,6 +20,7 @@ from hypothesis import given, strategies as st
 from engine.events import ListSink
 from engine.game import GameConfig, run_game
 from engine.labelbank import _fast_shuffle, _shuffle
+from engine.quickinit import quick_init
 from engine.taskref import resolve_tasks
 from personas.registry import make_personas
 from personas.scripted.imap import IMAPPersona
@@ -129,3 +134,57 @@ def test_nesting_depth_is_the_depth_of_the_deepest_list_or_table(obj):
     d = _depth(obj)
     if d >= 2:
         assert nesting_depth(obj, stop_at=d - 2) == d - 1  # counting stops once past the limit
+
+
+@dataclass(frozen=True, slots=True)
+class _Plain:
+    a: int
+    b: str = "b"
+    kind: str = field(default="k", init=False)
+    c: tuple = ()
+
+
+@quick_init
+@dataclass(frozen=True, slots=True)
+class _Quick:
+    a: int
+    b: str = "b"
+    kind: str = field(default="k", init=False)
+    c: tuple = ()
+
+
+@given(st.integers(), st.text(max_size=3), st.tuples(st.integers()), st.sampled_from(["pos", "kw", "defaults"]))
+def test_quick_init_builds_what_the_dataclass_builds(a, b, c, how):
+    def build(cls):
+        if how == "pos":
+            return cls(a, b, c)
+        if how == "kw":
+            return cls(c=c, a=a, b=b)
+        return cls(a)
+    plain, quick = build(_Plain), build(_Quick)
+    assert dataclasses.astuple(quick) == dataclasses.astuple(plain)
+    assert repr(quick).replace("_Quick", "_Plain") == repr(plain)
+    assert quick == build(_Quick) and hash(quick) == hash(build(_Quick))
+    assert dataclasses.replace(quick, a=a + 1).a == a + 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        quick.a = 0
+
+
+def test_quick_init_refuses_what_it_does_not_rebuild():
+    with pytest.raises(TypeError, match="__post_init__"):
+        @quick_init
+        @dataclass(frozen=True, slots=True)
+        class Checked:
+            a: int
+
+            def __post_init__(self):
+                pass
+    with pytest.raises(TypeError, match="frozen, slotted"):
+        quick_init(dataclass(slots=True)(type("Loose", (), {"__annotations__": {"a": int}})))
+    with pytest.raises(TypeError, match="field 'xs'"):
+        @quick_init
+        @dataclass(frozen=True, slots=True)
+        class Listy:
+            xs: list = field(default_factory=list)
+    with pytest.raises(TypeError):
+        _Quick()  # a required field is still required
