@@ -58,20 +58,26 @@ def label_rng(seed: int | str) -> random.Random:
 def _balanced_tiers(rng: random.Random, n: int) -> list[str]:
     k = len(TIERS)
     tiers = list(TIERS) * (n // k) + rng.sample(list(TIERS), n % k)
-    rng.shuffle(tiers)
+    _shuffle(rng, tiers)
     return tiers
+
+
+@lru_cache(maxsize=64)
+def _shuffle_steps(n: int) -> tuple[tuple[int, int], ...]:
+    """The steps of shuffling ``n`` items: each position ``i`` from the last down to 1, with the
+    bits ``random.shuffle`` draws to pick a position ``0..i`` (those of ``i + 1``)."""
+    return tuple((i, (i + 1).bit_length()) for i in range(n - 1, 0, -1))
 
 
 def _fast_shuffle(rng: random.Random, x: list) -> None:
     """``rng.shuffle(x)``, draw for draw (the same ``getrandbits`` calls, so the same order and
-    the same state after), with the draws inlined: shuffling the bank is most of loading a
-    task file.  Checked against ``random.shuffle`` at import (:data:`_shuffle`)."""
+    the same state after), with the draws inlined and the bit counts worked out once per
+    length: shuffling the bank is most of labelling a task.  Checked against
+    ``random.shuffle`` at import (:data:`_shuffle`)."""
     getrandbits = rng.getrandbits
-    for i in range(len(x) - 1, 0, -1):
-        n = i + 1
-        k = n.bit_length()
+    for i, k in _shuffle_steps(len(x)):
         j = getrandbits(k)
-        while j >= n:
+        while j > i:
             j = getrandbits(k)
         x[i], x[j] = x[j], x[i]
 
@@ -91,13 +97,20 @@ def _pick_shuffle():
 _shuffle = _pick_shuffle()
 
 
-def _dealer(rng: random.Random, labels: tuple[str, ...]) -> Iterator[str]:
-    order = list(labels)
+@lru_cache(maxsize=1)
+def _bank_labels() -> dict[str, tuple[Label, ...]]:
+    """The bank as ``Label`` objects, made once: they are frozen, so every scenario deals the
+    same objects (making them was a good part of labelling a task)."""
+    return {tier: tuple(Label(text, tier) for text in texts) for tier, texts in load_bank().items()}
+
+
+def _dealer(rng: random.Random, tier: str) -> Iterator[Label]:
+    order = list(_bank_labels()[tier])
     _shuffle(rng, order)
     round_no = 1
     while True:
-        for text in order:
-            yield text if round_no == 1 else f"{text} ({round_no})"
+        for label in order:
+            yield label if round_no == 1 else Label(f"{label.text} ({round_no})", tier)
         round_no += 1
 
 
@@ -134,14 +147,13 @@ def _assign(seed: str, errand_ids: tuple[tuple[int, ...], ...],
     """:func:`assign_labels` by what it reads — a suite repeats one scenario under several
     ids and seeds its labels alike, and shuffling the bank is most of the cost of loading
     a task file.  (The seed enters as text, as :func:`label_rng` reads it.)"""
-    bank = load_bank()
     rng = label_rng(seed)
-    dealers = {tier: _dealer(rng, bank[tier]) for tier in TIERS}
+    dealers = {tier: _dealer(rng, tier) for tier in TIERS}  # each shuffles its tier at its first deal
     errands: dict[tuple[int, int], Label] = {}
     for agent, ids in enumerate(errand_ids):
         for eid, tier in zip(ids, _balanced_tiers(rng, len(ids))):
-            errands[(agent, eid)] = Label(next(dealers[tier]), tier)
+            errands[(agent, eid)] = next(dealers[tier])
     meetings: dict[int, Label] = {}
     for mid, tier in zip(meeting_ids, _balanced_tiers(rng, len(meeting_ids))):
-        meetings[mid] = Label(next(dealers[tier]), tier)
+        meetings[mid] = next(dealers[tier])
     return errands, meetings

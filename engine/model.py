@@ -13,6 +13,7 @@ authors wrote survives a load/save round trip.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -90,6 +91,8 @@ def whole(value: Any, what: str, *, lo: int | None = 0, hi: int | None = None) -
     """``value`` as an int if it is a whole number (an integral float such as ``10.0``
     counts; ``1.5``, ``NaN``, ``Infinity``, ``true`` and strings do not), within
     ``lo``..``hi``; else a TaskError naming ``what``."""
+    if type(value) is int and (lo is None or lo <= value) and (hi is None or value <= hi):
+        return value  # the usual case, answered first (a bool is not ``type(...) is int``)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TaskError(f"{what} must be a whole number, not {_short(value)}")
     if isinstance(value, float):
@@ -130,6 +133,44 @@ def item_from_json(raw: Any, where: str = "calendar") -> Item:
     raise TaskError(f"{where}: an item needs 'errand_id' or 'meeting_id', got {sorted(raw)}")
 
 
+#: Errands and labels already made, by their fields (see :func:`_shared`).
+_ERRANDS: dict[tuple[int, int, bool], Errand] = {}
+_LABELS: dict[tuple[str, str], "Label"] = {}
+_SHARED_MAX = 1 << 16
+
+
+def _shared(memo: dict[tuple, Any], cls: type, key: tuple) -> Any:
+    """``cls(*key)``, made once per ``key`` while ``memo`` has room.  Errands and labels are frozen,
+    so tasks can share them, and task rows repeat the same few row after row: making a frozen
+    dataclass costs more than the rest of reading it.  Bounded, for files of ever-new values."""
+    obj = memo.get(key)
+    if obj is None:
+        obj = cls(*key)
+        if len(memo) < _SHARED_MAX:
+            memo[key] = obj
+    return obj
+
+
+def _calendar_from_json(raw: list[Any], agent: int) -> Calendar:
+    """``item_from_json`` of every item of ``agent``'s calendar.  The items rows are made of —
+    ``null`` and an errand with int id and cost in range (and a bool ``blocked``, if any) — are
+    read here; anything else (a meeting copy, ``10.0``, a bad cost, a non-object) goes through
+    ``item_from_json``, which makes the same item or raises its error."""
+    out: list[Item] = []
+    for s, it in enumerate(raw):
+        if it is None:
+            out.append(None)
+            continue
+        if type(it) is dict and "meeting_id" not in it:
+            eid, cost, blocked = it.get("errand_id"), it.get("cost", 1), it.get("blocked", False)
+            if (type(eid) is int and type(cost) is int and type(blocked) is bool
+                    and 0 <= eid <= _ID_MAX and 0 <= cost <= MAX_COST):
+                out.append(_shared(_ERRANDS, Errand, (eid, cost, blocked)))
+                continue
+        out.append(item_from_json(it, f"calendar {agent} slot {s}"))
+    return tuple(out)
+
+
 def calendar_to_json(cal: Calendar) -> list[dict[str, Any] | None]:
     return [None if it is None else it.to_json() for it in cal]
 
@@ -164,6 +205,13 @@ class Label:
     tier: str  # public | neutral | sensitive
 
 
+def _label(text: Any, tier: Any) -> Label:
+    """``Label(text, tier)``; shared (:func:`_shared`) when both are strings, as a row writes them."""
+    if type(text) is str and type(tier) is str:
+        return _shared(_LABELS, Label, (text, tier))
+    return Label(text, tier)
+
+
 @dataclass(frozen=True, slots=True)
 class Labels:
     """Private natural-language labels, kept beside the calendars (SPEC §2).
@@ -187,8 +235,8 @@ class Labels:
         errands: dict[tuple[int, int], Label] = {}
         for key, val in (raw.get("errands") or {}).items():
             a, e = key.split(":")
-            errands[(int(a), int(e))] = Label(val["label"], val["tier"])
-        meetings = {int(k): Label(v["label"], v["tier"]) for k, v in (raw.get("meetings") or {}).items()}
+            errands[(int(a), int(e))] = _label(val["label"], val["tier"])
+        meetings = {int(k): _label(v["label"], v["tier"]) for k, v in (raw.get("meetings") or {}).items()}
         return cls(errands, meetings)
 
     def for_seat(self, seat: int, meeting_ids: set[int]) -> "Labels":
@@ -201,6 +249,8 @@ class Labels:
 
 #: Longest task id (``engine.inputs.MAX_ID_CHARS``).
 MAX_TASK_ID = 200
+#: What a task id may not hold: the C0 and C1 control characters (and DEL).
+_CONTROL_CHAR = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def _check_recorded(row: dict[str, Any]) -> None:
@@ -370,10 +420,7 @@ class Task:
             raise TaskError("every calendar must have the same number of slots")
         if params.get("num_slots") not in (None, num_slots):
             raise TaskError(f"params.num_slots={params.get('num_slots')} but calendars have {num_slots} slots")
-        calendars = tuple(
-            tuple(item_from_json(it, f"calendar {a} slot {s}") for s, it in enumerate(cal))
-            for a, cal in enumerate(raw_cals)
-        )
+        calendars = tuple(_calendar_from_json(cal, a) for a, cal in enumerate(raw_cals))
         meetings = []
         if not isinstance(row["meetings"], list):
             raise TaskError("'meetings' must be a list")
@@ -418,7 +465,7 @@ class Task:
             raise TaskError(f"params.cost_values must be a list of integers ({exc})") from None
         _check_recorded(row)
         task_id = str(row.get("task_id", f"seed-{row.get('seed', '?')}"))
-        if len(task_id) > MAX_TASK_ID or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in task_id):
+        if len(task_id) > MAX_TASK_ID or _CONTROL_CHAR.search(task_id):
             raise TaskError(f"task_id has {len(task_id):,} characters or control characters; an id has at most "
                             f"{MAX_TASK_ID} printable characters")
         return cls(

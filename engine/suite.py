@@ -21,14 +21,16 @@ microsecond-scale dynamic programme, so the whole suite's structure is built onc
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import random
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+import orjson
+
 from engine.generate import _structural_task, annotate
-from engine.model import Task, TaskError
+from engine.model import Labels, Task, TaskError
 
 __all__ = [
     "SUITE_VERSION",
@@ -88,15 +90,21 @@ def _structures() -> tuple[tuple[Task, ...], tuple[Any, ...], tuple[str, ...]]:
 
 
 @lru_cache(maxsize=None)
-def _annotated_row(i: int) -> dict[str, Any]:
+def _annotated(i: int) -> tuple[bytes, Task]:
+    """Canonical task ``i``'s annotated row as JSON, and the task read from that JSON."""
     tasks, fractions, difficulty = _structures()
-    return annotate(tasks[i], difficulty=difficulty[i], fraction=fractions[i]).to_row()
+    blob = orjson.dumps(annotate(tasks[i], difficulty=difficulty[i], fraction=fractions[i]).to_row())
+    return blob, Task.from_row(orjson.loads(blob))
 
 
 def canonical_task(i: int) -> Task:
     """Canonical task ``i`` (0–89), oracle-annotated.  A fresh object on every call."""
     canonical_recipe(i)  # validates i
-    return Task.from_row(copy.deepcopy(_annotated_row(i)))
+    blob, task = _annotated(i)
+    # Fresh: its own row (read again from the JSON: a deep copy, several times cheaper than
+    # copy.deepcopy), label dicts and cache; the calendars and meetings are immutable, so shared.
+    return replace(task, row=orjson.loads(blob), labels=Labels(dict(task.labels.errands), dict(task.labels.meetings)),
+                   cache={})
 
 
 def canonical_suite() -> list[Task]:
