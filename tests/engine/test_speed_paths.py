@@ -3,6 +3,8 @@
 * DECISION calls of seats that answer at once (the scripted protocols) are awaited one
   after the other in the game's own task; seats that may wait are still gathered.
 * The label bank is shuffled draw for draw as ``random.shuffle`` does.
+* A task row's calendar is read by its quick path (``engine.model._calendar_from_json``)
+  into the items, or the error, that ``item_from_json`` gives item by item.
 * A frozen dataclass with the quick ``__init__`` (``engine.quickinit``) is built, compared,
   hashed and kept frozen as the dataclass's own ``__init__`` does it.
 """
@@ -20,6 +22,7 @@ from hypothesis import given, strategies as st
 from engine.events import ListSink
 from engine.game import GameConfig, run_game
 from engine.labelbank import _fast_shuffle, _shuffle
+from engine.model import MAX_COST, TaskError, _calendar_from_json, item_from_json
 from engine.quickinit import quick_init
 from engine.taskref import resolve_tasks
 from personas.registry import make_personas
@@ -188,3 +191,27 @@ def test_quick_init_refuses_what_it_does_not_rebuild():
             xs: list = field(default_factory=list)
     with pytest.raises(TypeError):
         _Quick()  # a required field is still required
+
+
+#: the values a row's item fields meet: whole numbers at and beside the bounds (a cost of
+#: 0..MAX_COST, an id of 0..2**63-1) and what is not a whole number
+_VALUES = [0, 1, -1, MAX_COST, MAX_COST + 1, 2 ** 63 - 1, 2 ** 63, True, 2.0, 2.5, float("nan"), "3", None]
+_ITEMS = ([{"errand_id": e, "cost": c} for e in _VALUES for c in _VALUES]
+          + [{"errand_id": 1, "cost": 2, "blocked": b} for b in _VALUES + [False]]
+          + [{"errand_id": e} for e in _VALUES] + [{"meeting_id": m, "cost": c} for m in _VALUES for c in _VALUES]
+          + [None, 3, "x", [], {}, {"cost": 1}, {"errand_id": 1, "meeting_id": 2}])
+
+
+def _read(read):
+    try:
+        return ("ok", read())
+    except TaskError as exc:
+        return ("error", str(exc))
+
+
+def test_a_calendar_is_read_as_item_from_json_reads_it():
+    for s, it in enumerate(_ITEMS):
+        raw = [None] * (s % 3) + [it]  # the slot's number is in the error
+        quick = _read(lambda: _calendar_from_json(raw, s % 4))
+        plain = _read(lambda: tuple(item_from_json(x, f"calendar {s % 4} slot {k}") for k, x in enumerate(raw)))
+        assert quick == plain, it
