@@ -17,11 +17,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from .quickinit import quick_init
+
 
 class TaskError(ValueError):
     """A task row that cannot be used; the message names what is wrong, in plain words."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Errand:
     """A private commitment of one agent.  ``blocked`` errands never move."""
@@ -41,6 +44,7 @@ class Errand:
         return d
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MeetingCopy:
     """One participant's copy of a multi-agent meeting on its own calendar."""
@@ -175,6 +179,7 @@ def calendar_to_json(cal: Calendar) -> list[dict[str, Any] | None]:
     return [None if it is None else it.to_json() for it in cal]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Meeting:
     """An incoming meeting: one per round, in task order."""
@@ -199,6 +204,7 @@ class Meeting:
         }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Label:
     text: str
