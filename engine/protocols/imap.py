@@ -31,14 +31,11 @@ def _costs(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any],
         items = list(zip(d["slots"], costs))
     else:
         items = []
-    upd = est.update
+    said = [(s, 0.0 if v is None else 1.0) for s, v in ((int_of(k), v) for k, v in items) if s is not None]
     for j in readers:
         asked = est.memo.get((NAME, r, j, sender))
-        for k, v in items:
-            s = int_of(k)
-            if s is None or (asked and s not in asked):
-                continue
-            upd(r, sender, j, s, 0.0 if v is None else 1.0, 1.0, "typed", "imap_costs", seq)
+        est.update_slots(r, sender, j, [x for x in said if x[0] in asked] if asked else said,
+                         1.0, "typed", "imap_costs", seq)
 
 
 def _decision(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:
