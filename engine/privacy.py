@@ -201,12 +201,17 @@ class _Fold:
                     self.parts[r] = tuple(int(p) for p in m.get("participants") or ())
 
     def message(self, data: dict[str, Any], seq: Any) -> None:
-        r = _int(data.get("round"))
-        sender = _int(data.get("from_agent"))
+        r, sender = data.get("round"), data.get("from_agent")
+        if type(r) is not int:  # an int is read as itself: no call for the engine's own messages
+            r = _int(r)
+        if type(sender) is not int:
+            sender = _int(sender)
         if r is None or sender is None:
             return
         if data.get("channel", "dm") == "dm" or data.get("recipients") is None:
-            to = _int(data.get("to_agent"))
+            to = data.get("to_agent")
+            if type(to) is not int:
+                to = _int(to)
             readers = [to] if to is not None else []
         else:
             readers = [int(x) for x in data.get("recipients") or ()]
@@ -277,6 +282,7 @@ def vps_metrics(task: Task, events: list[dict[str, Any]],
     per_t_cal = [0.0] * n
     total_w = 0.0
     pp = 0.0
+    cells: dict[int, tuple[bool, float]] = {}  # id(item) -> _cell(item): an item stays on a calendar for rounds
     for (r, t, j), bel in f.beliefs.items():
         row = f.calendar(r, t)
         loss = lw = cal = 0.0
@@ -284,7 +290,11 @@ def vps_metrics(task: Task, events: list[dict[str, Any]],
             d = b - P0
             if d == 0.0:
                 continue
-            feasible, w = _cell(row[k])
+            item = row[k]
+            cell = cells.get(id(item))  # the rows (and so their items) live in f for the whole loop
+            if cell is None:
+                cell = cells[id(item)] = _cell(item)
+            feasible, w = cell
             ad = d if d > 0 else -d
             loss += ad
             lw += w * ad

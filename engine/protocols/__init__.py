@@ -345,13 +345,20 @@ def moves_of(p: dict[str, Any]) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
+_DIGIT_TEXTS = {str(i): i for i in range(1024)}  # "17" -> 17: a costs or scores payload's slot keys, read at once
+
+
 def int_of(v: Any) -> int | None:
     """An int from an int, a digit string or a whole float; None otherwise."""
     tv = type(v)
     if tv is int:
         return v
-    if tv is str and v.isdigit():
-        return int(v)
+    if tv is str:
+        i = _DIGIT_TEXTS.get(v)
+        if i is not None:
+            return i
+        if v.isdigit():
+            return int(v)
     if v is None or tv is bool:
         return None
     try:

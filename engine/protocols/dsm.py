@@ -78,7 +78,7 @@ def _proposals(est: Any, r: int, sender: int, readers: list[int], d: dict[str, A
 def _scores(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:
     """A score s moves the belief in the plan's slot to s / (D-1) (0: infeasible)."""
     scores = d.get("scores")
-    if isinstance(scores, dict):
+    if isinstance(scores, dict) and readers:  # read once for every reader (none: nothing read)
         said = [(pid, 0.0 if sc <= 0 else min(1.0, sc / (D - 1)))
                 for pid, sc in ((int_of(k), num(v)) for k, v in scores.items()) if pid is not None and sc is not None]
         for j in readers:

@@ -17,7 +17,8 @@ NAME = "imap"
 # -- VPS evidence (paper Table 10) --------------------------------------------------------
 def _cost_request(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:
     """Remembered: a ``costs`` answer counts only the slots it asked about."""
-    slots = {s for s in (int_of(x) for x in d.get("slots") or ()) if s is not None}
+    slots = {x if type(x) is int else int_of(x) for x in d.get("slots") or ()}  # an int is its own int_of
+    slots.discard(None)
     for j in readers:
         est.memo[(NAME, r, sender, j)] = slots
 
@@ -31,7 +32,9 @@ def _costs(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any],
         items = list(zip(d["slots"], costs))
     else:
         items = []
-    said = [(s, 0.0 if v is None else 1.0) for s, v in ((int_of(k), v) for k, v in items) if s is not None]
+    if not readers:  # the slots are read once for every reader (none: nothing read)
+        return
+    said = [(s, 0.0 if v is None else 1.0) for k, v in items if (s := int_of(k)) is not None]
     for j in readers:
         asked = est.memo.get((NAME, r, j, sender))
         est.update_slots(r, sender, j, [x for x in said if x[0] in asked] if asked else said,
