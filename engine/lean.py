@@ -110,16 +110,6 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def _derivable(typ: str, key: str, data: dict[str, Any], seats: int) -> bool:
-    """Whether the fold has what it needs to rebuild ``data[key]`` (not whether it would match)."""
-    if typ == "resolution":
-        return True
-    a = data.get("agent_id")
-    if not isinstance(a, int) or isinstance(a, bool) or not 0 <= a < seats:
-        return False
-    return key != "calendar_render_after" or isinstance(data.get("calendar_after"), list)
-
-
 def slim_events(task: Task, events: list[dict[str, Any]], *,
                 trusted: bool = False) -> list[tuple[dict[str, Any], list | None]]:
     """``[(data_without_derivable_fields, [[key, position], ...] or None), ...]`` per event.
@@ -138,41 +128,54 @@ def slim_events(task: Task, events: list[dict[str, Any]], *,
     fold = None if trusted else _Recorded(task)
     seats = len(task.calendars)
     out: list[tuple[dict[str, Any], list | None]] = []
+    append = out.append
     for ev in events:
         typ, data = ev.get("type"), ev.get("data")
         keys = DERIVED.get(typ) if isinstance(data, dict) else None
         if not keys:
-            out.append((data, None))
+            append((data, None))
             continue
-        dropped = []
-        for key in keys:
-            if key not in data:
-                continue
-            if fold is None:
-                if _derivable(typ, key, data, seats):
-                    dropped.append(key)
-                continue
-            if data[key] is UNWRITTEN:  # left for this fold to write (play_game(renders=False))
-                dropped.append(key)
-                continue
-            try:
-                derived = fold.derive(typ, key, data)
-            except Exception:  # an odd calendar: keep the field
-                derived = _MISSING
-            if derived is not _MISSING and _same(derived, data[key]):
-                dropped.append(key)
         if fold is not None:
-            try:
-                fold.update(typ, data)
-            except Exception:
-                pass
+            dropped = _compared(fold, typ, keys, data)
+        else:  # trusted: every field the fold has what it needs to rebuild (not whether it would match)
+            dropped = [key for key in keys if key in data]
+            if dropped and typ != "resolution":  # a seat's render or calendar: a seat to render it for
+                a = data.get("agent_id")
+                if not isinstance(a, int) or isinstance(a, bool) or not 0 <= a < seats:
+                    dropped = []
+                elif "calendar_render_after" in dropped and not isinstance(data.get("calendar_after"), list):
+                    dropped.remove("calendar_render_after")
         if dropped:
+            slim = dict(data)  # a copy less the dropped keys: the rest keep their order
+            for k in dropped:
+                del slim[k]
             order = list(data)
-            slim = {k: v for k, v in data.items() if k not in dropped}
-            out.append((slim, [[k, order.index(k)] for k in dropped]))
+            append((slim, [[k, order.index(k)] for k in dropped]))
         else:
-            out.append((data, None))
+            append((data, None))
     return out
+
+
+def _compared(fold: _Recorded, typ: str, keys: tuple[str, ...], data: dict[str, Any]) -> list[str]:
+    """The fields of ``data`` whose recorded value is exactly what ``fold`` rebuilds; moves the fold past the event."""
+    dropped = []
+    for key in keys:
+        if key not in data:
+            continue
+        if data[key] is UNWRITTEN:  # left for this fold to write (play_game(renders=False))
+            dropped.append(key)
+            continue
+        try:
+            derived = fold.derive(typ, key, data)
+        except Exception:  # an odd calendar: keep the field
+            derived = _MISSING
+        if derived is not _MISSING and _same(derived, data[key]):
+            dropped.append(key)
+    try:
+        fold.update(typ, data)
+    except Exception:
+        pass
+    return dropped
 
 
 def fill_unwritten(task: Task, events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -91,7 +91,12 @@ def _cell(item: Any) -> tuple[bool, float]:
     """(feasible?, weight) of one calendar item: ours (dataclasses) or JSON dicts."""
     if item is None:
         return _FREE
-    if type(item) is dict:
+    t = type(item)  # the exact classes first: this runs for every slot a belief moved in
+    if t is Errand:
+        return (False, MAX_WEIGHT) if item.blocked else (True, _weight(item.cost))
+    if t is MeetingCopy:
+        return False, _weight(item.cost)
+    if t is dict:
         if "meeting_id" in item:
             return False, _weight(item.get("cost", 1))
         if item.get("blocked"):
@@ -107,9 +112,12 @@ def _cell(item: Any) -> tuple[bool, float]:
 # ---------------------------------------------------------------------------------------
 # The fold
 # ---------------------------------------------------------------------------------------
+_FOLDED = (*MESSAGE_EVENTS, "round_start")  # the events the fold reads (a tuple: any type compares)
+
+
 class _Fold:
     __slots__ = ("task", "S", "N", "beliefs", "rows", "obs", "cat", "memo", "cals",
-                 "snap", "parts", "untyped")
+                 "snap", "parts", "untyped", "rules")
     # Calendars come from the one fold (engine.trace.fold_trace): ``snap`` holds them at
     # the start of each round, ``cals`` after the last event.
 
@@ -128,29 +136,51 @@ class _Fold:
         self.snap: dict[int, tuple] = {}  # round -> calendars at its start
         self.parts: dict[int, tuple[int, ...]] = {}
         self.untyped = 0  # message events with no recognised typed form
+        self.rules: dict[tuple[str, str], Any] = {}  # (protocol, kind) -> its evidence rule or None
 
     def update(self, r: int, target: int, observer: int, slot: int, e: float, a: float,
                cat: str, source: str, seq: Any) -> None:
-        if not 0 <= slot < self.S or target == observer or not 0 <= target < self.N:
+        """Move ``observer``'s belief in ``target``'s ``slot`` to ``(1−a)·Bel + a·e``."""
+        self.update_slots(r, target, observer, ((slot, e),), a, cat, source, seq)
+
+    def update_slots(self, r: int, target: int, observer: int, evidence: Iterable[tuple[int, float]], a: float,
+                     cat: str, source: str, seq: Any) -> None:
+        """:meth:`update` for each ``(slot, e)`` of ``evidence`` in turn (a message that names
+        many slots: the belief row is looked up once).  A slot off the calendar, a target
+        off the table or an observer's own slots are skipped."""
+        if target == observer or not 0 <= target < self.N:
             return
-        key = (r, target, observer)
-        bel = self.beliefs.get(key)
-        if bel is None:
-            bel = self.beliefs[key] = [P0] * self.S
-        before = bel[slot]
-        after = (1.0 - a) * before + a * e
-        bel[slot] = after
-        self.obs += 1
-        self.cat[cat] += abs(after - P0) - abs(before - P0)
-        if self.rows is not None:
-            self.rows.append({"seq": seq, "round": r, "target": target, "observer": observer, "slot": slot,
-                              "source": source, "evidence": e, "strength": a, "before": before, "after": after})
+        S = self.S
+        bel = None
+        rows = self.rows
+        n = 0
+        for slot, e in evidence:
+            if not 0 <= slot < S:
+                continue
+            if bel is None:
+                key = (r, target, observer)
+                bel = self.beliefs.get(key)
+                if bel is None:
+                    bel = self.beliefs[key] = [P0] * S
+                moved = self.cat[cat]
+            before = bel[slot]
+            after = (1.0 - a) * before + a * e
+            bel[slot] = after
+            n += 1
+            moved += abs(after - P0) - abs(before - P0)  # the same additions, in the same order, as one by one
+            if rows is not None:
+                rows.append({"seq": seq, "round": r, "target": target, "observer": observer, "slot": slot,
+                             "source": source, "evidence": e, "strength": a, "before": before, "after": after})
+        if n:
+            self.obs += n
+            self.cat[cat] = moved
 
     def run(self, events: list[dict[str, Any]], known: tuple[dict[int, tuple], tuple] | None = None) -> None:
         """``known``: ``(calendars at each round's start, final calendars)`` from the engine
         that just played these events; without it (or when it misses a round) the events
         are folded to learn them."""
-        starts = [(idx, ev) for idx, ev in enumerate(events) if ev.get("type") == "round_start"]
+        read = [(idx, ev, et) for idx, ev in enumerate(events) if (et := ev.get("type")) in _FOLDED]
+        starts = [(idx, ev) for idx, ev, et in read if et == "round_start"]
         rounds = [_int((ev.get("data") or {}).get("round")) for _, ev in starts]
         if known is not None and all(r is None or r in known[0] for r in rounds):
             at_round, self.cals = known
@@ -159,12 +189,11 @@ class _Fold:
             fold = fold_trace({"events": events}, task=self.task, verify=False)
             self.cals = fold.final_calendars
             snap = {r: fold.calendars_at(_seq(ev, idx)) for r, (idx, ev) in zip(rounds, starts) if r is not None}
-        for idx, ev in enumerate(events):
-            et = ev.get("type")
+        for idx, ev, et in read:
             data = ev.get("data") or {}
-            if et in MESSAGE_EVENTS:
+            if et != "round_start":
                 self.message(data, ev.get("seq", idx))
-            elif et == "round_start":
+            else:
                 r = _int(data.get("round"))
                 if r is not None:
                     self.snap[r] = snap[r]
@@ -172,12 +201,17 @@ class _Fold:
                     self.parts[r] = tuple(int(p) for p in m.get("participants") or ())
 
     def message(self, data: dict[str, Any], seq: Any) -> None:
-        r = _int(data.get("round"))
-        sender = _int(data.get("from_agent"))
+        r, sender = data.get("round"), data.get("from_agent")
+        if type(r) is not int:  # an int is read as itself: no call for the engine's own messages
+            r = _int(r)
+        if type(sender) is not int:
+            sender = _int(sender)
         if r is None or sender is None:
             return
         if data.get("channel", "dm") == "dm" or data.get("recipients") is None:
-            to = _int(data.get("to_agent"))
+            to = data.get("to_agent")
+            if type(to) is not int:
+                to = _int(to)
             readers = [to] if to is not None else []
         else:
             readers = [int(x) for x in data.get("recipients") or ()]
@@ -187,9 +221,13 @@ class _Fold:
             self.text(r, sender, readers, data.get("content") or "", seq)
             return
         proto, kind, d = typed
-        rule = protocols.kind(proto, kind)  # its protocol's declared evidence (engine/protocols/)
-        if rule is not None and rule.evidence is not None:
-            rule.evidence(self, r, sender, readers, d, seq)
+        try:
+            evidence = self.rules[(proto, kind)]
+        except KeyError:  # its protocol's declared evidence (engine/protocols/), looked up once per kind
+            rule = protocols.kind(proto, kind)
+            evidence = self.rules[(proto, kind)] = rule.evidence if rule is not None else None
+        if evidence is not None:
+            evidence(self, r, sender, readers, d, seq)
 
     def text(self, r: int, sender: int, readers: list[int], content: str, seq: Any) -> None:
         if not content or not readers:
@@ -244,6 +282,7 @@ def vps_metrics(task: Task, events: list[dict[str, Any]],
     per_t_cal = [0.0] * n
     total_w = 0.0
     pp = 0.0
+    cells: dict[int, tuple[bool, float]] = {}  # id(item) -> _cell(item): an item stays on a calendar for rounds
     for (r, t, j), bel in f.beliefs.items():
         row = f.calendar(r, t)
         loss = lw = cal = 0.0
@@ -251,7 +290,11 @@ def vps_metrics(task: Task, events: list[dict[str, Any]],
             d = b - P0
             if d == 0.0:
                 continue
-            feasible, w = _cell(row[k])
+            item = row[k]
+            cell = cells.get(id(item))  # the rows (and so their items) live in f for the whole loop
+            if cell is None:
+                cell = cells[id(item)] = _cell(item)
+            feasible, w = cell
             ad = d if d > 0 else -d
             loss += ad
             lw += w * ad

@@ -251,13 +251,35 @@ def redact(text: str) -> str:
     return text
 
 
+#: Every byte of the markers :func:`redact` looks for before its token shapes ("sk-", "Bearer",
+#: "BEARER", "Basic ", "BASIC "), and every other byte (what :func:`_has_marker` sieves out)
+_MARKER_BYTES = frozenset(b"sk-earEARicIC S")
+_NOT_MARKER = bytes(b for b in range(256) if b not in _MARKER_BYTES)
+
+
+def _markers_in(data: bytes) -> bool:
+    return (b"sk-" in data or b"earer" in data or b"EARER" in data
+            or b"asic " in data or b"ASIC " in data)
+
+
+def _has_marker(data: bytes) -> bool:
+    """Whether a token shape's marker occurs in ``data``.  A long text (a game's packed events)
+    is first searched with every byte no marker holds deleted (events keep about a fifth): a
+    marker in ``data`` is one there too, its bytes still adjacent, so only when one shows there
+    is ``data`` itself searched.  One deletion pass and five searches of a fifth take about
+    35 % less time than five searches of the whole; on English prose (a task's labels) the
+    sieve shows false markers ("clearer": "...earer"), hence only above 16 KB."""
+    if len(data) >= 16384 and not _markers_in(data.translate(None, _NOT_MARKER)):
+        return False
+    return _markers_in(data)
+
+
 def redact_utf8(data: bytes) -> bytes:
     """:func:`redact` of UTF-8 ``data`` (a JSON document the store writes), without decoding
     it when nothing in it can be redacted: no secret is known and none of the token shapes'
     markers occurs (then :func:`redact` returns its text unchanged)."""
     secrets = _cache[2] if _fresh() else known_secrets()
-    if (not secrets and not _cache[3] and b"sk-" not in data and b"earer" not in data and b"EARER" not in data
-            and b"asic " not in data and b"ASIC " not in data):
+    if not secrets and not _cache[3] and not _has_marker(data):
         return data
     text = data.decode()
     clean = redact(text)

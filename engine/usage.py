@@ -53,6 +53,9 @@ def failure_counts(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """``{"infra", "configuration", "agent", "kinds": {kind: n}}`` for one game's events."""
     out: dict[str, Any] = {"infra": 0, "configuration": 0, "agent": 0, "kinds": {}}
     for e in events:
+        t = e.get("type")
+        if t not in FAILURE_EVENTS and t != "batch_rejected":  # most events: not a failure (failure_class says None)
+            continue
         cls = failure_class(e)
         if cls is None:
             continue

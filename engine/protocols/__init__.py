@@ -53,8 +53,9 @@ class Kind:
     ``audit_rule(payload)``: those that depend on its fields (a ``costs`` with a figure is a
     cost, with none a refusal).
     ``evidence(est, round, sender, readers, payload, seq)``: the VPS belief updates it gives
-    (``engine.privacy``; call ``est.update(...)``, keep what a later message needs in
-    ``est.memo`` under a key that starts with the protocol's name).
+    (``engine.privacy``; call ``est.update(...)``, or ``est.update_slots(...)`` for many slots
+    of one reader; keep what a later message needs in ``est.memo`` under a key that starts
+    with the protocol's name).
     ``costs(payload)``: the costs it reports, ``{slot: cost or None}`` (None: not a report).
     ``asks_costs`` / ``offers``: a person's screen reads it as a question for costs / as an
     offer to answer with ``a`` or ``d`` (``engine.protocol.is_request_for_costs`` /
@@ -346,13 +347,20 @@ def moves_of(p: dict[str, Any]) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
+_DIGIT_TEXTS = {str(i): i for i in range(1024)}  # "17" -> 17: a costs or scores payload's slot keys, read at once
+
+
 def int_of(v: Any) -> int | None:
     """An int from an int, a digit string or a whole float; None otherwise."""
     tv = type(v)
     if tv is int:
         return v
-    if tv is str and v.isdigit():
-        return int(v)
+    if tv is str:
+        i = _DIGIT_TEXTS.get(v)
+        if i is not None:
+            return i
+        if v.isdigit():
+            return int(v)
     if v is None or tv is bool:
         return None
     try:

@@ -69,24 +69,21 @@ def _proposals(est: Any, r: int, sender: int, readers: list[int], d: dict[str, A
     """Every offered slot is feasible for the initiator; the plans are remembered for the scores."""
     plan = _plan_slots(d)
     slots = sorted(set(plan.values()))
+    said = [(s, 1.0) for s in slots]
     for j in readers:
         est.memo[(NAME, r, sender, j)] = plan
-        for s in slots:
-            est.update(r, sender, j, s, 1.0, 1.0, "typed", "dsm_proposals", seq)
+        est.update_slots(r, sender, j, said, 1.0, "typed", "dsm_proposals", seq)
 
 
 def _scores(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:
     """A score s moves the belief in the plan's slot to s / (D-1) (0: infeasible)."""
     scores = d.get("scores")
-    if isinstance(scores, dict):
+    if isinstance(scores, dict) and readers:  # read once for every reader (none: nothing read)
+        said = [(pid, 0.0 if sc <= 0 else min(1.0, sc / (D - 1)))
+                for pid, sc in ((int_of(k), num(v)) for k, v in scores.items()) if pid is not None and sc is not None]
         for j in readers:
             plan = est.memo.get((NAME, r, j, sender), {})
-            for k, v in scores.items():
-                pid, sc = int_of(k), num(v)
-                if pid is None or sc is None:
-                    continue
-                e = 0.0 if sc <= 0 else min(1.0, sc / (D - 1))
-                est.update(r, sender, j, plan.get(pid, pid), e, 1.0, "typed", "dsm_scores", seq)
+            est.update_slots(r, sender, j, [(plan.get(pid, pid), e) for pid, e in said], 1.0, "typed", "dsm_scores", seq)
 
 
 def _decision(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:

@@ -17,7 +17,8 @@ NAME = "imap"
 # -- VPS evidence (paper Table 10) --------------------------------------------------------
 def _cost_request(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:
     """Remembered: a ``costs`` answer counts only the slots it asked about."""
-    slots = {s for s in (int_of(x) for x in d.get("slots") or ()) if s is not None}
+    slots = {x if type(x) is int else int_of(x) for x in d.get("slots") or ()}  # an int is its own int_of
+    slots.discard(None)
     for j in readers:
         est.memo[(NAME, r, sender, j)] = slots
 
@@ -31,14 +32,13 @@ def _costs(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any],
         items = list(zip(d["slots"], costs))
     else:
         items = []
-    upd = est.update
+    if not readers:  # the slots are read once for every reader (none: nothing read)
+        return
+    said = [(s, 0.0 if v is None else 1.0) for k, v in items if (s := int_of(k)) is not None]
     for j in readers:
         asked = est.memo.get((NAME, r, j, sender))
-        for k, v in items:
-            s = int_of(k)
-            if s is None or (asked and s not in asked):
-                continue
-            upd(r, sender, j, s, 0.0 if v is None else 1.0, 1.0, "typed", "imap_costs", seq)
+        est.update_slots(r, sender, j, [x for x in said if x[0] in asked] if asked else said,
+                         1.0, "typed", "imap_costs", seq)
 
 
 def _decision(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:

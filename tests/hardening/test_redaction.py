@@ -156,3 +156,24 @@ def test_packed_events_are_redacted_as_their_text_is(monkeypatch):
     clean = json.dumps({"t": "slot 7 works"}).encode()
     monkeypatch.delenv("CALBENCH_TEST_API_KEY")
     assert r.redact_utf8(clean) is clean
+
+
+def test_long_packed_events_are_searched_for_every_token_shape():
+    """A long document (the store's packed events) is first searched with the bytes no token
+    shape's marker holds sieved out: every shape, in either case, is still found there and
+    redacted as ``redact`` does; a marker whose bytes are only adjacent once sieved (``t_ask-7``)
+    is not one, and the document comes back as the very same bytes."""
+    from engine import redact as r
+
+    pad = json.dumps({"round": 3, "timestamp": "2026-12-03T16:59:33.544443+00:00", "slots": list(range(16))}) * 200
+    shapes = ["sk-proj-" + "Z" * 20, "Authorization: Bearer abcdef123456789", "BEARER abcdef123456789",
+              "bearer abcdef123456789", "Basic dXNlcjpwYXNzd29yZDEyMzQ=", "BASIC dXNlcjpwYXNzd29yZDEyMzQ="]
+    for shape in shapes:
+        for at in (0, len(pad) // 2, len(pad)):
+            doc = (pad[:at] + json.dumps({"detail": shape}) + pad[at:]).encode()
+            assert len(doc) > 16384
+            out = r.redact_utf8(doc)
+            assert out == r.redact(doc.decode()).encode() and out != doc, shape
+    for near in ("t_ask-7", "be4arer", "ea-rer", "bas ic ", "a.s.i.c ", "ASI C "):
+        doc = (pad + json.dumps({"detail": near}) + pad).encode()
+        assert r.redact_utf8(doc) is doc, near
