@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 import orjson
 
@@ -85,9 +85,14 @@ def meeting_slot(calendar: Calendar, meeting_id: int) -> int | None:
     return None
 
 
+def _one_slot(slots: Iterable[int | None]) -> bool:
+    """Whether every participant holds the meeting (no None), all in the same slot."""
+    held = set(slots)
+    return len(held) == 1 and None not in held
+
+
 def is_scheduled(calendars: tuple[Calendar, ...], participants: tuple[int, ...], meeting_id: int) -> bool:
-    slots = {meeting_slot(calendars[a], meeting_id) for a in participants}
-    return len(slots) == 1 and None not in slots
+    return _one_slot(meeting_slot(calendars[a], meeting_id) for a in participants)
 
 
 def scheduled_meetings(state: GameState, task: Task) -> list[int]:
@@ -114,20 +119,13 @@ def resolve_round(state: GameState, task: Task, round_index: int) -> tuple[GameS
             ix = where[a] = _meeting_slots(state.calendars[a])
         return ix.get(meeting_id)
 
-    def scheduled(m) -> bool:  # is_scheduled, through the index
-        if not m.participants:
-            return False
-        first = slot(m.participants[0], m.id)
-        return first is not None and all(slot(a, m.id) == first for a in m.participants)
-
     per_agent = {a: slot(a, meeting.id) for a in meeting.participants}
-    slots = set(per_agent.values())
-    coordinated = len(slots) == 1 and None not in slots
+    coordinated = _one_slot(per_agent.values())
     conflicts: dict[str, list[int]] = {}
     if not coordinated:
         for a, s in per_agent.items():
             conflicts.setdefault(str(s), []).append(a)
-    held = [m.id for m in task.meetings[: round_index + 1] if scheduled(m)]
+    held = [m.id for m in task.meetings[: round_index + 1] if _one_slot(slot(a, m.id) for a in m.participants)]
     # A prior meeting is violated when it counted as scheduled at the previous
     # resolution but its copies no longer sit in one common slot.
     kept = set(held)
