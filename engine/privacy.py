@@ -201,17 +201,11 @@ class _Fold:
                     self.parts[r] = tuple(int(p) for p in m.get("participants") or ())
 
     def message(self, data: dict[str, Any], seq: Any) -> None:
-        r, sender = data.get("round"), data.get("from_agent")
-        if type(r) is not int:  # an int is read as itself: no call for the engine's own messages
-            r = _int(r)
-        if type(sender) is not int:
-            sender = _int(sender)
+        r, sender = _int(data.get("round")), _int(data.get("from_agent"))
         if r is None or sender is None:
             return
         if data.get("channel", "dm") == "dm" or data.get("recipients") is None:
-            to = data.get("to_agent")
-            if type(to) is not int:
-                to = _int(to)
+            to = _int(data.get("to_agent"))
             readers = [to] if to is not None else []
         else:
             readers = [int(x) for x in data.get("recipients") or ()]

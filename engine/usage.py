@@ -38,6 +38,8 @@ __all__ = ["FAILURE_EVENTS", "failure_class", "failure_counts", "usage_tokens", 
            "CALL_COUNT_KEYS"]
 
 FAILURE_EVENTS = {"seat_timeout": "infra", "context_overflow": "configuration", "parse_error": "agent"}
+#: every event type :func:`failure_class` may name a class for (any other: None)
+_MAYBE_FAILURE = frozenset({*FAILURE_EVENTS, "batch_rejected"})
 
 
 def failure_class(event: Mapping[str, Any]) -> str | None:
@@ -54,14 +56,14 @@ def failure_counts(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"infra": 0, "configuration": 0, "agent": 0, "kinds": {}}
     for e in events:
         t = e.get("type")
-        if t not in FAILURE_EVENTS and t != "batch_rejected":  # most events: not a failure (failure_class says None)
+        if t not in _MAYBE_FAILURE:  # most events, passed over without a call
             continue
         cls = failure_class(e)
         if cls is None:
             continue
         out[cls] += 1
         d = e.get("data") or {}
-        if e.get("type") == "batch_rejected":
+        if t == "batch_rejected":
             kind = f"rejected_batch_rule_{d.get('rule')}"
         else:
             kind = d.get("failure") or (e["type"] if cls != "agent" else d.get("error") or "parse_error")

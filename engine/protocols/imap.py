@@ -17,8 +17,7 @@ NAME = "imap"
 # -- VPS evidence (paper Table 10) --------------------------------------------------------
 def _cost_request(est: Any, r: int, sender: int, readers: list[int], d: dict[str, Any], seq: Any) -> None:
     """Remembered: a ``costs`` answer counts only the slots it asked about."""
-    slots = {x if type(x) is int else int_of(x) for x in d.get("slots") or ()}  # an int is its own int_of
-    slots.discard(None)
+    slots = {s for s in (int_of(x) for x in d.get("slots") or ()) if s is not None}
     for j in readers:
         est.memo[(NAME, r, sender, j)] = slots
 
