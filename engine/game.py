@@ -431,6 +431,18 @@ class _Game:
                                 meeting_id=mid)
         await self._reflect(r, last_turn, meeting, received)
 
+    async def last_seat_events(self) -> None:
+        """Record what front ends still hold about their seats (a takeover after a seat's last
+        answer) before the game ends: a persona with ``seat_events()`` hands over the notes it
+        has not yet attached to a reply, in the form of ``Reply.extra["seat_events"]``."""
+        end = len(self.task.meetings)
+        for seat, persona in enumerate(self.seats):
+            drain = getattr(persona, "seat_events", None)
+            if not callable(drain):
+                continue
+            for note in _known_seat_events(drain()):
+                await self.log.emit(note.pop("type"), round=end, turn=0, phase="GAME_END", agent_id=seat, **note)
+
     async def reflect_again(self, r: int) -> None:
         """On resume: the measurement after round ``r`` (the last complete one) is asked again
         of every persona whose ``owes_reflection(r)`` says its answer was cut short (a person
@@ -638,7 +650,11 @@ SEAT_EVENT_TYPES = frozenset({"seat_takeover"})
 
 def _seat_events(reply: Reply) -> list[dict[str, Any]]:
     """The ``seat_events`` of a reply (a list of ``{"type": ..., **data}``) with a known type."""
-    notes = (reply.extra or {}).get("seat_events") if isinstance(reply.extra, dict) else None
+    return _known_seat_events((reply.extra or {}).get("seat_events") if isinstance(reply.extra, dict) else None)
+
+
+def _known_seat_events(notes: Any) -> list[dict[str, Any]]:
+    """The notes of a known type (:data:`SEAT_EVENT_TYPES`), less the keys the engine writes itself."""
     if not isinstance(notes, list):
         return []
     return [{k: v for k, v in n.items() if k not in ("round", "turn", "phase", "agent_id")}
@@ -788,6 +804,7 @@ async def play_game(
         await g.register()
     for r in range(first_round, len(task.meetings)):
         await g.play_round(r)
+    await g.last_seat_events()
     return PlayedGame(task=task, seats_json=seats_config(seats),
                       config=config, extra_config=dict(extra_config or {}), log=log, clock=clock, game_id=game_id,
                       started_at=started_at, state=g.state, round_calendars=g.round_calendars,

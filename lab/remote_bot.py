@@ -28,6 +28,7 @@ class RemoteBot:
     persona: Any = None  # default: a fresh IMAP persona
     think: float = 0.0  # seconds to wait before answering (a person is slower than a bot)
     stop_after: int | None = None  # close the connection after this many answers (disconnect tests)
+    hold_after: int | None = None  # after this many answers, stay connected and answer nothing more (a tab left open)
     on_frame: Callable[[dict[str, Any]], Any] | None = None
     frames: list[dict[str, Any]] = field(default_factory=list)
     arrivals: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
@@ -61,6 +62,8 @@ class RemoteBot:
                     if t == "welcome":
                         self.seat = frame["seat"]
                     elif t == "request":
+                        if self.hold_after is not None and self.answers >= self.hold_after and frame["kind"] != "register":
+                            continue
                         await self._answer(ws, frame)
                         if self.stop_after is not None and self.answers >= self.stop_after:
                             return None

@@ -19,7 +19,8 @@ the tests and a benchmark all drive the same object.
   one seat only; the seat is bound to the connection, so a frame cannot act for another
   seat.  A second connection with the same code takes the seat over: both connections are
   told in words, the host's ``on_takeover`` hook is called, and the seat's next answer
-  records a ``seat_takeover`` event in the trace.
+  records a ``seat_takeover`` event in the trace (one that comes after the seat's last
+  answer is recorded as the game ends; one after the game is over has no trace to go to).
 * **Sending never waits for a client.**  Each connection has its own outbox: a queue of
   at most ``send_queue`` frames, written by a task of its own, each frame within
   ``send_timeout`` seconds.  A client that stops reading fills its outbox or stalls a
@@ -178,7 +179,6 @@ class RemoteSeat:
     filled_by: str | None = None  # the persona that took the seat when the lobby gave up
     briefing: HumanRequest | None = None  # the registration, re-sent on every join
     outbox: _Outbox | None = None  # the frames waiting for ``conn``
-    takeovers: list[dict[str, Any]] = field(default_factory=list)  # not yet in the trace
 
     @property
     def present(self) -> bool:
@@ -269,9 +269,12 @@ class Table:
                          "window or computer) and is played from there now; this window no longer plays it."})
             old_box.put(_CLOSE)
         if took_over:
-            words = f"seat {rs.seat} was taken over: its join code was opened from another connection"
-            rs.takeovers.append({"seat": rs.seat, "status": self.status, "at": time.time(),
-                                 "reason": "the same join code was opened from another connection"})
+            recorded = rs.persona.note({"type": "seat_takeover", "seat": rs.seat, "status": self.status,
+                                        "at": time.time(),
+                                        "reason": "the same join code was opened from another connection"})
+            words = (f"seat {rs.seat} was taken over: its join code was opened from another connection; the first "
+                     "one was told, and " + ("the takeover is recorded in the game" if recorded else
+                                             "the game was over already, so its trace does not show it"))
             if self.on_takeover is not None:
                 self.on_takeover(rs.seat, words)
         rs.timed_out = False
@@ -345,17 +348,7 @@ class Table:
         req = rs.pending
         if req is not None and not req.done and req.kind != "register":
             req.answer(Reply(error="seat_timeout",
-                             error_detail=f"the participant was disconnected for more than {self.hold_seconds:g} s",
-                             extra=self._notes(rs)))
-
-    @staticmethod
-    def _notes(rs: RemoteSeat) -> dict[str, Any]:
-        """The seat's takeovers not yet in the trace, for the engine to record (``seat_events``)."""
-        if not rs.takeovers:
-            return {}
-        events = [{"type": "seat_takeover", **t} for t in rs.takeovers]
-        rs.takeovers = []
-        return {"seat_events": events}
+                             error_detail=f"the participant was disconnected for more than {self.hold_seconds:g} s"))
 
     # -- frames from a client ---------------------------------------------------------------
     async def receive(self, rs: RemoteSeat, frame: Any) -> None:
@@ -399,7 +392,7 @@ class Table:
                         and not (isinstance(v, str) and len(v) > MAX_NOTE_TEXT):
                     client[k] = v
         record: dict[str, Any] = {"remote": True, **({"client": client} if client else {})}
-        req.answer(Reply(actions=actions, text=text, extra={"human_input": record, **self._notes(rs)}))
+        req.answer(Reply(actions=actions, text=text, extra={"human_input": record}))
 
     # -- the game ---------------------------------------------------------------------------
     async def run(self) -> SessionOutcome | None:
@@ -532,7 +525,7 @@ class Table:
         await asyncio.sleep(self.turn_seconds)
         if rs.pending is req and not req.done:
             req.answer(Reply(error="seat_timeout", error_detail=f"no answer within the table's turn limit of "
-                             f"{self.turn_seconds:g} s", extra=self._notes(rs)))
+                             f"{self.turn_seconds:g} s"))
             self._say(f"seat {rs.seat}: no answer within {self.turn_seconds:g} s; its {req.kind} timed out")
 
     async def _send_request(self, rs: RemoteSeat, req: HumanRequest) -> None:

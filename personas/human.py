@@ -76,6 +76,7 @@ class HumanPersona:
         self.briefing: SeatBriefing | None = None
         self.pending: HumanRequest | None = None
         self.answered = 0
+        self._notes: list[dict[str, Any]] | None = []  # see :meth:`note`; None once the game took the last
 
     def attach(self, notify: Notify) -> None:
         """Connect (or reconnect) the interface; a request already waiting is re-sent."""
@@ -118,8 +119,26 @@ class HumanPersona:
         if reply.latency_ms is None:
             reply.latency_ms = round((time.perf_counter() - req.started) * 1000, 3)
         reply.extra = {**(reply.extra or {}), "human_input": self._input_record(kind, reply)}
+        if self._notes:
+            reply.extra["seat_events"] = [*(reply.extra.get("seat_events") or ()), *self._notes]
+            self._notes = []
         self.answered += 1
         return reply
+
+    def note(self, event: dict[str, Any]) -> bool:
+        """Have an event about this seat recorded in the trace (``{"type": "seat_takeover", ...}``,
+        one of ``engine.game.SEAT_EVENT_TYPES``): it goes with the seat's next answer, or as
+        the game ends.  False when the game has already taken its last notes."""
+        if self._notes is None:
+            return False
+        self._notes.append(event)
+        return True
+
+    def seat_events(self) -> list[dict[str, Any]]:
+        """The notes not yet recorded; the engine asks once, as the game ends, and later
+        notes are refused (:meth:`note`)."""
+        notes, self._notes = self._notes or [], None
+        return notes
 
     @staticmethod
     def _input_record(kind: str, reply: Reply) -> dict[str, Any]:

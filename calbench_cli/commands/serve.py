@@ -166,8 +166,7 @@ def _console(line: str) -> None:
 
 
 def _takeover(seat: int, words: str) -> None:
-    print(f"Note: {plain(words)}; the first one was told, and the takeover is recorded in the game.",
-          file=sys.stderr, flush=True)
+    print(f"Note: {plain(words)}.", file=sys.stderr, flush=True)
 
 
 def _ended(result) -> None:

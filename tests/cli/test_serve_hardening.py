@@ -428,13 +428,16 @@ def test_the_server_builds_human_input_from_what_it_validated(tmp_path):
 def test_a_takeover_is_recorded_and_both_sides_and_the_host_are_told(tmp_path):
     """Item 24: a second connection with the same code takes the seat; the first reads why in
     words, the second is told it took the seat over, the host prints a line, and the trace has
-    a seat_takeover event."""
+    a seat_takeover event, recorded with the second connection's first answer.  (The first
+    connection answers twice, then stays open without answering, so the game is still waiting
+    on seat 0 when the second comes: a takeover after the seat's last answer is recorded as
+    the game ends, tests/lab/test_seat_notes.py.)"""
     proc, info, db = _serve(tmp_path, "--no-web")
     try:
         codes = {s["seat"]: s["code"] for s in info["seats"]}
 
         async def main():
-            first = RemoteBot(info["url"], codes[0], stop_after=10_000)
+            first = RemoteBot(info["url"], codes[0], hold_after=2)
             run_first = asyncio.ensure_future(first.run())
             other = asyncio.ensure_future(RemoteBot(info["url"], codes[2]).run())
             t0 = time.monotonic()
@@ -456,8 +459,10 @@ def test_a_takeover_is_recorded_and_both_sides_and_the_host_are_told(tmp_path):
     finally:
         _stop(proc)
     assert "seat 0 was taken over" in (tmp_path / "serve.err").read_text()
+    assert "the takeover is recorded in the game" in (tmp_path / "serve.err").read_text()
     takeovers = [d for t, d in _events(db, info["game_id"]) if t == "seat_takeover"]
     assert len(takeovers) == 1 and takeovers[0]["agent_id"] == 0 and takeovers[0]["seat"] == 0
+    assert takeovers[0]["phase"] != "GAME_END" and takeovers[0]["status"] == "playing"
 
 
 async def test_the_displaced_player_reads_why_in_words_not_an_error(tmp_path):
