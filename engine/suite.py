@@ -14,9 +14,15 @@
 Changing anything here changes the tasks: bump :data:`SUITE_VERSION` (it is stored in
 every row under ``calbench.suite_version`` and so in every trace).
 
-Everything is cached.  :func:`canonical_task` annotates (runs the oracle on) only the
-task asked for; the tertiles need every task's feasible fraction, which is a
-microsecond-scale dynamic programme, so the whole suite's structure is built once.
+Everything is cached.  The annotated rows are stored beside this module
+(``suites/canonical-1.jsonl.zst``, written by ``python -m calbench_devtools.canonical_rows``):
+a process reads them (about a millisecond) instead of building the suite (about 0.1
+CPU-second).  ``tests/engine/test_suite_stored.py`` rebuilds every row from the recipe and
+requires the stored bytes to be the same, so the file can never drift from the code; without
+the file (or with one that does not read) the rows are built, with the same result.
+Building annotates (runs the oracle on) only the task asked for; the tertiles need every
+task's feasible fraction, which is a microsecond-scale dynamic programme, so the whole
+suite's structure is built once.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import hashlib
 import random
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -89,12 +96,41 @@ def _structures() -> tuple[tuple[Task, ...], tuple[Any, ...], tuple[str, ...]]:
     return tasks, fractions, tuple(difficulty)
 
 
+def built_row(i: int) -> bytes:
+    """Canonical task ``i``'s annotated row as JSON, built from the recipe (the oracle runs)."""
+    tasks, fractions, difficulty = _structures()
+    return orjson.dumps(annotate(tasks[i], difficulty=difficulty[i], fraction=fractions[i]).to_row())
+
+
+#: the stored rows of this suite version, one JSON row a line, zstd-compressed
+STORED_ROWS = Path(__file__).with_name("suites") / f"{SUITE_VERSION}.jsonl.zst"
+
+
+@lru_cache(maxsize=1)
+def _stored_rows() -> tuple[bytes, ...] | None:
+    """The rows of :data:`STORED_ROWS`, or None when the file is absent or does not read as
+    this suite (then :func:`built_row` builds them)."""
+    try:
+        import zstandard
+
+        rows = tuple(zstandard.ZstdDecompressor().decompress(STORED_ROWS.read_bytes()).splitlines())
+    except Exception:  # absent, damaged: build instead
+        return None
+    if len(rows) != CANONICAL_SIZE:
+        return None
+    return rows
+
+
 @lru_cache(maxsize=None)
 def _annotated(i: int) -> tuple[bytes, Task]:
     """Canonical task ``i``'s annotated row as JSON, and the task read from that JSON."""
-    tasks, fractions, difficulty = _structures()
-    blob = orjson.dumps(annotate(tasks[i], difficulty=difficulty[i], fraction=fractions[i]).to_row())
-    return blob, Task.from_row(orjson.loads(blob))
+    stored = _stored_rows()
+    blob = stored[i] if stored is not None else built_row(i)
+    task = Task.from_row(orjson.loads(blob))
+    if task.task_id != canonical_task_id(i):  # a file that is not this suite's: never trust it
+        blob = built_row(i)
+        task = Task.from_row(orjson.loads(blob))
+    return blob, task
 
 
 def canonical_task(i: int) -> Task:
