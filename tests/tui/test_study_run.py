@@ -177,9 +177,13 @@ async def test_a_participant_who_does_nothing_in_a_game_times_out_visibly(tmp_pa
         seen: list[str] = []
         shown: list[str] = []
         async with app.run_test(size=(120, 40)) as pilot:
-            while not (isinstance(app.screen, GameScreen) and app.current_step == "game:0"):
-                await wait_for(pilot, lambda: is_waiting(app), timeout=PATIENCE, what="the next step")
+            while True:  # by keys up to the practice game; never a key in the game itself
+                await wait_for(pilot, lambda: is_waiting(app) or isinstance(app.screen, GameScreen), timeout=PATIENCE,
+                               what="the next step")
+                if isinstance(app.screen, GameScreen):
+                    break
                 await step_by_keys(pilot, app, seen)
+            assert app.current_step == "game:0"
             # hands off the keyboard for the whole practice game
             while app.current_step == "game:0":
                 if isinstance(app.screen, (GameScreen, DecisionScreen)):
@@ -191,7 +195,7 @@ async def test_a_participant_who_does_nothing_in_a_game_times_out_visibly(tmp_pa
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.current_step == "game:1", timeout=PATIENCE, what="the next game")
             await pilot.press("ctrl+q")
-    assert any("left for your talk turn" in s for s in shown)
+    assert any("left for your talk turn" in s for s in shown), sorted(set(shown))
     assert any("timeouts so far" in s for s in shown)
     con = sqlite3.connect(tmp_path / "s.db")
     rows = con.execute("SELECT phase, timed_out FROM study_timings WHERE game_id = (SELECT game_id FROM study_steps "
