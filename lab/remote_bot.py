@@ -62,7 +62,8 @@ class RemoteBot:
                     if t == "welcome":
                         self.seat = frame["seat"]
                     elif t == "request":
-                        if self.hold_after is not None and self.answers >= self.hold_after and frame["kind"] != "register":
+                        holding = self.hold_after is not None and self.answers >= self.hold_after
+                        if holding and frame["kind"] != "register":
                             continue
                         await self._answer(ws, frame)
                         if self.stop_after is not None and self.answers >= self.stop_after:
