@@ -125,12 +125,15 @@ def _stored_rows() -> tuple[bytes, ...] | None:
 def _annotated(i: int) -> tuple[bytes, Task]:
     """Canonical task ``i``'s annotated row as JSON, and the task read from that JSON."""
     stored = _stored_rows()
-    blob = stored[i] if stored is not None else built_row(i)
-    task = Task.from_row(orjson.loads(blob))
-    if task.task_id != canonical_task_id(i):  # a file that is not this suite's: never trust it
-        blob = built_row(i)
-        task = Task.from_row(orjson.loads(blob))
-    return blob, task
+    if stored is not None:
+        try:
+            task = Task.from_row(orjson.loads(stored[i]))
+        except Exception:  # a damaged row: build it
+            task = None
+        if task is not None and task.task_id == canonical_task_id(i):  # another suite's row is never trusted
+            return stored[i], task
+    blob = built_row(i)
+    return blob, Task.from_row(orjson.loads(blob))
 
 
 def canonical_task(i: int) -> Task:

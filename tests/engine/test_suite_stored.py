@@ -36,6 +36,21 @@ def test_a_canonical_task_comes_from_the_stored_row():
     assert canonical_task(17) is not t and canonical_task(17).row is not t.row  # fresh objects, as before
 
 
+def test_a_damaged_row_is_built_instead(tmp_path, monkeypatch):
+    lines = _stored_lines()
+    lines[6] = b'{"task_id": "canonical-006", "calendars": [['  # cut short
+    path = tmp_path / "rows.jsonl.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(b"\n".join(lines)))
+    monkeypatch.setattr(suite, "STORED_ROWS", path)
+    suite._stored_rows.cache_clear()
+    suite._annotated.cache_clear()
+    try:
+        assert orjson.dumps(canonical_task(6).row) == _stored_lines()[6]
+    finally:
+        suite._stored_rows.cache_clear()
+        suite._annotated.cache_clear()
+
+
 @pytest.mark.parametrize("content", [None, b"not zstd", b"short"])
 def test_without_a_readable_file_the_rows_are_built_the_same(tmp_path, monkeypatch, content):
     path = tmp_path / "rows.jsonl.zst"

@@ -17,6 +17,7 @@ from personas.human import HumanPersona
 from personas.scripted.imap import IMAPPersona
 
 SEAT = 2
+LAST_ROUND = len(generate_scenario(7).meetings) - 1
 
 
 def _note(where: str) -> dict:
@@ -53,13 +54,7 @@ async def _play(table: _Table):
 
 
 async def test_a_note_after_the_seats_last_answer_is_recorded_as_the_game_ends():
-    last_round = None
-
-    def at_last_resolution(event):
-        return event["type"] == "resolution" and event["data"]["round"] == last_round
-
-    table = _Table(at_last_resolution)
-    last_round = len(generate_scenario(7).meetings) - 1
+    table = _Table(lambda e: e["type"] == "resolution" and e["data"]["round"] == LAST_ROUND)
     task, result = await _play(table)
     events = result.trace["events"]
     notes = [e for e in events if e["type"] == "seat_takeover"]
