@@ -179,6 +179,7 @@ class CalBenchApp(ReadableKeys, App):
         self.end_screen: EndScreen | None = None
         self.games_played = 0
         self.resume_trace: dict[str, Any] | None = None
+        self._unsent: dict[str, Any] | None = None  # queued and typed words kept at the stop, put back on resume
         self._resume_llm: dict[int, Any] = {}  # seat -> LLMSettings restored from the saved game
         self.llm_per_seat: dict[int, Any] = {}  # seat -> LLMSettings of --personas (calbench-play)
         self.llm_overrides: dict[str, Any] | None = None  # LLM options typed again at --resume (they win)
@@ -501,6 +502,8 @@ class CalBenchApp(ReadableKeys, App):
             raise GameSetupError(f"game {r.game_id} has no human seat; resume it with 'calbench run'")
         r.trace["_keep_upto_seq"] = r.upto  # the end of the last complete round
         self.resume_trace = r.trace
+        kept = r.trace.get("unsent")
+        self._unsent = kept if isinstance(kept, dict) and kept.get("seat") == seat else None
         self._given_task = r.task
         self._resume_llm = r.llm
         self._resume_nosy = tuple(r.config.nosy_agent_ids)
@@ -515,7 +518,18 @@ class CalBenchApp(ReadableKeys, App):
                 return w
         return None
 
+    def _unsent_now(self) -> dict[str, Any] | None:
+        """What the person has queued and typed but not sent, to keep over a stop (None: nothing)."""
+        m, gs = self.seat_model, self.game_screen
+        if m is None or gs is None or self.status != "running":
+            return None
+        queued, typed = m.outbox_json(), gs.typed()
+        if not queued and not typed.strip():
+            return self._unsent  # put back at the first request, which has not come yet: keep it still
+        return {"seat": m.seat, "round": m.round, "queued": queued, "composer": typed}
+
     async def _stop_game(self) -> None:
+        unsent = self._unsent_now()
         w = self._game_worker()
         if w is not None:
             w.cancel()
@@ -528,6 +542,7 @@ class CalBenchApp(ReadableKeys, App):
             if self.store is not None and self.game_id is not None:
                 try:
                     await self.store.mark_status(self.game_id, "stopped")
+                    await self.store.keep_unsent(self.game_id, unsent)
                 except Exception:
                     pass
 
@@ -589,6 +604,9 @@ class CalBenchApp(ReadableKeys, App):
         gs = self.game_screen
         if gs is None:
             return
+        if req.kind != "register" and self._unsent is not None:  # --resume: the first question puts them back
+            kept, self._unsent = self._unsent, None
+            gs.deliver(gs.restore_unsent, kept)
         if req.kind == "register":
             gs.deliver(gs.on_register, req.obs)
         elif req.kind == "speak":

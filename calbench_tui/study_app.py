@@ -290,12 +290,7 @@ class StudyApp(CalBenchApp):
 
         out = [{"round": rnd, "kind": "queued", "channel": msg.type, "text": msg.content, "recipients": to(msg)}
                for msg in m.outbox]
-        try:
-            from textual.widgets import Input
-
-            typed = gs.query_one("#composer", Input).value
-        except Exception:  # the game screen is not composed (yet): nothing typed
-            typed = ""
+        typed = gs.typed()
         if typed.strip():
             out.append({"round": rnd, "kind": "composer", "channel": None, "text": typed, "recipients": []})
         return out
@@ -346,6 +341,10 @@ class StudyApp(CalBenchApp):
         for sig in self._signals:
             loop.remove_signal_handler(sig)
         self._signals = []
+
+    def _unsent_now(self) -> None:
+        """A participant's unsent words are kept as study data (``study_drafts``, :meth:`save_drafts`), not here."""
+        return None
 
     async def action_quit_game(self) -> None:
         """ctrl+q: at consent it is a decline (recorded, final, as ``n``); in a game what the

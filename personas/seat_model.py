@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from engine import protocol, protocols
-from engine.actions import Message
+from engine.actions import Message, actions_from_json, actions_to_json
 from engine.channels import CHANNEL_SHORT
 from engine.events import MESSAGE_EVENTS
 from engine.model import item_from_json
@@ -501,6 +501,25 @@ class SeatModel:
 
     def unqueue(self) -> Message | None:
         return self.outbox.pop() if self.outbox else None
+
+    def outbox_json(self) -> list[dict[str, Any]]:
+        """The queued messages as JSON (``{"message": action, "handwritten": bool}`` each), to
+        keep them over a stop; :meth:`requeue` puts them back."""
+        return [{"message": actions_to_json([m])[0], "handwritten": id(m) in self._handwritten} for m in self.outbox]
+
+    def requeue(self, kept: Any) -> int:
+        """Queue again what :meth:`outbox_json` kept (anything that does not read is left out);
+        returns how many messages are queued again."""
+        n = 0
+        for item in kept if isinstance(kept, list) else ():
+            try:
+                msgs = actions_from_json([item["message"]])
+            except Exception:
+                continue
+            if msgs and all(isinstance(m, Message) for m in msgs):
+                self.queue(msgs, handwritten=bool(item.get("handwritten")))
+                n += len(msgs)
+        return n
 
     def outbox_groups(self) -> list[tuple[str, list[int | None], str]]:
         """(channel, recipients, words) per queued text; the same words by DM to several seats

@@ -207,6 +207,23 @@ class GameWrites:
             if cur.rowcount == 0:
                 raise GameNotFound(f"no saved game {game_id}")
 
+    async def keep_unsent(self, game_id: str, unsent: dict[str, Any] | None) -> None:
+        """Keep what the person at a stopped game had queued or typed and not sent (the trace's
+        ``unsent`` key, in ``games.extra``: ``calbench-play --resume`` puts it back); None
+        forgets it.  A completed game is left alone."""
+        async with self._tx() as db:
+            row = await db.execute_fetchall("SELECT extra, status FROM games WHERE game_id = ?", (game_id,))
+            if not row or row[0][1] == "completed":
+                return
+            extra = _loads(row[0][0]) if row[0][0] else {}
+            if not isinstance(extra, dict):
+                extra = {}
+            if unsent:
+                extra["unsent"] = unsent
+            elif extra.pop("unsent", None) is None:
+                return
+            await db.execute("UPDATE games SET extra = ? WHERE game_id = ?", (_dumps(extra) if extra else None, game_id))
+
     async def delete_game(self, game_id: str) -> bool:
         async with self._tx() as db:
             cur = await db.execute("DELETE FROM games WHERE game_id = ?", (game_id,))

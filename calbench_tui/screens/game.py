@@ -44,7 +44,7 @@ def restart_notice(round_: Any) -> Text:
     """What a seat is told when a resumed game plays the round that was cut short again."""
     n = f" {round_ + 1}" if isinstance(round_, int) else ""
     return Text(f"The game was stopped during round{n}, so round{n} starts again from its beginning. "
-                "Everything written before the stop is kept in the record (marked interrupted), but your "
+                "Everything sent before the stop is kept in the record (marked interrupted), but your "
                 "partners start this round afresh: say again what still matters.", style="bold yellow")
 
 
@@ -539,6 +539,28 @@ class GameScreen(Screen):
 
     def _outbox_changed(self) -> None:
         self.chat.set_outbox(self._outbox_lines(), len(self.model.outbox))
+
+    def typed(self) -> str:
+        """The composer's words (enter not pressed yet); empty before the screen is composed."""
+        try:
+            return self.query_one("#composer", Input).value
+        except Exception:
+            return ""
+
+    def restore_unsent(self, kept: dict[str, Any]) -> None:
+        """Put back what was queued and typed when the game was stopped (``calbench-play --resume``)."""
+        n = self.model.requeue(kept.get("queued"))
+        typed = kept.get("composer") if isinstance(kept.get("composer"), str) else ""
+        if typed:
+            self.query_one("#composer", Input).value = typed
+        if not n and not typed:
+            return
+        self._outbox_changed()
+        what = [f"{n} queued message{'s' if n != 1 else ''}" if n else "", "the words you were typing" if typed else ""]
+        self.chat.note(Text(f"Back from before the stop: {' and '.join(w for w in what if w)}. "
+                            "e sends what is queued, u takes back the last one.", style="bold yellow"),
+                       also_active=True)
+        self.sync_bindings()
 
     def _outbox_lines(self) -> list[str]:
         """One line per queued text; the same words by DM to several seats read as one line."""

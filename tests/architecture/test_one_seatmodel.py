@@ -34,7 +34,8 @@ SCREEN_ATTRIBUTES = {
 
 #: What an app may touch of its screens beyond Textual's Screen API.
 SCREEN_ENTRY_POINTS = {
-    "game_screen": {"deliver", "on_register", "on_speak", "on_batch_request", "on_game_event", "on_presence", "note"},
+    "game_screen": {"deliver", "on_register", "on_speak", "on_batch_request", "on_game_event", "on_presence", "note",
+                    "typed", "restore_unsent"},
     "decision_screen": {"draft"},
 }
 

@@ -528,3 +528,20 @@ def test_my_proposal_stays_the_preselected_slot_when_a_partner_then_mentions_ano
     assert m.agreed_slot() == 2 and set(m.talked_slots()) == {1, 2, 4}
     m.apply(_round(1, 2, [0, 1]))
     assert m.agreed_slot() is None and m.talked_slots() == []
+
+
+def test_the_outbox_kept_as_json_is_queued_again_as_it_was():
+    """``outbox_json`` / ``requeue``: what a stop keeps of the queue (calbench-play --resume)
+    comes back message for message, the handwritten mark included; an entry that does not
+    read is left out."""
+    m = SeatModel(2, ("dm", "participant_groupchat"), 5)
+    typed = [Message("dm", "Slot 5 or 14 work for me", 1), Message("dm", "Slot 5 or 14 work for me", 4)]
+    quick_one = Message("participant_groupchat", "Costs, per slot: 0 free", None, {"kind": "costs", "protocol": "imap"})
+    m.queue(typed, handwritten=True)
+    m.queue([quick_one])
+    kept = json.loads(json.dumps(m.outbox_json()))
+    back = SeatModel(2, ("dm", "participant_groupchat"), 5)
+    assert back.requeue(kept + [{"message": {"type": "schedule"}}, "junk"]) == 3
+    assert back.outbox == m.outbox
+    assert [id(x) in back._handwritten for x in back.outbox] == [True, True, False]
+    assert back.requeue(None) == 0

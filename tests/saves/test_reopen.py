@@ -145,3 +145,24 @@ async def test_a_failure_inside_the_reopen_changes_nothing(store):
         await store.reopen_game(GID, resume_point(stored))
     assert await store.load_events(GID) == stored
     assert await status(store, GID) == "stopped"
+
+
+async def test_unsent_words_are_kept_with_a_stopped_game_through_a_reopen_and_dropped_when_it_completes(store):
+    """``Store.keep_unsent``: what the person had queued and typed at a stop rides in the game's
+    extra fields (the trace's ``unsent``), survives the reopen of ``--resume``, is forgotten by
+    None, and a completed game never takes one (calbench-play: tests/tui/test_play.py)."""
+    t = generate_scenario(5)
+    full = await stopped_game(store, t)
+    kept = {"seat": 2, "round": 2, "queued": [], "composer": "How about slot 7? key sk-" + "a" * 40}
+    await store.keep_unsent(GID, kept)
+    got = (await store.load_trace(GID))["unsent"]
+    assert got["composer"].startswith("How about slot 7?") and "a" * 40 not in got["composer"]  # redacted like all text
+    await store.reopen_game(GID, resume_point(await store.load_events(GID)))
+    assert (await store.load_trace(GID))["unsent"] == got
+    await store.keep_unsent(GID, None)
+    assert "unsent" not in await store.load_trace(GID)
+    await store.keep_unsent(GID, kept)
+    await store.finish_game(GID, full.trace)
+    assert "unsent" not in await store.load_trace(GID)
+    await store.keep_unsent(GID, kept)  # completed: left alone
+    assert "unsent" not in await store.load_trace(GID)

@@ -281,3 +281,40 @@ async def test_play_again_after_the_end_screen(store):
         assert app.game_task.seed == 8 and isinstance(app.screen, type(app.game_screen))
         await pilot.press("ctrl+q")
     assert (await store.load_trace(first))["saved"]["status"] == "completed"
+
+
+async def test_what_was_queued_and_typed_at_a_quit_is_back_on_resume(store, tmp_path):
+    """Found by hand: a person queued an offer, was typing the next one, quit (ctrl+q), and on
+    --resume both were gone.  They are kept with the stopped game (its ``unsent``) and put back
+    at the first question of the resumed game: the queue is sent with ``e``, the words stay in
+    the composer; what is still unsent at the next quit is kept again."""
+    app = make_app(settings=Settings(seat=2, seed=11, deterministic=True), store=store)
+    async with app.run_test(size=(110, 34)) as pilot:
+        await wait_for(pilot, lambda: app.game_screen is not None and app.game_screen.pending is not None,
+                       what="seat 2's first talk turn")
+        await pilot.press("i", *"Slot 5 or 14 work for me", "enter", *"How about slot")
+        await wait_for(pilot, lambda: len(app.seat_model.outbox) == 2, what="the offer queued to both partners")
+        game_id = app.game_id
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    kept = (await store.load_trace(game_id))["unsent"]
+    assert kept["seat"] == 2 and kept["composer"] == "How about slot"
+    assert [(q["message"]["to"], q["message"]["content"], q["handwritten"]) for q in kept["queued"]] == \
+        [(1, "Slot 5 or 14 work for me", True), (4, "Slot 5 or 14 work for me", True)]
+
+    again = make_app(settings=Settings(resume=game_id[:8], deterministic=True), store=store)
+    async with again.run_test(size=(110, 34)) as pilot:
+        await wait_painted(pilot, "Back from before the stop: 2 queued messages", "queued: 2 messages")
+        gs = again.game_screen
+        assert [m.content for m in again.seat_model.outbox] == ["Slot 5 or 14 work for me"] * 2
+        assert gs.typed() == "How about slot"
+        await wait_for(pilot, lambda: gs.pending is not None, what="the restarted round's talk turn")
+        await pilot.press("e")  # the queue goes out; the typed words stay where they were
+        await wait_for(pilot, lambda: not again.seat_model.outbox, what="the queue sent")
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    saved = await store.load_trace(game_id)
+    sent = [e["data"] for e in saved["events"] if e["type"] == "dm_sent" and e["data"]["from_agent"] == 2]
+    assert [(d["to_agent"], d["content"]) for d in sent] == [(1, "Slot 5 or 14 work for me"),
+                                                             (4, "Slot 5 or 14 work for me")]
+    assert saved["unsent"] == {"seat": 2, "round": kept["round"], "queued": [], "composer": "How about slot"}
