@@ -557,9 +557,9 @@ class GameScreen(Screen):
             return
         self._outbox_changed()
         what = [f"{n} queued message{'s' if n != 1 else ''}" if n else "", "the words you were typing" if typed else ""]
-        self.chat.note(Text(f"Back from before the stop: {' and '.join(w for w in what if w)}. "
-                            "e sends what is queued, u takes back the last one.", style="bold yellow"),
-                       also_active=True)
+        keys = "e sends what is queued, u takes back the last one." if n else "i takes you back to them."
+        self.chat.note(Text(f"Back from before the stop: {' and '.join(w for w in what if w)}. {keys}",
+                            style="bold yellow"), also_active=True)
         self.sync_bindings()
 
     def _outbox_lines(self) -> list[str]:
