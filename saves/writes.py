@@ -222,7 +222,8 @@ class GameWrites:
                 extra["unsent"] = unsent
             elif extra.pop("unsent", None) is None:
                 return
-            await db.execute("UPDATE games SET extra = ? WHERE game_id = ?", (_dumps(extra) if extra else None, game_id))
+            await db.execute("UPDATE games SET extra = ? WHERE game_id = ?",
+                             (_dumps(extra) if extra else None, game_id))
 
     async def delete_game(self, game_id: str) -> bool:
         async with self._tx() as db:
